@@ -1,0 +1,145 @@
+//! Jitter: a random amount that is only ever *added* to a wait, so clients that were told the
+//! same time do not all come back at once. It never subtracts: a hint is a lower bound.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+/// How to draw the jitter `j ≥ 0` that is added to `max(H, B)`.
+///
+/// The draw takes the random source as an argument, so a seeded generator
+/// (e.g. `rand::rngs::SmallRng::seed_from_u64`) makes it reproducible.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff::Jitter;
+/// use rand::{SeedableRng, rngs::SmallRng};
+/// use std::time::Duration;
+///
+/// let mut rng = SmallRng::seed_from_u64(7);
+/// let j = Jitter::Uniform(Duration::from_millis(500)).draw(Duration::from_secs(30), &mut rng);
+/// assert!(j <= Duration::from_millis(500));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Jitter {
+    /// No jitter.
+    None,
+    /// Uniform in `[0, max]`, whatever the wait.
+    Uniform(Duration),
+    /// Uniform in `[0, fraction × wait]`: a 30 s wait with `0.1` gets up to 3 s more.
+    /// Fractions below zero (and NaN) read as zero.
+    Proportional(f64),
+}
+
+impl Jitter {
+    /// The largest jitter this strategy can add to `wait`.
+    pub fn max_for(&self, wait: Duration) -> Duration {
+        match *self {
+            Jitter::None => Duration::ZERO,
+            Jitter::Uniform(max) => max,
+            Jitter::Proportional(fraction) if fraction > 0.0 => {
+                Duration::try_from_secs_f64(wait.as_secs_f64() * fraction).unwrap_or(Duration::MAX)
+            }
+            Jitter::Proportional(_) => Duration::ZERO,
+        }
+    }
+
+    /// Draws a jitter for a wait of `wait` (that is, `max(H, B)`). Always `≥ 0`.
+    pub fn draw<R: Rng + ?Sized>(&self, wait: Duration, rng: &mut R) -> Duration {
+        self.scale(wait, rng.random::<f64>())
+    }
+
+    /// The jitter for a uniform draw `unit` in `[0, 1]`: `unit × max_for(wait)`. Out-of-range
+    /// draws are clamped and NaN reads as zero, so the result is always in `[0, max_for(wait)]`.
+    ///
+    /// This is how the pure decision applies jitter: the caller draws `unit`, the decision
+    /// scales it once it knows `max(H, B)`.
+    pub fn scale(&self, wait: Duration, unit: f64) -> Duration {
+        let max = self.max_for(wait);
+        let unit = if unit.is_nan() {
+            0.0
+        } else {
+            unit.clamp(0.0, 1.0)
+        };
+        if max.is_zero() || unit == 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::try_from_secs_f64(max.as_secs_f64() * unit)
+            .unwrap_or(max)
+            .min(max)
+    }
+}
+
+impl Default for Jitter {
+    /// Up to 10 % of the wait.
+    fn default() -> Jitter {
+        Jitter::Proportional(0.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    mod draw {
+        use super::*;
+
+        proptest! {
+            #[test]
+            fn never_subtracts_and_never_exceeds_its_bound(
+                seed: u64, wait_ms in 0u64..10_000_000, max_ms in 0u64..100_000, fraction in -1.0f64..2.0,
+            ) {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                let wait = Duration::from_millis(wait_ms);
+                for jitter in [Jitter::None, Jitter::Uniform(Duration::from_millis(max_ms)), Jitter::Proportional(fraction)] {
+                    let j = jitter.draw(wait, &mut rng);
+                    prop_assert!(j <= jitter.max_for(wait));
+                    prop_assert!(wait + j >= wait);
+                }
+            }
+        }
+
+        #[test]
+        fn the_same_seed_draws_the_same_sequence() {
+            let draws = |seed| {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                (0..5)
+                    .map(|_| Jitter::Uniform(Duration::from_secs(1)).draw(Duration::ZERO, &mut rng))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(draws(42), draws(42));
+            assert_ne!(draws(42), draws(43));
+        }
+
+        #[test]
+        fn spreads_over_the_window() {
+            let mut rng = SmallRng::seed_from_u64(1);
+            let window = Duration::from_secs(1);
+            let draws: Vec<Duration> = (0..1000)
+                .map(|_| Jitter::Uniform(window).draw(Duration::ZERO, &mut rng))
+                .collect();
+            let low = draws.iter().filter(|d| **d < window / 4).count();
+            let high = draws.iter().filter(|d| **d > window * 3 / 4).count();
+            assert!(low > 150 && high > 150, "low {low}, high {high}");
+        }
+
+        #[test]
+        fn nan_and_negative_fractions_add_nothing() {
+            let mut rng = SmallRng::seed_from_u64(1);
+            let wait = Duration::from_secs(10);
+            assert_eq!(
+                Jitter::Proportional(f64::NAN).draw(wait, &mut rng),
+                Duration::ZERO
+            );
+            assert_eq!(
+                Jitter::Proportional(-0.5).draw(wait, &mut rng),
+                Duration::ZERO
+            );
+        }
+    }
+}

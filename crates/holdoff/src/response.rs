@@ -1,0 +1,279 @@
+//! What the decision needs to know about a response, and how its hint becomes an interval.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{HeaderMap, StatusCode, header};
+
+use crate::date::HttpDate;
+use crate::error::ParseErrorKind;
+use crate::header::{Parsed, RetryAfter};
+
+/// When a response's header section arrived, on both clocks.
+///
+/// Read both clocks once, together, as the headers arrive: the wall reading turns a date-form
+/// hint into an interval, the monotonic reading anchors every wait from then on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Receipt {
+    /// The monotonic clock at receipt.
+    pub instant: Instant,
+    /// The wall clock at receipt.
+    pub wall: SystemTime,
+}
+
+impl Receipt {
+    /// Reads both clocks of `clock` now.
+    pub fn now(clock: &impl crate::clock::Clock) -> Receipt {
+        Receipt {
+            instant: clock.now(),
+            wall: clock.wall_now(),
+        }
+    }
+}
+
+/// The parts of a response that the decision reads: its status, the raw hint and the
+/// server's clock (`Date`, `Age`), plus when it arrived. Borrowed, so building one copies no
+/// header bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct ResponseInfo<'a> {
+    /// The response status.
+    pub status: StatusCode,
+    /// The raw `Retry-After` value, if the response had one.
+    pub retry_after: Option<&'a [u8]>,
+    /// Whether the response carried more than one `Retry-After` field: a list, so malformed.
+    pub retry_after_repeated: bool,
+    /// The raw `Date` value, if any.
+    pub date: Option<&'a [u8]>,
+    /// The raw `Age` value, if any.
+    pub age: Option<&'a [u8]>,
+    /// Whether a 3xx carried a `Location` to follow.
+    pub has_location: bool,
+    /// The body, or as much of it as was read, for the quota classifier. Empty if unknown.
+    pub body: &'a [u8],
+    /// When the header section arrived.
+    pub receipt: Receipt,
+}
+
+impl<'a> ResponseInfo<'a> {
+    /// Reads the status and the relevant headers of a response. Several `Retry-After`
+    /// fields make a list, which is malformed like `120, 120` in one field.
+    pub fn from_headers(status: StatusCode, headers: &'a HeaderMap, receipt: Receipt) -> Self {
+        let get = |name| headers.get(name).map(http::HeaderValue::as_bytes);
+        let mut hints = headers.get_all(header::RETRY_AFTER).iter();
+        ResponseInfo {
+            status,
+            retry_after: hints.next().map(http::HeaderValue::as_bytes),
+            retry_after_repeated: hints.next().is_some(),
+            date: get(header::DATE),
+            age: get(header::AGE),
+            has_location: headers.contains_key(header::LOCATION),
+            body: &[],
+            receipt,
+        }
+    }
+
+    /// A response with this status and no headers of interest.
+    pub fn new(status: StatusCode, receipt: Receipt) -> Self {
+        ResponseInfo {
+            status,
+            retry_after: None,
+            retry_after_repeated: false,
+            date: None,
+            age: None,
+            has_location: false,
+            body: &[],
+            receipt,
+        }
+    }
+
+    /// The same response with this raw `Retry-After` value.
+    pub fn with_retry_after(self, raw: &'a [u8]) -> Self {
+        ResponseInfo {
+            retry_after: Some(raw),
+            ..self
+        }
+    }
+
+    /// The same response with this raw `Date` value.
+    pub fn with_date(self, raw: &'a [u8]) -> Self {
+        ResponseInfo {
+            date: Some(raw),
+            ..self
+        }
+    }
+
+    /// The same response with this raw `Age` value.
+    pub fn with_age(self, raw: &'a [u8]) -> Self {
+        ResponseInfo {
+            age: Some(raw),
+            ..self
+        }
+    }
+
+    /// The same response with (or without) a `Location` to follow.
+    pub fn with_location(self, has_location: bool) -> Self {
+        ResponseInfo {
+            has_location,
+            ..self
+        }
+    }
+
+    /// The same response with a body (or a prefix of it) for the quota classifier.
+    pub fn with_body(self, body: &'a [u8]) -> Self {
+        ResponseInfo { body, ..self }
+    }
+}
+
+/// Whose clock a date-form hint was measured against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// The server's own clock: `Date + Age` from the same response.
+    ServerDate,
+    /// The local wall clock at receipt (the response had no valid `Date`).
+    LocalClock,
+}
+
+impl Reference {
+    /// `server-date` or `local-clock`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reference::ServerDate => "server-date",
+            Reference::LocalClock => "local-clock",
+        }
+    }
+}
+
+/// How far the server's clock (`Date + Age`) was from the local wall clock at receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skew {
+    /// The server's clock was ahead of ours by this much (or equal).
+    Ahead(Duration),
+    /// The server's clock was behind ours by this much.
+    Behind(Duration),
+}
+
+impl Skew {
+    /// Server minus local, in whole seconds rounded toward zero, saturating.
+    pub fn as_secs_i64(self) -> i64 {
+        match self {
+            Skew::Ahead(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            Skew::Behind(d) => i64::try_from(d.as_secs()).map_or(i64::MIN, |s| -s),
+        }
+    }
+}
+
+/// The hint as understood, for diagnostics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HintForm {
+    /// The response carried no hint.
+    Absent,
+    /// delay-seconds; `saturated` when the digits exceeded `u64::MAX` seconds.
+    Delay {
+        /// The delay.
+        delay: Duration,
+        /// Whether the value was larger than `u64::MAX` seconds.
+        saturated: bool,
+    },
+    /// An HTTP-date.
+    Date(HttpDate),
+    /// The value was malformed.
+    Malformed(ParseErrorKind),
+}
+
+/// A hint turned into an interval `H` counted from receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Interval {
+    pub(crate) form: HintForm,
+    /// `H`; `None` when there was no usable hint.
+    pub(crate) interval: Option<Duration>,
+    pub(crate) clamped_past: bool,
+    pub(crate) reference: Reference,
+    pub(crate) skew: Option<Skew>,
+}
+
+/// The server's clock at receipt, `Date + Age`, in nanoseconds since the epoch.
+fn server_clock(response: &ResponseInfo<'_>) -> Option<i128> {
+    let date = HttpDate::parse(response.date?, response.receipt.wall).ok()?;
+    let age = response.age.and_then(delta_seconds).unwrap_or(0);
+    Some((i128::from(date.unix_seconds()) + i128::from(age)) * 1_000_000_000)
+}
+
+/// `delta-seconds = 1*DIGIT`, saturating; `None` if malformed.
+fn delta_seconds(raw: &[u8]) -> Option<u64> {
+    let raw = raw.trim_ascii();
+    if raw.is_empty() || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(raw.iter().fold(0u64, |acc, &c| {
+        acc.saturating_mul(10).saturating_add(u64::from(c - b'0'))
+    }))
+}
+
+fn unix_nanos(time: SystemTime) -> i128 {
+    match time.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(after) => after.as_nanos() as i128,
+        Err(before) => -(before.duration().as_nanos() as i128),
+    }
+}
+
+fn duration_from_nanos(nanos: i128) -> Duration {
+    let nanos = nanos.max(0) as u128;
+    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    Duration::new(secs, (nanos % 1_000_000_000) as u32)
+}
+
+impl Interval {
+    /// DESIGN "From hint to wait": delay-form counts from receipt; date-form is
+    /// `max(0, date − reference)`, the reference being the server's `Date + Age` when valid.
+    pub(crate) fn of(response: &ResponseInfo<'_>) -> Interval {
+        let local = unix_nanos(response.receipt.wall);
+        let server = server_clock(response);
+        let skew = server.map(|server| {
+            let diff = server - local;
+            if diff >= 0 {
+                Skew::Ahead(duration_from_nanos(diff))
+            } else {
+                Skew::Behind(duration_from_nanos(-diff))
+            }
+        });
+        let reference = if server.is_some() {
+            Reference::ServerDate
+        } else {
+            Reference::LocalClock
+        };
+        let mut out = Interval {
+            form: HintForm::Absent,
+            interval: None,
+            clamped_past: false,
+            reference,
+            skew,
+        };
+        let Some(raw) = response.retry_after else {
+            return out;
+        };
+        if response.retry_after_repeated {
+            out.form = HintForm::Malformed(ParseErrorKind::List);
+            return out;
+        }
+        match crate::header::parse(raw, response.receipt.wall) {
+            Err(err) => out.form = HintForm::Malformed(err.kind()),
+            Ok(Parsed {
+                value: RetryAfter::Delay(delay),
+                saturated,
+            }) => {
+                out.form = HintForm::Delay { delay, saturated };
+                out.interval = Some(delay);
+            }
+            Ok(Parsed {
+                value: RetryAfter::Date(date),
+                ..
+            }) => {
+                let diff =
+                    i128::from(date.unix_seconds()) * 1_000_000_000 - server.unwrap_or(local);
+                out.form = HintForm::Date(date);
+                out.clamped_past = diff < 0;
+                out.interval = Some(duration_from_nanos(diff));
+            }
+        }
+        out
+    }
+}
