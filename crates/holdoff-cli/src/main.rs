@@ -1,1 +1,109 @@
-fn main() {}
+//! `holdoff`: explain HTTP `Retry-After` values and what a client should do with them.
+//!
+//! Each subcommand lives in its own module with the same shape: a clap `Args` struct and a
+//! `run` function that writes to the given output and returns the exit code, or a [`Failure`]
+//! that [`main`] reports.
+//!
+//! # Exit codes
+//!
+//! - 0: success (for `explain`: the value is valid).
+//! - 1: the command ran and found a problem (for `explain`: the value is malformed).
+//! - 2: usage error (bad option or argument), or the output could not be written.
+#![forbid(unsafe_code)]
+
+mod duration;
+mod explain;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// Honour HTTP Retry-After exactly as RFC 9110 defines it.
+#[derive(Debug, Parser)]
+#[command(name = "holdoff", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Explain a Retry-After value: what it means, when a retry is permitted, and what a
+    /// client should do.
+    Explain(explain::Args),
+}
+
+impl Command {
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Explain(_) => "explain",
+        }
+    }
+}
+
+/// Why a subcommand could not do its job.
+#[derive(Debug)]
+enum Failure {
+    /// The arguments parsed but make no sense together; the message says what to change.
+    Usage(String),
+    /// Writing the output failed.
+    Io(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(err: io::Error) -> Failure {
+        Failure::Io(err)
+    }
+}
+
+/// The exit code for a usage error, as clap uses it.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let name = cli.command.name();
+    let mut stdout = io::stdout().lock();
+    let result = match cli.command {
+        Command::Explain(args) => explain::run(args, &mut stdout),
+    };
+    let result = result.and_then(|code| {
+        stdout.flush()?;
+        Ok(code)
+    });
+    match result {
+        Ok(code) => code,
+        // The reader went away (`holdoff explain 120 | head -1`): nothing left to say.
+        Err(Failure::Io(err)) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Io(err)) => {
+            // If stderr is gone too there is nobody to tell.
+            let _ = writeln!(io::stderr(), "holdoff: failed to write output: {err}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(Failure::Usage(message)) => {
+            // Formatted like clap's own errors, with the subcommand's usage; exits with 2.
+            let kind = clap::error::ErrorKind::ValueValidation;
+            let mut root = Cli::command();
+            root.build();
+            let err = match root.find_subcommand_mut(name) {
+                Some(sub) => sub.error(kind, message),
+                None => root.error(kind, message),
+            };
+            err.exit()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod cli {
+        use super::*;
+
+        #[test]
+        fn is_a_valid_clap_definition() {
+            Cli::command().debug_assert();
+        }
+    }
+}

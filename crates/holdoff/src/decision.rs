@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::ParseErrorKind;
+use crate::hints::HintSource;
 use crate::response::{HintForm, Reference, Skew};
 
 /// What to do after an attempt.
@@ -174,8 +175,12 @@ pub struct Permitted {
 pub struct Diagnostics<'a> {
     /// The raw `Retry-After` value.
     pub raw: Option<&'a [u8]>,
-    /// The hint as understood.
+    /// The `Retry-After` hint as understood.
     pub hint: HintForm,
+    /// Which header gave `H`: `Retry-After` or the vendor hint that asked for longer.
+    pub source: Option<HintSource>,
+    /// A malformed vendor hint that was reported and ignored.
+    pub malformed_vendor: Option<HintSource>,
     /// Whether a malformed hint was dropped (`on_malformed = fallback`).
     pub dropped_malformed: bool,
     /// Whether a date-form hint lay in the past and was clamped to zero.
@@ -184,6 +189,10 @@ pub struct Diagnostics<'a> {
     pub reference: Reference,
     /// Server clock (`Date + Age`) minus local wall clock at receipt, when `Date` was valid.
     pub skew: Option<Skew>,
+    /// `H`, when the response set one (`None`: no hint, or only a malformed one).
+    pub interval: Option<Duration>,
+    /// `max(H, B) + j`, when the decision got that far (also for deferrals).
+    pub wait: Option<Duration>,
     /// The local backoff `B` that was used.
     pub backoff: Duration,
     /// The jitter `j` that was used.

@@ -37,7 +37,8 @@ impl ParseErrorKind {
         }
     }
 
-    fn describe(self) -> &'static str {
+    /// What was wrong, as a sentence fragment: "the weekday does not match the date".
+    pub fn describe(self) -> &'static str {
         match self {
             ParseErrorKind::Empty => "the value is empty",
             ParseErrorKind::NonAscii => "the value contains a non-ASCII byte",

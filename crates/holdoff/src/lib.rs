@@ -54,16 +54,20 @@ pub mod clock;
 mod date;
 mod decision;
 mod error;
+pub mod gate;
 mod header;
+mod hints;
 mod jitter;
 mod policy;
 mod response;
+pub mod retry;
 
 pub use backoff::Backoff;
 pub use date::{DateFormat, HttpDate};
 pub use decision::{Decision, DeferReason, Diagnostics, GiveUpReason, Permitted, Reason, Verdict};
 pub use error::{ParseError, ParseErrorKind};
 pub use header::{RetryAfter, from_str_now};
+pub use hints::{HintSource, VendorHints};
 pub use jitter::Jitter;
 pub use policy::{
     Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, OpenAiQuota, Policy, QuotaClassifier,

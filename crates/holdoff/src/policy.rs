@@ -7,12 +7,13 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
 
 use crate::backoff::Backoff;
 use crate::decision::{Decision, DeferReason, Diagnostics, GiveUpReason, Permitted, Verdict};
+use crate::hints::{self, VendorHints};
 use crate::jitter::Jitter;
 use crate::response::{HintForm, Interval, Receipt, ResponseInfo};
 
@@ -79,13 +80,13 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// A set of HTTP status codes (100–599), stored as bits.
+/// A set of HTTP status codes (every code `http` accepts, 100–999), stored as bits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StatusSet([u64; 8]);
+pub struct StatusSet([u64; 15]);
 
 impl StatusSet {
     /// No status.
-    pub const EMPTY: StatusSet = StatusSet([0; 8]);
+    pub const EMPTY: StatusSet = StatusSet([0; 15]);
 
     /// The default retryable statuses: 408, 429, 500, 502, 503, 504.
     pub fn default_retryable() -> StatusSet {
@@ -131,7 +132,7 @@ impl fmt::Debug for StatusSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set()
             .entries(
-                (100..600)
+                (100..1000)
                     .filter_map(|c| StatusCode::from_u16(c).ok())
                     .filter(|s| self.contains(*s))
                     .map(|s| s.as_u16()),
@@ -204,6 +205,8 @@ pub struct Policy {
     backoff: Backoff,
     jitter: Jitter,
     classifier: Arc<dyn QuotaClassifier>,
+    vendor_hints: VendorHints,
+    rate_limited_403: bool,
 }
 
 impl Default for Policy {
@@ -218,6 +221,8 @@ impl Default for Policy {
             backoff: Backoff::default(),
             jitter: Jitter::default(),
             classifier: Arc::new(OpenAiQuota),
+            vendor_hints: VendorHints::ALL,
+            rate_limited_403: true,
         }
     }
 }
@@ -266,6 +271,24 @@ impl Policy {
         self
     }
 
+    /// Which vendor hints to read besides `Retry-After` (all, by default).
+    pub fn vendor_hints(mut self, hints: VendorHints) -> Policy {
+        self.vendor_hints = hints;
+        self
+    }
+
+    /// Whether a 403 with `X-RateLimit-Remaining: 0` (GitHub's rate-limit answer) is retried
+    /// like a 429 (on by default). A 403 with only a `Retry-After` is never retried.
+    pub fn rate_limited_403(mut self, retry: bool) -> Policy {
+        self.rate_limited_403 = retry;
+        self
+    }
+
+    /// The statuses the policy retries.
+    pub fn retryable_statuses(&self) -> StatusSet {
+        self.retryable
+    }
+
     /// The configured attempt limit.
     pub fn attempt_limit(&self) -> u32 {
         self.max_attempts
@@ -286,27 +309,53 @@ impl Policy {
     /// Pure: no clock reads, no randomness, no allocation. Every verdict carries the
     /// permitted-retry time (receipt + `H`).
     pub fn decide<'a>(&self, response: &ResponseInfo<'a>, attempt: &Attempt<'_>) -> Verdict<'a> {
-        let interval = Interval::of(response);
+        let interval = Interval::of(response, self.vendor_hints);
         let mut diagnostics = Diagnostics {
             raw: response.retry_after,
             hint: interval.form,
+            source: interval.source,
+            malformed_vendor: interval.malformed_vendor,
             dropped_malformed: false,
             clamped_past: interval.clamped_past,
             reference: interval.reference,
             skew: interval.skew,
+            interval: interval.interval,
+            wait: None,
             backoff: attempt.backoff,
             jitter: Duration::ZERO,
         };
         let decision = self.decision(response, attempt, &interval, &mut diagnostics);
-        let hint = if diagnostics.dropped_malformed {
-            Duration::ZERO
-        } else {
-            interval.interval.unwrap_or(Duration::ZERO)
-        };
         Verdict {
             decision,
-            permitted: permitted(response.receipt, hint),
+            permitted: permitted(
+                response.receipt,
+                interval.interval.unwrap_or(Duration::ZERO),
+            ),
             diagnostics,
+        }
+    }
+
+    /// Decides what to do after `attempt` failed without a response (connection refused,
+    /// reset, timeout), at `now`: retry on the local backoff alone if the request may be
+    /// repeated and attempts and time are left. Pure, like [`Policy::decide`].
+    pub fn decide_error(&self, attempt: &Attempt<'_>, now: Instant) -> Decision {
+        if !attempt.method.is_idempotent() && !attempt.repeat_safe {
+            return Decision::GiveUp(GiveUpReason::NonIdempotent);
+        }
+        if attempt.number >= self.max_attempts {
+            return Decision::GiveUp(GiveUpReason::AttemptsExhausted);
+        }
+        let jitter = match attempt.jitter {
+            JitterDraw::Exact(j) => j,
+            JitterDraw::Unit(unit) => self.jitter.scale(attempt.backoff, unit),
+        };
+        let wait = attempt.backoff.saturating_add(jitter);
+        if attempt.remaining.is_some_and(|left| wait >= left) {
+            return Decision::Defer(DeferReason::DeadlineExceeded);
+        }
+        match now.checked_add(wait) {
+            Some(at) => Decision::Retry { wait, at },
+            None => Decision::Defer(DeferReason::BeyondClockRange),
         }
     }
 
@@ -323,13 +372,10 @@ impl Policy {
         if status.is_success() {
             return Decision::Done;
         }
-        let mut hint = interval.interval;
+        let hint = interval.interval;
         if status.is_redirection() && response.has_location {
-            if let HintForm::Malformed(kind) = interval.form {
-                match self.on_malformed {
-                    OnMalformed::Error => return Decision::Malformed(kind),
-                    OnMalformed::Fallback => diagnostics.dropped_malformed = true,
-                }
+            if let Some(error) = self.malformed(interval, diagnostics) {
+                return error;
             }
             let wait = hint.unwrap_or(Duration::ZERO);
             return match receipt.checked_add(wait) {
@@ -337,7 +383,10 @@ impl Policy {
                 None => Decision::Defer(DeferReason::BeyondClockRange),
             };
         }
-        if !self.retryable.contains(status) {
+        let rate_limited_403 = status == StatusCode::FORBIDDEN
+            && self.rate_limited_403
+            && response.headers.is_some_and(hints::rate_limited);
+        if !self.retryable.contains(status) && !rate_limited_403 {
             return Decision::GiveUp(GiveUpReason::StatusNotRetryable);
         }
         // 2. A hint does not make a POST safe.
@@ -353,14 +402,8 @@ impl Policy {
             return Decision::GiveUp(GiveUpReason::QuotaExhausted);
         }
         // 5. A malformed hint is never read as zero.
-        if let HintForm::Malformed(kind) = interval.form {
-            match self.on_malformed {
-                OnMalformed::Error => return Decision::Malformed(kind),
-                OnMalformed::Fallback => {
-                    diagnostics.dropped_malformed = true;
-                    hint = None;
-                }
-            }
+        if let Some(error) = self.malformed(interval, diagnostics) {
+            return error;
         }
         // 6. The hint is a lower bound; the backoff's cap never touches it.
         let base = hint.unwrap_or(Duration::ZERO).max(attempt.backoff);
@@ -370,6 +413,7 @@ impl Policy {
         };
         diagnostics.jitter = jitter;
         let wait = base.saturating_add(jitter);
+        diagnostics.wait = Some(wait);
         // 7. Never cap the hint: defer instead.
         if let (Some(max_wait), Some(hint)) = (self.max_wait, hint) {
             if hint > max_wait {
@@ -388,10 +432,650 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Step 5: an error for a malformed `Retry-After`, or (with `fallback`) a note that it was
+    /// dropped. The malformed value never made it into `H`; a valid vendor hint still counts.
+    fn malformed(
+        &self,
+        interval: &Interval,
+        diagnostics: &mut Diagnostics<'_>,
+    ) -> Option<Decision> {
+        let HintForm::Malformed(kind) = interval.form else {
+            return None;
+        };
+        match self.on_malformed {
+            OnMalformed::Error => Some(Decision::Malformed(kind)),
+            OnMalformed::Fallback => {
+                diagnostics.dropped_malformed = true;
+                None
+            }
+        }
+    }
+}
+
 fn permitted(receipt: Receipt, after: Duration) -> Permitted {
     Permitted {
         after,
         at: receipt.instant.checked_add(after),
         wall: receipt.wall.checked_add(after),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Reason;
+    use crate::error::ParseErrorKind;
+    use crate::response::{Reference, Skew};
+    use std::time::UNIX_EPOCH;
+
+    /// 1994-11-06T08:49:37Z, the RFC's example instant.
+    const RFC_EXAMPLE: u64 = 784_111_777;
+
+    fn receipt() -> Receipt {
+        Receipt {
+            instant: crate::clock::SystemClock.now(),
+            wall: UNIX_EPOCH + Duration::from_secs(RFC_EXAMPLE),
+        }
+    }
+
+    fn get(number: u32) -> Attempt<'static> {
+        Attempt {
+            method: &Method::GET,
+            repeat_safe: false,
+            number,
+            backoff: Duration::ZERO,
+            jitter: JitterDraw::Exact(Duration::ZERO),
+            remaining: None,
+        }
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn decide(response: ResponseInfo<'_>, attempt: Attempt<'_>) -> Decision {
+        Policy::default().decide(&response, &attempt).decision
+    }
+
+    fn unavailable(hint: &[u8]) -> ResponseInfo<'_> {
+        ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt()).with_retry_after(hint)
+    }
+
+    mod decide {
+        use super::*;
+
+        #[test]
+        fn the_canonical_case_defers_to_the_hint() {
+            // The server asks 30 s, the local backoff is 8 s, 12 s remain.
+            let r = receipt();
+            let response =
+                ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r).with_retry_after(b"30");
+            let attempt = Attempt {
+                backoff: secs(8),
+                remaining: Some(secs(12)),
+                ..get(1)
+            };
+            let verdict = Policy::default().decide(&response, &attempt);
+            assert_eq!(
+                verdict.decision,
+                Decision::Defer(DeferReason::DeadlineExceeded)
+            );
+            assert_eq!(verdict.permitted.after, secs(30));
+            assert_eq!(verdict.permitted.at, Some(r.instant + secs(30)));
+            assert_eq!(verdict.permitted.wall, Some(r.wall + secs(30)));
+        }
+
+        #[test]
+        fn success_is_done_and_its_hint_only_noted() {
+            let response = ResponseInfo::new(StatusCode::OK, receipt()).with_retry_after(b"60");
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision, Decision::Done);
+            assert_eq!(verdict.permitted.after, secs(60));
+        }
+
+        #[test]
+        fn a_redirect_is_followed_after_the_hint() {
+            let r = receipt();
+            let response = ResponseInfo::new(StatusCode::MOVED_PERMANENTLY, r)
+                .with_retry_after(b"5")
+                .with_location(true);
+            assert_eq!(
+                decide(response, get(1)),
+                Decision::FollowRedirect {
+                    wait: secs(5),
+                    at: r.instant + secs(5)
+                }
+            );
+        }
+
+        #[test]
+        fn a_redirect_without_location_is_not_retried() {
+            let response = ResponseInfo::new(StatusCode::FOUND, receipt());
+            assert_eq!(
+                decide(response, get(1)),
+                Decision::GiveUp(GiveUpReason::StatusNotRetryable)
+            );
+        }
+
+        #[test]
+        fn a_hint_grants_no_permission_to_a_403() {
+            let response =
+                ResponseInfo::new(StatusCode::FORBIDDEN, receipt()).with_retry_after(b"1");
+            assert_eq!(
+                decide(response, get(1)),
+                Decision::GiveUp(GiveUpReason::StatusNotRetryable)
+            );
+        }
+
+        #[test]
+        fn every_default_retryable_status_is_retried() {
+            for code in [408, 429, 500, 502, 503, 504] {
+                let status = StatusCode::from_u16(code).expect("valid");
+                let response = ResponseInfo::new(status, receipt()).with_retry_after(b"1");
+                assert!(
+                    matches!(decide(response, get(1)), Decision::Retry { .. }),
+                    "{code} should be retried"
+                );
+            }
+            let response = ResponseInfo::new(StatusCode::NOT_IMPLEMENTED, receipt());
+            assert_eq!(
+                decide(response, get(1)),
+                Decision::GiveUp(GiveUpReason::StatusNotRetryable)
+            );
+        }
+
+        #[test]
+        fn a_hint_does_not_make_a_post_safe() {
+            let attempt = Attempt {
+                method: &Method::POST,
+                ..get(1)
+            };
+            assert_eq!(
+                decide(unavailable(b"1"), attempt),
+                Decision::GiveUp(GiveUpReason::NonIdempotent)
+            );
+        }
+
+        #[test]
+        fn a_post_marked_safe_to_repeat_is_retried() {
+            let attempt = Attempt {
+                method: &Method::POST,
+                repeat_safe: true,
+                ..get(1)
+            };
+            assert!(matches!(
+                decide(unavailable(b"1"), attempt),
+                Decision::Retry { .. }
+            ));
+        }
+
+        #[test]
+        fn idempotent_methods_are_retried() {
+            for method in [
+                Method::GET,
+                Method::HEAD,
+                Method::OPTIONS,
+                Method::TRACE,
+                Method::PUT,
+                Method::DELETE,
+            ] {
+                let attempt = Attempt {
+                    method: &method,
+                    ..get(1)
+                };
+                assert!(
+                    matches!(decide(unavailable(b"1"), attempt), Decision::Retry { .. }),
+                    "{method}"
+                );
+            }
+            let attempt = Attempt {
+                method: &Method::PATCH,
+                ..get(1)
+            };
+            assert_eq!(
+                decide(unavailable(b"1"), attempt),
+                Decision::GiveUp(GiveUpReason::NonIdempotent)
+            );
+        }
+
+        #[test]
+        fn a_hint_adds_no_attempts() {
+            assert_eq!(
+                decide(unavailable(b"1"), get(5)),
+                Decision::GiveUp(GiveUpReason::AttemptsExhausted)
+            );
+            assert!(matches!(
+                decide(unavailable(b"1"), get(4)),
+                Decision::Retry { .. }
+            ));
+        }
+
+        #[test]
+        fn a_spent_openai_quota_is_not_retried() {
+            let body = br#"{"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}"#;
+            let response = ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt())
+                .with_retry_after(b"20")
+                .with_body(body);
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(
+                verdict.decision,
+                Decision::GiveUp(GiveUpReason::QuotaExhausted)
+            );
+            assert_eq!(verdict.permitted.after, secs(20));
+        }
+
+        #[test]
+        fn an_openai_rate_limit_is_retried() {
+            let body = br#"{"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}"#;
+            let response = ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt())
+                .with_retry_after(b"20")
+                .with_body(body);
+            assert!(matches!(decide(response, get(1)), Decision::Retry { .. }));
+        }
+
+        #[test]
+        fn quota_words_in_a_non_json_body_do_not_count() {
+            let response = ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt())
+                .with_retry_after(b"1")
+                .with_body(b"insufficient_quota");
+            assert!(matches!(decide(response, get(1)), Decision::Retry { .. }));
+        }
+
+        #[test]
+        fn a_malformed_hint_is_an_error_by_default() {
+            let verdict = Policy::default().decide(&unavailable(b"1.5"), &get(1));
+            assert_eq!(
+                verdict.decision,
+                Decision::Malformed(ParseErrorKind::BadDelay)
+            );
+            assert_eq!(verdict.decision.reason(), Reason::MalformedRetryAfter);
+            assert_eq!(verdict.diagnostics.raw, Some(&b"1.5"[..]));
+        }
+
+        #[test]
+        fn a_malformed_hint_falls_back_to_the_backoff_when_asked() {
+            let policy = Policy::default().on_malformed(OnMalformed::Fallback);
+            let r = receipt();
+            let response =
+                ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r).with_retry_after(b"soon");
+            let attempt = Attempt {
+                backoff: secs(2),
+                ..get(1)
+            };
+            let verdict = policy.decide(&response, &attempt);
+            assert_eq!(
+                verdict.decision,
+                Decision::Retry {
+                    wait: secs(2),
+                    at: r.instant + secs(2)
+                }
+            );
+            assert!(verdict.diagnostics.dropped_malformed);
+            assert_eq!(verdict.permitted.after, Duration::ZERO);
+        }
+
+        #[test]
+        fn repeated_retry_after_fields_are_a_list() {
+            let mut headers = http::HeaderMap::new();
+            headers.append(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("5"),
+            );
+            headers.append(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("5"),
+            );
+            let response =
+                ResponseInfo::from_headers(StatusCode::SERVICE_UNAVAILABLE, &headers, receipt());
+            assert_eq!(
+                decide(response, get(1)),
+                Decision::Malformed(ParseErrorKind::List)
+            );
+        }
+
+        #[test]
+        fn the_wait_is_the_longer_of_hint_and_backoff_plus_jitter() {
+            let r = receipt();
+            let attempt = Attempt {
+                backoff: secs(3),
+                jitter: JitterDraw::Exact(Duration::from_millis(250)),
+                ..get(1)
+            };
+            let longer_hint =
+                ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r).with_retry_after(b"10");
+            assert_eq!(
+                decide(longer_hint, attempt).wait(),
+                Some(Duration::from_millis(10_250))
+            );
+            let shorter_hint =
+                ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r).with_retry_after(b"1");
+            assert_eq!(
+                decide(shorter_hint, attempt).wait(),
+                Some(Duration::from_millis(3_250))
+            );
+        }
+
+        #[test]
+        fn the_backoff_cap_never_caps_the_hint() {
+            let policy = Policy::default().backoff(Backoff::exponential(secs(1), secs(4)));
+            let attempt = Attempt {
+                backoff: policy.backoff_for(4),
+                ..get(4)
+            };
+            let verdict = policy.decide(&unavailable(b"600"), &attempt);
+            assert_eq!(verdict.decision.wait(), Some(secs(600)));
+        }
+
+        #[test]
+        fn a_hint_beyond_max_wait_defers_instead_of_being_capped() {
+            let policy = Policy::default().max_wait(Some(secs(10)));
+            let verdict = policy.decide(&unavailable(b"30"), &get(1));
+            assert_eq!(
+                verdict.decision,
+                Decision::Defer(DeferReason::HintExceedsMaxWait)
+            );
+            assert_eq!(verdict.permitted.after, secs(30));
+            // A long backoff is the client's own choice: max_wait limits only the hint.
+            let attempt = Attempt {
+                backoff: secs(20),
+                ..get(1)
+            };
+            assert!(matches!(
+                policy.decide(&unavailable(b"5"), &attempt).decision,
+                Decision::Retry { .. }
+            ));
+        }
+
+        #[test]
+        fn a_wait_equal_to_the_time_left_is_deferred() {
+            let attempt = Attempt {
+                remaining: Some(secs(30)),
+                ..get(1)
+            };
+            assert_eq!(
+                decide(unavailable(b"30"), attempt),
+                Decision::Defer(DeferReason::DeadlineExceeded)
+            );
+            let attempt = Attempt {
+                remaining: Some(secs(31)),
+                ..get(1)
+            };
+            assert!(matches!(
+                decide(unavailable(b"30"), attempt),
+                Decision::Retry { .. }
+            ));
+        }
+
+        #[test]
+        fn jitter_can_push_a_wait_past_the_deadline() {
+            let attempt = Attempt {
+                remaining: Some(secs(31)),
+                jitter: JitterDraw::Exact(secs(1)),
+                ..get(1)
+            };
+            assert_eq!(
+                decide(unavailable(b"30"), attempt),
+                Decision::Defer(DeferReason::DeadlineExceeded)
+            );
+        }
+
+        #[test]
+        fn a_wait_beyond_the_clock_defers_without_panicking() {
+            let verdict =
+                Policy::default().decide(&unavailable(b"99999999999999999999999"), &get(1));
+            assert_eq!(
+                verdict.decision,
+                Decision::Defer(DeferReason::BeyondClockRange)
+            );
+            assert_eq!(verdict.permitted.after, Duration::from_secs(u64::MAX));
+            assert_eq!(verdict.permitted.at, None);
+            assert!(matches!(
+                verdict.diagnostics.hint,
+                HintForm::Delay {
+                    saturated: true,
+                    ..
+                }
+            ));
+        }
+
+        #[test]
+        fn no_hint_waits_the_backoff() {
+            let r = receipt();
+            let response = ResponseInfo::new(StatusCode::BAD_GATEWAY, r);
+            let attempt = Attempt {
+                backoff: secs(4),
+                ..get(2)
+            };
+            let verdict = Policy::default().decide(&response, &attempt);
+            assert_eq!(
+                verdict.decision,
+                Decision::Retry {
+                    wait: secs(4),
+                    at: r.instant + secs(4)
+                }
+            );
+            assert_eq!(verdict.permitted.after, Duration::ZERO);
+            assert_eq!(verdict.diagnostics.hint, HintForm::Absent);
+        }
+
+        #[test]
+        fn proportional_jitter_scales_with_the_wait() {
+            let policy = Policy::default().jitter(Jitter::Proportional(0.5));
+            let attempt = Attempt {
+                jitter: JitterDraw::Unit(1.0),
+                ..get(1)
+            };
+            let verdict = policy.decide(&unavailable(b"10"), &attempt);
+            assert_eq!(verdict.decision.wait(), Some(secs(15)));
+            assert_eq!(verdict.diagnostics.jitter, secs(5));
+        }
+    }
+
+    mod date_hints {
+        use super::*;
+
+        const HINT: &[u8] = b"Sun, 06 Nov 1994 08:50:37 GMT"; // one minute after RFC_EXAMPLE
+
+        #[test]
+        fn without_date_the_local_clock_is_the_reference() {
+            let verdict = Policy::default().decide(&unavailable(HINT), &get(1));
+            assert_eq!(verdict.permitted.after, secs(60));
+            assert_eq!(verdict.diagnostics.reference, Reference::LocalClock);
+            assert_eq!(verdict.diagnostics.skew, None);
+        }
+
+        #[test]
+        fn with_date_the_server_clock_is_the_reference() {
+            // The server's clock reads 20 s ahead of ours: it means 40 s from now, not 60.
+            let response = unavailable(HINT).with_date(b"Sun, 06 Nov 1994 08:49:57 GMT");
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.permitted.after, secs(40));
+            assert_eq!(verdict.diagnostics.reference, Reference::ServerDate);
+            assert_eq!(verdict.diagnostics.skew, Some(Skew::Ahead(secs(20))));
+            assert_eq!(verdict.diagnostics.skew.map(Skew::as_secs_i64), Some(20));
+        }
+
+        #[test]
+        fn age_moves_the_server_clock_forward() {
+            let response = unavailable(HINT)
+                .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT")
+                .with_age(b"15");
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.permitted.after, secs(45));
+            assert_eq!(verdict.diagnostics.skew, Some(Skew::Ahead(secs(15))));
+        }
+
+        #[test]
+        fn a_server_behind_us_is_reported_as_negative_skew() {
+            let response = unavailable(HINT).with_date(b"Sun, 06 Nov 1994 08:48:37 GMT");
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.permitted.after, secs(120));
+            assert_eq!(verdict.diagnostics.skew.map(Skew::as_secs_i64), Some(-60));
+        }
+
+        #[test]
+        fn an_invalid_date_header_falls_back_to_the_local_clock() {
+            let response = unavailable(HINT).with_date(b"yesterday");
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.permitted.after, secs(60));
+            assert_eq!(verdict.diagnostics.reference, Reference::LocalClock);
+        }
+
+        #[test]
+        fn a_past_date_clamps_to_zero_and_says_so() {
+            let verdict =
+                Policy::default().decide(&unavailable(b"Sun, 06 Nov 1994 08:00:00 GMT"), &get(1));
+            assert_eq!(verdict.permitted.after, Duration::ZERO);
+            assert!(verdict.diagnostics.clamped_past);
+            assert!(matches!(verdict.decision, Decision::Retry { .. }));
+        }
+
+        #[test]
+        fn sub_second_receipt_times_are_kept() {
+            let r = Receipt {
+                instant: crate::clock::SystemClock.now(),
+                wall: UNIX_EPOCH + Duration::from_millis(RFC_EXAMPLE * 1000 + 250),
+            };
+            let response =
+                ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r).with_retry_after(HINT);
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.permitted.after, Duration::from_millis(59_750));
+        }
+    }
+
+    mod vendor_hints {
+        use super::*;
+        use crate::hints::{HintSource, VendorHints};
+        use http::{HeaderMap, HeaderValue};
+
+        fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        http::HeaderName::from_static(k),
+                        HeaderValue::from_static(v),
+                    )
+                })
+                .collect()
+        }
+
+        #[test]
+        fn a_longer_vendor_hint_beats_retry_after_and_is_named() {
+            let h = headers(&[("retry-after", "1"), ("retry-after-ms", "2500")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(Duration::from_millis(2500)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RetryAfterMs));
+            assert_eq!(verdict.permitted.after, Duration::from_millis(2500));
+        }
+
+        #[test]
+        fn a_shorter_vendor_hint_never_shortens_retry_after() {
+            let h = headers(&[("retry-after", "10"), ("x-ms-retry-after-ms", "100")]);
+            let response =
+                ResponseInfo::from_headers(StatusCode::SERVICE_UNAVAILABLE, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(10)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RetryAfter));
+        }
+
+        #[test]
+        fn vendor_hints_can_be_switched_off() {
+            let h = headers(&[("retry-after-ms", "2500")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let policy = Policy::default().vendor_hints(VendorHints::NONE);
+            assert_eq!(
+                policy.decide(&response, &get(1)).decision.wait(),
+                Some(Duration::ZERO)
+            );
+        }
+
+        #[test]
+        fn a_github_rate_limit_403_waits_for_the_reset() {
+            // Receipt is RFC_EXAMPLE; the reset is 90 s later.
+            let h = headers(&[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "784111867"),
+            ]);
+            let response = ResponseInfo::from_headers(StatusCode::FORBIDDEN, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(90)));
+            assert_eq!(
+                verdict.diagnostics.source,
+                Some(HintSource::XRateLimitReset)
+            );
+            let strict = Policy::default().rate_limited_403(false);
+            assert_eq!(
+                strict.decide(&response, &get(1)).decision,
+                Decision::GiveUp(GiveUpReason::StatusNotRetryable)
+            );
+        }
+
+        #[test]
+        fn a_plain_403_is_not_retried_even_with_rate_limit_headers_left() {
+            let h = headers(&[("x-ratelimit-remaining", "12"), ("retry-after", "5")]);
+            let response = ResponseInfo::from_headers(StatusCode::FORBIDDEN, &h, receipt());
+            assert_eq!(
+                decide(response, get(1)),
+                Decision::GiveUp(GiveUpReason::StatusNotRetryable)
+            );
+        }
+
+        #[test]
+        fn a_malformed_retry_after_falls_back_to_a_valid_vendor_hint() {
+            let h = headers(&[("retry-after", "soon"), ("retry-after-ms", "700")]);
+            let response =
+                ResponseInfo::from_headers(StatusCode::SERVICE_UNAVAILABLE, &h, receipt());
+            let policy = Policy::default().on_malformed(OnMalformed::Fallback);
+            let verdict = policy.decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(Duration::from_millis(700)));
+            assert!(verdict.diagnostics.dropped_malformed);
+        }
+
+        #[test]
+        fn a_malformed_vendor_hint_is_reported_not_read_as_zero() {
+            let h = headers(&[("retry-after", "3"), ("retry-after-ms", "-1")]);
+            let response =
+                ResponseInfo::from_headers(StatusCode::SERVICE_UNAVAILABLE, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(3)));
+            assert_eq!(
+                verdict.diagnostics.malformed_vendor,
+                Some(HintSource::RetryAfterMs)
+            );
+        }
+    }
+
+    mod status_set {
+        use super::*;
+
+        #[test]
+        fn holds_exactly_what_was_inserted() {
+            let mut set = StatusSet::EMPTY;
+            set.insert(StatusCode::from_u16(599).expect("valid"));
+            set.insert(StatusCode::CONTINUE);
+            assert!(set.contains(StatusCode::CONTINUE));
+            assert!(set.contains(StatusCode::from_u16(599).expect("valid")));
+            assert!(!set.contains(StatusCode::OK));
+            set.remove(StatusCode::CONTINUE);
+            assert!(!set.contains(StatusCode::CONTINUE));
+            assert_eq!(
+                format!("{:?}", StatusSet::default_retryable()),
+                "{408, 429, 500, 502, 503, 504}"
+            );
+        }
+
+        #[test]
+        fn holds_every_code_http_accepts() {
+            let mut set = StatusSet::EMPTY;
+            for code in 100..=999 {
+                let status = StatusCode::from_u16(code).expect("valid");
+                assert!(!set.contains(status));
+                set.insert(status);
+                assert!(set.contains(status));
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@ use http::{HeaderMap, StatusCode, header};
 use crate::date::HttpDate;
 use crate::error::ParseErrorKind;
 use crate::header::{Parsed, RetryAfter};
+use crate::hints::{self, HintSource, VendorHints};
 
 /// When a response's header section arrived, on both clocks.
 ///
@@ -51,6 +52,8 @@ pub struct ResponseInfo<'a> {
     pub body: &'a [u8],
     /// When the header section arrived.
     pub receipt: Receipt,
+    /// All headers, for vendor hints (`retry-after-ms`, `RateLimit`, …); `None` reads none.
+    pub headers: Option<&'a HeaderMap>,
 }
 
 impl<'a> ResponseInfo<'a> {
@@ -68,6 +71,7 @@ impl<'a> ResponseInfo<'a> {
             has_location: headers.contains_key(header::LOCATION),
             body: &[],
             receipt,
+            headers: Some(headers),
         }
     }
 
@@ -82,6 +86,7 @@ impl<'a> ResponseInfo<'a> {
             has_location: false,
             body: &[],
             receipt,
+            headers: None,
         }
     }
 
@@ -188,6 +193,10 @@ pub(crate) struct Interval {
     pub(crate) clamped_past: bool,
     pub(crate) reference: Reference,
     pub(crate) skew: Option<Skew>,
+    /// Which header gave `H` (the longest of `Retry-After` and the vendor hints).
+    pub(crate) source: Option<HintSource>,
+    /// A malformed vendor value that was ignored.
+    pub(crate) malformed_vendor: Option<HintSource>,
 }
 
 /// The server's clock at receipt, `Date + Age`, in nanoseconds since the epoch.
@@ -215,7 +224,7 @@ fn unix_nanos(time: SystemTime) -> i128 {
     }
 }
 
-fn duration_from_nanos(nanos: i128) -> Duration {
+pub(crate) fn duration_from_nanos(nanos: i128) -> Duration {
     let nanos = nanos.max(0) as u128;
     let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
     Duration::new(secs, (nanos % 1_000_000_000) as u32)
@@ -224,7 +233,23 @@ fn duration_from_nanos(nanos: i128) -> Duration {
 impl Interval {
     /// DESIGN "From hint to wait": delay-form counts from receipt; date-form is
     /// `max(0, date − reference)`, the reference being the server's `Date + Age` when valid.
-    pub(crate) fn of(response: &ResponseInfo<'_>) -> Interval {
+    pub(crate) fn of(response: &ResponseInfo<'_>, vendor: VendorHints) -> Interval {
+        let mut out = Interval::of_retry_after(response);
+        if let Some(headers) = response.headers {
+            let reference = server_clock(response).unwrap_or(unix_nanos(response.receipt.wall));
+            let reading = hints::read(headers, vendor, reference);
+            out.malformed_vendor = reading.malformed;
+            if let Some((wait, source)) = reading.longest {
+                if out.interval.is_none_or(|h| wait > h) {
+                    out.interval = Some(wait);
+                    out.source = Some(source);
+                }
+            }
+        }
+        out
+    }
+
+    fn of_retry_after(response: &ResponseInfo<'_>) -> Interval {
         let local = unix_nanos(response.receipt.wall);
         let server = server_clock(response);
         let skew = server.map(|server| {
@@ -246,6 +271,8 @@ impl Interval {
             clamped_past: false,
             reference,
             skew,
+            source: None,
+            malformed_vendor: None,
         };
         let Some(raw) = response.retry_after else {
             return out;
@@ -262,6 +289,7 @@ impl Interval {
             }) => {
                 out.form = HintForm::Delay { delay, saturated };
                 out.interval = Some(delay);
+                out.source = Some(HintSource::RetryAfter);
             }
             Ok(Parsed {
                 value: RetryAfter::Date(date),
@@ -272,6 +300,7 @@ impl Interval {
                 out.form = HintForm::Date(date);
                 out.clamped_past = diff < 0;
                 out.interval = Some(duration_from_nanos(diff));
+                out.source = Some(HintSource::RetryAfter);
             }
         }
         out

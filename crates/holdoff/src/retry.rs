@@ -1,0 +1,885 @@
+//! The retry loop: drives an async operation under a [`Policy`], a [`Clock`] and a
+//! cancellation signal, asking the pure decision what to do after every failed attempt.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{HeaderMap, Method, StatusCode};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, TokioClock};
+use crate::decision::{Decision, DeferReason, GiveUpReason, Permitted, Verdict};
+use crate::error::ParseError;
+use crate::gate::{Gate, GateStore, MemoryGateStore};
+use crate::policy::{Attempt, JitterDraw, Policy};
+use crate::response::{Receipt, ResponseInfo};
+
+/// What an attempt returned, as far as the loop needs to see it.
+///
+/// Implemented for `http::Response<B>`; implement it for a client's own response type.
+pub trait Response {
+    /// The status.
+    fn status(&self) -> StatusCode;
+    /// The headers.
+    fn headers(&self) -> &HeaderMap;
+    /// The body if it is already in memory, for the quota classifier; empty otherwise.
+    fn body_bytes(&self) -> &[u8] {
+        &[]
+    }
+}
+
+impl<B> Response for http::Response<B> {
+    fn status(&self) -> StatusCode {
+        http::Response::status(self)
+    }
+    fn headers(&self) -> &HeaderMap {
+        http::Response::headers(self)
+    }
+}
+
+/// The last thing an attempt produced: a response or a transport error.
+#[derive(Debug)]
+pub enum Last<R, E> {
+    /// A response.
+    Response(R),
+    /// A transport error (connect refused, reset, timeout, …).
+    Error(E),
+}
+
+impl<R, E> Last<R, E> {
+    /// The response, if it was one.
+    pub fn into_response(self) -> Option<R> {
+        match self {
+            Last::Response(r) => Some(r),
+            Last::Error(_) => None,
+        }
+    }
+}
+
+enum Step<R, E> {
+    Stop(Outcome<R, E>),
+    RetryAt(Instant, Last<R, E>),
+}
+
+/// Why the loop stopped without success.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The decision gave up on a response.
+    Policy(GiveUpReason),
+    /// A transport error that the error classifier said is not transient.
+    PermanentError,
+}
+
+/// A retry that is permitted, but not within this task's limits: re-queue the task for
+/// [`Deferred::permitted_wall`] instead of retrying early.
+#[derive(Debug)]
+pub struct Deferred<R, E> {
+    /// Why the task was deferred.
+    pub reason: DeferReason,
+    /// When a retry is permitted, on the monotonic clock (`None` when not representable).
+    pub permitted_at: Option<Instant>,
+    /// When a retry is permitted, on the wall clock: the value to persist.
+    pub permitted_wall: Option<SystemTime>,
+    /// The last response (or error); `None` when the task was deferred at the gate before
+    /// any attempt was sent.
+    pub last: Option<Last<R, E>>,
+}
+
+/// How a run of the loop ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Outcome<R, E> {
+    /// A 2xx response.
+    Success(R),
+    /// A 3xx with `Location`: the client should follow it at `at`.
+    Redirect {
+        /// The redirect response.
+        response: R,
+        /// When to follow it (receipt + hint).
+        at: Instant,
+    },
+    /// A retry is permitted later, but not within the deadline or `max_wait`.
+    Deferred(Deferred<R, E>),
+    /// Retrying would not help or is not allowed.
+    GaveUp {
+        /// Why.
+        reason: StopReason,
+        /// The last response or error.
+        last: Last<R, E>,
+    },
+    /// The cancellation token fired, during an attempt or a wait.
+    Cancelled {
+        /// The last response or error before the cancellation, if any.
+        last: Option<Last<R, E>>,
+    },
+    /// The server sent a malformed hint and the policy treats that as an error.
+    Malformed {
+        /// The parse error, with the raw value.
+        error: ParseError,
+        /// The response that carried it.
+        response: R,
+    },
+}
+
+impl<R, E> Outcome<R, E> {
+    /// The last response, whatever the outcome, if there was one.
+    pub fn into_response(self) -> Option<R> {
+        match self {
+            Outcome::Success(r) | Outcome::Redirect { response: r, .. } => Some(r),
+            Outcome::Malformed { response, .. } => Some(response),
+            Outcome::GaveUp { last, .. } => last.into_response(),
+            Outcome::Deferred(Deferred { last, .. }) | Outcome::Cancelled { last } => {
+                last.and_then(Last::into_response)
+            }
+        }
+    }
+
+    /// Whether the run succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Success(_))
+    }
+}
+
+/// One attempt, as reported to [`Retrier::on_attempt`] (and to `tracing`).
+#[derive(Clone, Copy, Debug)]
+pub struct AttemptEvent<'a> {
+    /// Which attempt, from 1.
+    pub number: u32,
+    /// The response status, or `None` for a transport error.
+    pub status: Option<StatusCode>,
+    /// What was decided.
+    pub decision: Decision,
+    /// When the server permits the next request.
+    pub permitted: Permitted,
+    /// The full verdict, for a response.
+    pub verdict: Option<&'a Verdict<'a>>,
+}
+
+type Observer = Arc<dyn Fn(&AttemptEvent<'_>) + Send + Sync>;
+type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
+
+/// Runs an operation until it succeeds, the policy gives up or defers, or it is cancelled.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff::retry::{Outcome, Retrier};
+/// use holdoff::Policy;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// let mut calls = 0;
+/// let outcome = Retrier::new(Policy::default())
+///     .run(|_attempt| {
+///         calls += 1;
+///         let status = if calls < 3 { 503 } else { 200 };
+///         async move {
+///             let response = http::Response::builder()
+///                 .status(status)
+///                 .header("retry-after", "2")
+///                 .body(())
+///                 .unwrap();
+///             Ok::<_, std::io::Error>(response)
+///         }
+///     })
+///     .await;
+/// assert!(outcome.is_success());
+/// assert_eq!(calls, 3);
+/// # });
+/// ```
+///
+/// # Cancellation
+///
+/// A wait ends at once when the [`CancellationToken`] given to [`Retrier::cancel_on`] fires
+/// (the outcome is [`Outcome::Cancelled`]), and dropping the future returned by
+/// [`Retrier::run`] stops the loop wherever it is.
+pub struct Retrier<C = TokioClock, S = MemoryGateStore, E = ()> {
+    policy: Policy,
+    clock: C,
+    method: Method,
+    repeat_safe: bool,
+    deadline: Option<Instant>,
+    timeout: Option<Duration>,
+    cancel: Option<CancellationToken>,
+    gate: Option<(Arc<Gate<S>>, String)>,
+    rng: SmallRng,
+    observer: Option<Observer>,
+    transient: Option<ErrorClassifier<E>>,
+}
+
+impl<E> Retrier<TokioClock, MemoryGateStore, E> {
+    /// A loop with this policy, tokio's clock, GET, no deadline, no gate; every transport
+    /// error counts as transient.
+    pub fn new(policy: Policy) -> Self {
+        Retrier {
+            policy,
+            clock: TokioClock,
+            method: Method::GET,
+            repeat_safe: false,
+            deadline: None,
+            timeout: None,
+            cancel: None,
+            gate: None,
+            rng: SmallRng::from_os_rng(),
+            observer: None,
+            transient: None,
+        }
+    }
+}
+
+impl<C, S, E> fmt::Debug for Retrier<C, S, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retrier")
+            .field("policy", &self.policy)
+            .field("method", &self.method)
+            .field("repeat_safe", &self.repeat_safe)
+            .field("deadline", &self.deadline)
+            .field("gate", &self.gate.as_ref().map(|(_, key)| key))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
+    /// Uses this clock (e.g. a [`ManualClock`](crate::clock::ManualClock) in tests).
+    pub fn clock<C2: Clock>(self, clock: C2) -> Retrier<C2, S, E> {
+        Retrier {
+            clock,
+            policy: self.policy,
+            method: self.method,
+            repeat_safe: self.repeat_safe,
+            deadline: self.deadline,
+            timeout: self.timeout,
+            cancel: self.cancel,
+            gate: self.gate,
+            rng: self.rng,
+            observer: self.observer,
+            transient: self.transient,
+        }
+    }
+
+    /// Shares hints for `key` through `gate`: waits while the key is closed, and closes it
+    /// for everyone when a response says so. See [`gate::key_of`](crate::gate::key_of).
+    pub fn gate<S2: GateStore>(
+        self,
+        gate: Arc<Gate<S2>>,
+        key: impl Into<String>,
+    ) -> Retrier<C, S2, E> {
+        Retrier {
+            gate: Some((gate, key.into())),
+            clock: self.clock,
+            policy: self.policy,
+            method: self.method,
+            repeat_safe: self.repeat_safe,
+            deadline: self.deadline,
+            timeout: self.timeout,
+            cancel: self.cancel,
+            rng: self.rng,
+            observer: self.observer,
+            transient: self.transient,
+        }
+    }
+
+    /// Which transport errors are worth retrying (all, by default).
+    pub fn transient_if(
+        mut self,
+        is_transient: impl Fn(&E) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.transient = Some(Arc::new(is_transient));
+        self
+    }
+
+    /// The request's method, for the idempotency rule (GET by default).
+    pub fn method(mut self, method: Method) -> Self {
+        self.method = method;
+        self
+    }
+
+    /// Marks the request safe to repeat even if its method is not idempotent (e.g. it
+    /// carries an `Idempotency-Key`).
+    pub fn repeat_safe(mut self, safe: bool) -> Self {
+        self.repeat_safe = safe;
+        self
+    }
+
+    /// The task must be done by this instant: no wait that cannot fit is started.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The task must be done within this long of [`Retrier::run`] starting.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Stops at once, even mid-wait, when `token` is cancelled.
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Seeds the jitter's random source, for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.rng = SmallRng::seed_from_u64(seed);
+        self
+    }
+
+    /// Calls `observer` after every attempt (for metrics).
+    pub fn on_attempt(
+        mut self,
+        observer: impl Fn(&AttemptEvent<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.observer = Some(Arc::new(observer));
+        self
+    }
+
+    /// Runs `operation` (given the attempt number, from 1) until the policy is done with it.
+    pub async fn run<F, Fut, R>(mut self, mut operation: F) -> Outcome<R, E>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+        R: Response,
+    {
+        let span = tracing::debug_span!("holdoff.retry", method = %self.method);
+        let _entered = span.enter();
+        let deadline = self.effective_deadline();
+        let mut last: Option<Last<R, E>> = None;
+        let mut number = 0u32;
+        loop {
+            number += 1;
+            if let Some(stop) = self.wait_at_gate(deadline, &mut last).await {
+                return stop;
+            }
+            let Some(result) = self.cancellable(operation(number)).await else {
+                return Outcome::Cancelled { last };
+            };
+            let receipt = Receipt::now(&self.clock);
+            let unit: f64 = self.rng.random();
+            let attempt = Attempt {
+                method: &self.method,
+                repeat_safe: self.repeat_safe,
+                number,
+                backoff: self.policy.backoff_for(number),
+                jitter: JitterDraw::Unit(unit),
+                remaining: deadline.map(|d| d.saturating_duration_since(receipt.instant)),
+            };
+            let step = match result {
+                Ok(response) => {
+                    self.after_response(number, response, &attempt, receipt)
+                        .await
+                }
+                Err(error) => self.after_error(number, error, &attempt, receipt),
+            };
+            match step {
+                Step::Stop(outcome) => return outcome,
+                Step::RetryAt(at, previous) => {
+                    last = Some(previous);
+                    if self.cancellable(self.clock.sleep_until(at)).await.is_none() {
+                        return Outcome::Cancelled { last };
+                    }
+                }
+            }
+        }
+    }
+
+    async fn after_response<R: Response>(
+        &self,
+        number: u32,
+        response: R,
+        attempt: &Attempt<'_>,
+        receipt: Receipt,
+    ) -> Step<R, E> {
+        let status = response.status();
+        let info = ResponseInfo::from_headers(status, response.headers(), receipt)
+            .with_body(response.body_bytes());
+        let verdict = self.policy.decide(&info, attempt);
+        self.observe(
+            number,
+            Some(status),
+            &verdict.decision,
+            verdict.permitted,
+            Some(&verdict),
+        );
+        let (decision, permitted) = (verdict.decision, verdict.permitted);
+        let malformed = match decision {
+            Decision::Malformed(kind) => Some(ParseError::new(
+                kind,
+                verdict.diagnostics.raw.unwrap_or_default(),
+            )),
+            _ => None,
+        };
+        if !status.is_success() && !permitted.after.is_zero() {
+            self.close_gate(permitted).await;
+        }
+        Step::Stop(match decision {
+            Decision::Retry { at, .. } => return Step::RetryAt(at, Last::Response(response)),
+            Decision::Done => Outcome::Success(response),
+            Decision::FollowRedirect { at, .. } => Outcome::Redirect { response, at },
+            Decision::Defer(reason) => Outcome::Deferred(Deferred {
+                reason,
+                permitted_at: permitted.at,
+                permitted_wall: permitted.wall,
+                last: Some(Last::Response(response)),
+            }),
+            Decision::GiveUp(reason) => Outcome::GaveUp {
+                reason: StopReason::Policy(reason),
+                last: Last::Response(response),
+            },
+            Decision::Malformed(kind) => Outcome::Malformed {
+                error: malformed.unwrap_or_else(|| ParseError::new(kind, b"")),
+                response,
+            },
+        })
+    }
+
+    fn after_error<R>(
+        &self,
+        number: u32,
+        error: E,
+        attempt: &Attempt<'_>,
+        receipt: Receipt,
+    ) -> Step<R, E> {
+        if self
+            .transient
+            .as_ref()
+            .is_some_and(|is_transient| !is_transient(&error))
+        {
+            tracing::debug!(attempt = number, "permanent transport error: not retried");
+            return Step::Stop(Outcome::GaveUp {
+                reason: StopReason::PermanentError,
+                last: Last::Error(error),
+            });
+        }
+        let decision = self.policy.decide_error(attempt, receipt.instant);
+        let permitted = Permitted {
+            after: Duration::ZERO,
+            at: Some(receipt.instant),
+            wall: Some(receipt.wall),
+        };
+        self.observe(number, None, &decision, permitted, None);
+        Step::Stop(match decision {
+            Decision::Retry { at, .. } => return Step::RetryAt(at, Last::Error(error)),
+            Decision::Defer(reason) => Outcome::Deferred(Deferred {
+                reason,
+                permitted_at: permitted.at,
+                permitted_wall: permitted.wall,
+                last: Some(Last::Error(error)),
+            }),
+            Decision::GiveUp(reason) => Outcome::GaveUp {
+                reason: StopReason::Policy(reason),
+                last: Last::Error(error),
+            },
+            // `decide_error` only retries, defers or gives up.
+            _ => Outcome::GaveUp {
+                reason: StopReason::PermanentError,
+                last: Last::Error(error),
+            },
+        })
+    }
+
+    fn effective_deadline(&self) -> Option<Instant> {
+        let from_timeout = self.timeout.and_then(|t| self.clock.now().checked_add(t));
+        match (self.deadline, from_timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Waits while the gate holds the key. Returns an outcome if the run must stop.
+    async fn wait_at_gate<R>(
+        &mut self,
+        deadline: Option<Instant>,
+        last: &mut Option<Last<R, E>>,
+    ) -> Option<Outcome<R, E>> {
+        let (gate, key) = self.gate.as_ref()?;
+        let admit = match gate.admit_at(key, &self.clock).await {
+            Ok(admit) => admit?,
+            Err(error) => {
+                // A gate that cannot answer must not stop the work: go on without it.
+                tracing::warn!(%error, key = %key, "gate unavailable; not waiting on it");
+                return None;
+            }
+        };
+        if deadline.is_some_and(|d| admit >= d) {
+            let permitted_wall = self
+                .clock
+                .wall_now()
+                .checked_add(admit.saturating_duration_since(self.clock.now()));
+            return Some(Outcome::Deferred(Deferred {
+                reason: DeferReason::DeadlineExceeded,
+                permitted_at: Some(admit),
+                permitted_wall,
+                last: last.take(),
+            }));
+        }
+        tracing::debug!(key = %key, "held at the gate");
+        if self
+            .cancellable(self.clock.sleep_until(admit))
+            .await
+            .is_none()
+        {
+            return Some(Outcome::Cancelled { last: last.take() });
+        }
+        None
+    }
+
+    async fn close_gate(&self, permitted: Permitted) {
+        let (Some((gate, key)), Some(at), Some(wall)) = (&self.gate, permitted.at, permitted.wall)
+        else {
+            return;
+        };
+        if let Err(error) = gate.raise(key, at, wall).await {
+            tracing::warn!(%error, key = %key, "could not share the hint through the gate");
+        }
+    }
+
+    /// Runs `fut` unless the token fires first; `None` when cancelled.
+    async fn cancellable<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        match &self.cancel {
+            None => Some(fut.await),
+            Some(token) => token.run_until_cancelled(fut).await,
+        }
+    }
+
+    fn observe(
+        &self,
+        number: u32,
+        status: Option<StatusCode>,
+        decision: &Decision,
+        permitted: Permitted,
+        verdict: Option<&Verdict<'_>>,
+    ) {
+        tracing::info!(
+            attempt = number,
+            status = status.map(|s| s.as_u16()),
+            action = decision.action(),
+            reason = decision.reason().as_str(),
+            wait_ms = decision.wait().map(|w| w.as_millis() as u64),
+            permitted_in_ms = permitted.after.as_millis() as u64,
+            hint_source = verdict
+                .and_then(|v| v.diagnostics.source)
+                .map(|s| s.header_name()),
+            skew_s = verdict
+                .and_then(|v| v.diagnostics.skew)
+                .map(|s| s.as_secs_i64()),
+            "holdoff attempt"
+        );
+        if let Some(observer) = &self.observer {
+            observer(&AttemptEvent {
+                number,
+                status,
+                decision: *decision,
+                permitted,
+                verdict,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::Backoff;
+    use crate::jitter::Jitter;
+    use std::sync::Mutex;
+
+    fn reply(status: u16, retry_after: Option<&str>) -> Result<http::Response<()>, std::io::Error> {
+        let mut builder = http::Response::builder().status(status);
+        if let Some(value) = retry_after {
+            builder = builder.header("retry-after", value);
+        }
+        Ok(builder.body(()).expect("valid response"))
+    }
+
+    fn plain_policy() -> Policy {
+        Policy::default()
+            .backoff(Backoff::None)
+            .jitter(Jitter::None)
+    }
+
+    /// Runs `script` (one reply per attempt) and returns the outcome and the instant of
+    /// every attempt, relative to the start.
+    async fn run_script(
+        retrier: Retrier<TokioClock, MemoryGateStore, std::io::Error>,
+        script: Vec<Result<http::Response<()>, std::io::Error>>,
+    ) -> (Outcome<http::Response<()>, std::io::Error>, Vec<Duration>) {
+        let start = TokioClock.now();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let mut script = script.into_iter();
+        let seen = calls.clone();
+        let outcome = retrier
+            .run(move |_| {
+                seen.lock().expect("lock").push(TokioClock.now() - start);
+                let next = script.next().unwrap_or_else(|| reply(200, None));
+                async move { next }
+            })
+            .await;
+        let calls = calls.lock().expect("lock").clone();
+        (outcome, calls)
+    }
+
+    mod run {
+        use super::*;
+
+        #[tokio::test(start_paused = true)]
+        async fn retries_exactly_when_the_hint_permits() {
+            let (outcome, calls) = run_script(
+                Retrier::new(plain_policy()),
+                vec![reply(503, Some("2")), reply(429, Some("5"))],
+            )
+            .await;
+            assert!(outcome.is_success());
+            assert_eq!(
+                calls,
+                [
+                    Duration::ZERO,
+                    Duration::from_secs(2),
+                    Duration::from_secs(7)
+                ]
+            );
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn never_retries_before_the_backoff() {
+            let policy = plain_policy().backoff(Backoff::Constant(Duration::from_secs(5)));
+            let (_, calls) = run_script(Retrier::new(policy), vec![reply(503, Some("1"))]).await;
+            assert_eq!(calls, [Duration::ZERO, Duration::from_secs(5)]);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn defers_when_the_wait_cannot_fit_and_does_not_sleep() {
+            let start = TokioClock.now();
+            let retrier =
+                Retrier::new(plain_policy().backoff(Backoff::Constant(Duration::from_secs(8))))
+                    .timeout(Duration::from_secs(12));
+            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("30"))]).await;
+            let Outcome::Deferred(deferred) = outcome else {
+                panic!("expected a deferral, got {outcome:?}");
+            };
+            assert_eq!(deferred.reason, DeferReason::DeadlineExceeded);
+            assert_eq!(deferred.permitted_at, Some(start + Duration::from_secs(30)));
+            assert!(matches!(deferred.last, Some(Last::Response(_))));
+            assert_eq!(calls.len(), 1);
+            assert_eq!(TokioClock.now(), start, "no virtual time may pass");
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn does_not_retry_a_post_unless_marked_safe() {
+            let retrier = Retrier::new(plain_policy()).method(Method::POST);
+            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("1"))]).await;
+            assert!(matches!(
+                outcome,
+                Outcome::GaveUp {
+                    reason: StopReason::Policy(GiveUpReason::NonIdempotent),
+                    ..
+                }
+            ));
+            assert_eq!(calls.len(), 1);
+
+            let retrier = Retrier::new(plain_policy())
+                .method(Method::POST)
+                .repeat_safe(true);
+            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("1"))]).await;
+            assert!(outcome.is_success());
+            assert_eq!(calls.len(), 2);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn hands_back_a_malformed_hint_with_its_raw_value() {
+            let (outcome, calls) =
+                run_script(Retrier::new(plain_policy()), vec![reply(503, Some("1.5"))]).await;
+            let Outcome::Malformed { error, response } = outcome else {
+                panic!("expected malformed, got {outcome:?}");
+            };
+            assert_eq!(error.raw(), b"1.5");
+            assert_eq!(response.status(), 503);
+            assert_eq!(calls.len(), 1);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn stops_after_the_last_attempt() {
+            let retrier = Retrier::new(plain_policy().max_attempts(3));
+            let (outcome, calls) =
+                run_script(retrier, (0..5).map(|_| reply(503, Some("1"))).collect()).await;
+            assert!(matches!(
+                outcome,
+                Outcome::GaveUp {
+                    reason: StopReason::Policy(GiveUpReason::AttemptsExhausted),
+                    ..
+                }
+            ));
+            assert_eq!(calls.len(), 3);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn retries_transport_errors_on_the_backoff_alone() {
+            let policy = plain_policy().backoff(Backoff::exponential(
+                Duration::from_secs(1),
+                Duration::from_secs(60),
+            ));
+            let refused = || Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+            let (outcome, calls) =
+                run_script(Retrier::new(policy), vec![refused(), refused()]).await;
+            assert!(outcome.is_success());
+            assert_eq!(
+                calls,
+                [
+                    Duration::ZERO,
+                    Duration::from_secs(1),
+                    Duration::from_secs(3)
+                ]
+            );
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn gives_up_on_a_permanent_transport_error() {
+            let retrier = Retrier::new(plain_policy())
+                .transient_if(|e: &std::io::Error| e.kind() != std::io::ErrorKind::InvalidInput);
+            let start = TokioClock.now();
+            let outcome = retrier
+                .run(|_| async {
+                    Err::<http::Response<()>, _>(std::io::Error::from(
+                        std::io::ErrorKind::InvalidInput,
+                    ))
+                })
+                .await;
+            assert!(matches!(
+                outcome,
+                Outcome::GaveUp {
+                    reason: StopReason::PermanentError,
+                    last: Last::Error(_)
+                }
+            ));
+            assert_eq!(TokioClock.now(), start);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn reports_every_attempt() {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let record = seen.clone();
+            let retrier = Retrier::new(plain_policy()).on_attempt(move |event| {
+                record.lock().expect("lock").push((
+                    event.number,
+                    event.status.map(|s| s.as_u16()),
+                    event.decision.action(),
+                ));
+            });
+            run_script(retrier, vec![reply(503, Some("1"))]).await;
+            assert_eq!(
+                *seen.lock().expect("lock"),
+                [(1, Some(503), "retry"), (2, Some(200), "done")]
+            );
+        }
+    }
+
+    mod cancellation {
+        use super::*;
+
+        #[tokio::test(start_paused = true)]
+        async fn interrupts_a_one_hour_wait_at_once() {
+            let token = CancellationToken::new();
+            let cancel = token.clone();
+            let start = TokioClock.now();
+            // Cancel as soon as the first attempt has been decided: mid-wait.
+            let retrier = Retrier::new(plain_policy())
+                .cancel_on(token)
+                .on_attempt(move |_| cancel.cancel());
+            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("3600"))]).await;
+            assert!(matches!(
+                outcome,
+                Outcome::Cancelled {
+                    last: Some(Last::Response(_))
+                }
+            ));
+            assert_eq!(calls.len(), 1);
+            assert_eq!(TokioClock.now(), start, "no virtual time may pass");
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn dropping_the_future_stops_the_wait() {
+            let start = TokioClock.now();
+            let run = run_script(Retrier::new(plain_policy()), vec![reply(503, Some("3600"))]);
+            let raced = tokio::select! {
+                _ = run => "run",
+                () = std::future::ready(()) => "dropped",
+            };
+            assert_eq!(raced, "dropped");
+            assert_eq!(TokioClock.now(), start);
+        }
+    }
+
+    mod gate {
+        use super::*;
+        use crate::gate::Gate;
+
+        #[tokio::test(start_paused = true)]
+        async fn holds_every_task_until_the_hint_and_spreads_them() {
+            let gate = Arc::new(
+                Gate::in_memory()
+                    .spread(Jitter::Uniform(Duration::from_secs(1)))
+                    .seed(3),
+            );
+            let start = TokioClock.now();
+            let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let calls = Arc::new(Mutex::new(Vec::<Duration>::new()));
+            let mut tasks = tokio::task::JoinSet::new();
+            for task in 0..200u64 {
+                let (gate, first, calls) = (gate.clone(), first.clone(), calls.clone());
+                tasks.spawn(async move {
+                    // Task 0 goes first and learns the hint; the others arrive just after.
+                    if task > 0 {
+                        TokioClock
+                            .sleep_until(start + Duration::from_millis(10))
+                            .await;
+                    }
+                    Retrier::new(plain_policy())
+                        .seed(task)
+                        .gate(gate, "http://api.test:80")
+                        .run(move |_| {
+                            calls.lock().expect("lock").push(TokioClock.now() - start);
+                            let throttled = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+                            async move {
+                                if throttled {
+                                    reply(503, Some("2"))
+                                } else {
+                                    reply(200, None)
+                                }
+                            }
+                        })
+                        .await
+                        .is_success()
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                assert!(done.expect("task"));
+            }
+            let mut calls = calls.lock().expect("lock").clone();
+            calls.sort();
+            assert_eq!(
+                calls.len(),
+                201,
+                "one throttled call, then one call per task"
+            );
+            assert_eq!(calls[0], Duration::ZERO);
+            let resumed = &calls[1..];
+            assert!(
+                resumed.iter().all(|t| *t >= Duration::from_secs(2)),
+                "nobody early: {:?}",
+                resumed[0]
+            );
+            assert!(resumed.iter().all(|t| *t <= Duration::from_secs(3)));
+            // Spread over the window, not bunched: every quarter of the second has many.
+            for quarter in 0..4u32 {
+                let lo = Duration::from_secs(2) + Duration::from_millis(250) * quarter;
+                let hi = lo + Duration::from_millis(250);
+                let n = resumed.iter().filter(|t| **t >= lo && **t < hi).count();
+                assert!(n >= 25, "quarter {quarter} has only {n} resumptions");
+            }
+        }
+    }
+}
