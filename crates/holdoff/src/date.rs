@@ -11,15 +11,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::error::{ParseError, ParseErrorKind};
 
 const DAY_NAMES: [&[u8; 3]; 7] = [b"Sun", b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat"];
-const DAY_NAMES_LONG: [&[u8]; 7] = [
-    b"Sunday",
-    b"Monday",
-    b"Tuesday",
-    b"Wednesday",
-    b"Thursday",
-    b"Friday",
-    b"Saturday",
-];
 const MONTH_NAMES: [&[u8; 3]; 12] = [
     b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
 ];
@@ -113,6 +104,12 @@ impl HttpDate {
         parse_date(bytes, now).map_err(|kind| ParseError::new(kind, bytes))
     }
 
+    /// [`HttpDate::parse`] without copying the raw value into an error: the decision path
+    /// allocates nothing, even for bad input.
+    pub(crate) fn parse_kind(bytes: &[u8], now: SystemTime) -> Result<HttpDate, ParseErrorKind> {
+        parse_date(bytes, now)
+    }
+
     /// Builds a date from Unix seconds, if the year is within 0000–9999.
     pub fn from_unix_seconds(unix: i64) -> Option<HttpDate> {
         (Self::MIN_UNIX..=Self::MAX_UNIX)
@@ -188,6 +185,7 @@ fn put2(out: &mut [u8], value: u32) {
 }
 
 /// Seconds since the epoch, rounded toward the past; `None` beyond `i64`.
+#[inline]
 pub(crate) fn unix_seconds_floor(time: SystemTime) -> Option<i64> {
     match time.duration_since(UNIX_EPOCH) {
         Ok(after) => i64::try_from(after.as_secs()).ok(),
@@ -271,15 +269,17 @@ fn asctime(b: &[u8]) -> Result<Fields, ParseErrorKind> {
 
 /// `Sunday, 06-Nov-94 08:49:37 GMT`
 fn rfc850(b: &[u8], now: SystemTime) -> Result<Fields, ParseErrorKind> {
-    let comma = b
-        .iter()
-        .take(10)
-        .position(|&c| c == b',')
-        .ok_or(ParseErrorKind::BadDate)?;
-    let weekday = DAY_NAMES_LONG
-        .iter()
-        .position(|name| *name == &b[..comma])
-        .ok_or(ParseErrorKind::BadDate)?;
+    // Everything after the day name is 24 bytes long, so the comma's place follows from the
+    // length; only a malformed value needs the search.
+    let comma = match b.len().checked_sub(24) {
+        Some(at @ 6..=9) if b[at] == b',' => at,
+        _ => b
+            .iter()
+            .take(10)
+            .position(|&c| c == b',')
+            .ok_or(ParseErrorKind::BadDate)?,
+    };
+    let weekday = long_day(&b[..comma])?;
     let rest = &b[comma..];
     if rest.len() != 24 {
         return Err(if rest.len() > 24 && rest[24] == b',' {
@@ -297,42 +297,54 @@ fn rfc850(b: &[u8], now: SystemTime) -> Result<Fields, ParseErrorKind> {
     expect(&rest[11..12], b" ")?;
     let (hour, minute, second) = time_of_day(&rest[12..20])?;
     expect(&rest[20..24], b" GMT")?;
-    let mut fields = Fields {
+    let time = i64::from(hour * 3600 + minute * 60 + second);
+    Ok(Fields {
         weekday,
-        year: 0,
+        year: resolve_two_digit_year(yy, month, day, time, now),
         month,
         day,
         hour,
         minute,
         second,
-    };
-    fields.year = resolve_two_digit_year(&fields, yy, now)?;
-    Ok(fields)
+    })
 }
 
 /// RFC 9110 §5.6.7: a two-digit year that appears to be more than 50 years in the future is
-/// the most recent past year with the same last two digits. So the year is the first one with
-/// those digits at or after the current year, moved back a century if that lands more than 50
-/// years ahead of `now`.
-fn resolve_two_digit_year(
-    fields: &Fields,
-    yy: i64,
-    now: SystemTime,
-) -> Result<i64, ParseErrorKind> {
-    let now = unix_seconds_floor(now).ok_or(ParseErrorKind::NoSuchDate)?;
-    let now_days = now.div_euclid(SECS_PER_DAY);
-    let (now_year, now_month, now_day) = civil_from_days(now_days);
-    let mut year = now_year - now_year.rem_euclid(100) + yy;
-    if year < now_year {
-        year += 100;
+/// the most recent past year with the same last two digits.
+///
+/// So the year is the latest one with those digits that is not more than 50 years ahead of
+/// `now`: the latest `Y` whose date, moved back 50 calendar years, is not after `now`. Only
+/// two years can qualify (a century apart), found from an estimate of `now`'s year that may be
+/// off by one; this costs one calendar conversion instead of converting `now` to a date.
+#[inline]
+///
+/// The date's other fields come as scalars, not as a `Fields` struct: copying a struct that
+/// was just written field by field stalls on store forwarding, which cost more than the rest.
+fn resolve_two_digit_year(yy: i64, month: u32, day: u32, time: i64, now: SystemTime) -> i64 {
+    // Outside the years an HTTP-date can name, the nearest one serves as well (and keeps the
+    // calendar arithmetic far from overflow).
+    let now = unix_seconds_floor(now)
+        .unwrap_or(i64::MAX)
+        .clamp(HttpDate::MIN_UNIX, HttpDate::MAX_UNIX);
+    // 31,556,952 s is the mean Gregorian year: the estimate is within a year of the truth.
+    // (Unsigned arithmetic where it can be: it is the shorter instruction chain.)
+    let estimate = match u64::try_from(now) {
+        Ok(after_epoch) => 1970 + (after_epoch / 31_556_952) as i64,
+        Err(_) => 1970 + now.div_euclid(31_556_952),
+    };
+    let ceiling = estimate + 51;
+    // `ceiling` is at least 1970 + 51 − 2,000 > 0 for any year 0000 on, and yy < 100.
+    let year = ceiling - (ceiling - yy).rem_euclid(100);
+    if year <= estimate + 48 {
+        // At most 49 years after the true current year: not more than 50 years ahead.
+        return year;
     }
-    let fifty_years_ahead = days_from_civil(now_year + 50, now_month, now_day) * SECS_PER_DAY
-        + now.rem_euclid(SECS_PER_DAY);
-    let candidate = Fields { year, ..*fields };
-    if candidate.to_unix_unchecked() > fifty_years_ahead {
-        year -= 100;
+    let fifty_years_earlier = days_from_civil(year - 50, month, day) * SECS_PER_DAY + time;
+    if fifty_years_earlier <= now {
+        year
+    } else {
+        year - 100
     }
-    Ok(year)
 }
 
 impl Fields {
@@ -354,7 +366,12 @@ impl Fields {
         if weekday_from_days(days) != self.weekday {
             return Err(ParseErrorKind::WrongWeekday);
         }
-        Ok(self.to_unix_unchecked())
+        let unix = self.to_unix_unchecked();
+        // A leap second at the very end of 9999 would read as year 10000.
+        if unix > HttpDate::MAX_UNIX {
+            return Err(ParseErrorKind::NoSuchDate);
+        }
+        Ok(unix)
     }
 
     fn to_unix_unchecked(self) -> i64 {
@@ -365,11 +382,13 @@ impl Fields {
     }
 }
 
-fn expect(got: &[u8], want: &[u8]) -> Result<(), ParseErrorKind> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(ParseErrorKind::BadDate)
+/// `got` must be exactly `want`. A fixed-size comparison inlines to an integer compare where a
+/// slice comparison would call `memcmp`.
+#[inline]
+fn expect<const N: usize>(got: &[u8], want: &[u8; N]) -> Result<(), ParseErrorKind> {
+    match <&[u8; N]>::try_from(got) {
+        Ok(got) if got == want => Ok(()),
+        _ => Err(ParseErrorKind::BadDate),
     }
 }
 
@@ -395,19 +414,60 @@ fn time_of_day(b: &[u8]) -> Result<(u32, u32, u32), ParseErrorKind> {
     Ok((hour, minute, second))
 }
 
+// The name matchers compare fixed-size arrays, which compile to a few integer comparisons;
+// matching byte-string patterns on a slice would call `memcmp` per arm.
+
 fn short_day(b: &[u8]) -> Result<usize, ParseErrorKind> {
-    DAY_NAMES
-        .iter()
-        .position(|name| &name[..] == b)
-        .ok_or(ParseErrorKind::BadDate)
+    let name: [u8; 3] = b.try_into().map_err(|_| ParseErrorKind::BadDate)?;
+    Ok(match &name {
+        b"Sun" => 0,
+        b"Mon" => 1,
+        b"Tue" => 2,
+        b"Wed" => 3,
+        b"Thu" => 4,
+        b"Fri" => 5,
+        b"Sat" => 6,
+        _ => return Err(ParseErrorKind::BadDate),
+    })
+}
+
+fn long_day(b: &[u8]) -> Result<usize, ParseErrorKind> {
+    let day = match b.len() {
+        6 => match <[u8; 6]>::try_from(b).ok().as_ref() {
+            Some(b"Sunday") => Some(0),
+            Some(b"Monday") => Some(1),
+            Some(b"Friday") => Some(5),
+            _ => None,
+        },
+        7 => (<[u8; 7]>::try_from(b).ok().as_ref() == Some(b"Tuesday")).then_some(2),
+        8 => match <[u8; 8]>::try_from(b).ok().as_ref() {
+            Some(b"Thursday") => Some(4),
+            Some(b"Saturday") => Some(6),
+            _ => None,
+        },
+        9 => (<[u8; 9]>::try_from(b).ok().as_ref() == Some(b"Wednesday")).then_some(3),
+        _ => None,
+    };
+    day.ok_or(ParseErrorKind::BadDate)
 }
 
 fn month(b: &[u8]) -> Result<u32, ParseErrorKind> {
-    MONTH_NAMES
-        .iter()
-        .position(|name| &name[..] == b)
-        .map(|i| i as u32 + 1)
-        .ok_or(ParseErrorKind::BadDate)
+    let name: [u8; 3] = b.try_into().map_err(|_| ParseErrorKind::BadDate)?;
+    Ok(match &name {
+        b"Jan" => 1,
+        b"Feb" => 2,
+        b"Mar" => 3,
+        b"Apr" => 4,
+        b"May" => 5,
+        b"Jun" => 6,
+        b"Jul" => 7,
+        b"Aug" => 8,
+        b"Sep" => 9,
+        b"Oct" => 10,
+        b"Nov" => 11,
+        b"Dec" => 12,
+        _ => return Err(ParseErrorKind::BadDate),
+    })
 }
 
 fn is_leap(year: i64) -> bool {

@@ -160,7 +160,7 @@ impl<S: GateStore> Gate<S> {
         Gate {
             store,
             spread: Jitter::Uniform(Duration::from_secs(1)),
-            rng: Mutex::new(SmallRng::from_os_rng()),
+            rng: Mutex::new(SmallRng::from_rng(&mut rand::rng())),
         }
     }
 
@@ -244,12 +244,12 @@ impl<S: GateStore> Gate<S> {
     }
 }
 
-/// The default gate key of a URI: `scheme://host:port`, with the scheme's default port filled
-/// in. `None` when the URI has no host.
+/// The default gate key of a URI: `scheme://host:port`, lowercase, with the scheme's default
+/// port filled in. `None` when the URI has no host.
 pub fn key_of(uri: &http::Uri) -> Option<String> {
-    let host = uri.host()?;
-    let scheme = uri.scheme_str().unwrap_or("http");
-    let port = uri.port_u16().or(match scheme {
+    let host = uri.host()?.to_ascii_lowercase();
+    let scheme = uri.scheme_str().unwrap_or("http").to_ascii_lowercase();
+    let port = uri.port_u16().or(match scheme.as_str() {
         "https" | "wss" => Some(443),
         "http" | "ws" => Some(80),
         _ => None,
@@ -387,6 +387,10 @@ mod tests {
             assert_eq!(
                 key("http://127.0.0.1:3000/a").as_deref(),
                 Some("http://127.0.0.1:3000")
+            );
+            assert_eq!(
+                key("HTTPS://API.Example/").as_deref(),
+                Some("https://api.example:443")
             );
             assert_eq!(key("/relative"), None);
         }

@@ -48,7 +48,9 @@ impl RetryAfter {
     /// a list, a non-ASCII byte, a signed, fractional or suffixed number, or a date that is
     /// not an exact RFC 9110 HTTP-date.
     pub fn parse(bytes: &[u8], now: SystemTime) -> Result<RetryAfter, ParseError> {
-        parse(bytes, now).map(|parsed| parsed.value)
+        parse(bytes, now)
+            .map(|parsed| parsed.value)
+            .map_err(|kind| ParseError::new(kind, bytes))
     }
 
     /// Writes the value as it should be sent: delay-seconds or IMF-fixdate.
@@ -132,25 +134,30 @@ pub(crate) struct Parsed {
     pub(crate) saturated: bool,
 }
 
-pub(crate) fn parse(bytes: &[u8], now: SystemTime) -> Result<Parsed, ParseError> {
+/// Parses without allocating, even on error: the caller decides whether to copy the raw
+/// value into a [`ParseError`].
+pub(crate) fn parse(bytes: &[u8], now: SystemTime) -> Result<Parsed, ParseErrorKind> {
     let value = trim(bytes);
-    let err = |kind| ParseError::new(kind, bytes);
     if value.is_empty() {
-        return Err(err(ParseErrorKind::Empty));
+        return Err(ParseErrorKind::Empty);
     }
-    if !value.is_ascii() {
-        return Err(err(ParseErrorKind::NonAscii));
-    }
-    match value[0] {
-        b'0'..=b'9' => parse_delay(value).map_err(err),
-        b'+' | b'-' | b'.' => Err(err(ParseErrorKind::BadDelay)),
-        _ => HttpDate::parse(value, now)
-            .map(|date| Parsed {
-                value: RetryAfter::Date(date),
-                saturated: false,
-            })
-            .map_err(|e| err(e.kind())),
-    }
+    let parsed = match value[0] {
+        b'0'..=b'9' => parse_delay(value),
+        b'+' | b'-' | b'.' => Err(ParseErrorKind::BadDelay),
+        _ => HttpDate::parse_kind(value, now).map(|date| Parsed {
+            value: RetryAfter::Date(date),
+            saturated: false,
+        }),
+    };
+    // The grammar admits only ASCII, so a non-ASCII value always fails above; only then is
+    // it worth a scan to say why.
+    parsed.map_err(|kind| {
+        if value.is_ascii() {
+            kind
+        } else {
+            ParseErrorKind::NonAscii
+        }
+    })
 }
 
 fn parse_delay(digits: &[u8]) -> Result<Parsed, ParseErrorKind> {

@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
+use crate::response::Stamp;
+
 /// Which vendor hints a policy reads. All are on by default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VendorHints {
@@ -128,14 +130,9 @@ impl VendorReading {
     }
 }
 
-/// Reads the enabled vendor hints. `reference_nanos` is the clock an epoch-seconds reset is
-/// measured against (the server's `Date + Age`, else the local wall clock), in nanoseconds
-/// since the Unix epoch.
-pub(crate) fn read(
-    headers: &HeaderMap,
-    enabled: VendorHints,
-    reference_nanos: i128,
-) -> VendorReading {
+/// Reads the enabled vendor hints. `reference` is the clock an epoch-seconds reset is
+/// measured against: the server's `Date + Age`, else the local wall clock.
+pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) -> VendorReading {
     let mut reading = VendorReading::default();
     let get = |name: &str| headers.get(name).map(|v| v.as_bytes().trim_ascii());
     if enabled.retry_after_ms {
@@ -177,8 +174,8 @@ pub(crate) fn read(
         if let Some(raw) = get("x-ratelimit-reset") {
             if exhausted(get("x-ratelimit-remaining"), false) {
                 let wait = digits(raw).map(|epoch| {
-                    let nanos = i128::from(epoch) * 1_000_000_000 - reference_nanos;
-                    crate::response::duration_from_nanos(nanos)
+                    let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
+                    Stamp::whole(epoch).after(reference).0
                 });
                 reading.offer(HintSource::XRateLimitReset, wait);
             }
@@ -333,7 +330,7 @@ mod tests {
     }
 
     fn longest(pairs: &[(&'static str, &'static str)]) -> Option<(Duration, HintSource)> {
-        read(&headers(pairs), VendorHints::ALL, 1_000 * 1_000_000_000).longest
+        read(&headers(pairs), VendorHints::ALL, Stamp::whole(1_000)).longest
     }
 
     mod go_duration {
@@ -446,14 +443,18 @@ mod tests {
             let reading = read(
                 &headers(&[("retry-after-ms", "1.5e3"), ("x-ms-retry-after-ms", "200")]),
                 VendorHints::ALL,
-                0,
+                Stamp::whole(0),
             );
             assert_eq!(reading.malformed, Some(HintSource::RetryAfterMs));
             assert_eq!(
                 reading.longest,
                 Some((Duration::from_millis(200), HintSource::XMsRetryAfterMs))
             );
-            let reading = read(&headers(&[("ratelimit", "r=0;t=")]), VendorHints::ALL, 0);
+            let reading = read(
+                &headers(&[("ratelimit", "r=0;t=")]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
             assert_eq!(reading.malformed, Some(HintSource::RateLimit));
             assert_eq!(reading.longest, None);
         }
@@ -463,7 +464,7 @@ mod tests {
             let reading = read(
                 &headers(&[("retry-after-ms", "1500")]),
                 VendorHints::NONE,
-                0,
+                Stamp::whole(0),
             );
             assert_eq!(reading, VendorReading::default());
         }

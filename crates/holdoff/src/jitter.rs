@@ -39,9 +39,7 @@ impl Jitter {
         match *self {
             Jitter::None => Duration::ZERO,
             Jitter::Uniform(max) => max,
-            Jitter::Proportional(fraction) if fraction > 0.0 => {
-                Duration::try_from_secs_f64(wait.as_secs_f64() * fraction).unwrap_or(Duration::MAX)
-            }
+            Jitter::Proportional(fraction) if fraction > 0.0 => scale_nanos(wait, fraction),
             Jitter::Proportional(_) => Duration::ZERO,
         }
     }
@@ -58,18 +56,24 @@ impl Jitter {
     /// scales it once it knows `max(H, B)`.
     pub fn scale(&self, wait: Duration, unit: f64) -> Duration {
         let max = self.max_for(wait);
-        let unit = if unit.is_nan() {
-            0.0
-        } else {
-            unit.clamp(0.0, 1.0)
-        };
-        if max.is_zero() || unit == 0.0 {
-            return Duration::ZERO;
-        }
-        Duration::try_from_secs_f64(max.as_secs_f64() * unit)
-            .unwrap_or(max)
-            .min(max)
+        // `min(1.0)` keeps NaN as NaN, which `scale_nanos` reads as zero.
+        scale_nanos(max, unit.min(1.0)).min(max)
     }
+}
+
+/// `duration × factor`, saturating; a negative or NaN factor gives zero.
+///
+/// Fixed-point with 32 fractional bits (far finer than a nanosecond of jitter needs) and one
+/// 128-bit multiply: float division, `Duration::mul_f64` (which panics on overflow) and
+/// `Duration::try_from_secs_f64` (exact but slow) all cost more on the decision's hot path.
+fn scale_nanos(duration: Duration, factor: f64) -> Duration {
+    // `as` saturates, and maps NaN and negatives to zero.
+    let fixed = (factor * 4_294_967_296.0) as u64;
+    let nanos = duration
+        .as_nanos()
+        .checked_mul(u128::from(fixed))
+        .and_then(|n| u64::try_from(n >> 32).ok());
+    nanos.map_or(Duration::MAX, Duration::from_nanos)
 }
 
 impl Default for Jitter {

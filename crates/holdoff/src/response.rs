@@ -199,11 +199,75 @@ pub(crate) struct Interval {
     pub(crate) malformed_vendor: Option<HintSource>,
 }
 
-/// The server's clock at receipt, `Date + Age`, in nanoseconds since the epoch.
-fn server_clock(response: &ResponseInfo<'_>) -> Option<i128> {
-    let date = HttpDate::parse(response.date?, response.receipt.wall).ok()?;
+/// A point on the wall clock as whole seconds since the epoch plus nanoseconds. Date
+/// arithmetic is done on this rather than on `i128` nanoseconds: 128-bit division is slow, and
+/// it sat on the decision's hot path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    secs: i64,
+    nanos: u32,
+}
+
+impl Stamp {
+    pub(crate) fn whole(secs: i64) -> Stamp {
+        Stamp { secs, nanos: 0 }
+    }
+
+    /// Saturates outside `i64` seconds.
+    pub(crate) fn of(time: SystemTime) -> Stamp {
+        match time.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(after) => Stamp {
+                secs: i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+                nanos: after.subsec_nanos(),
+            },
+            Err(before) => {
+                let before = before.duration();
+                let secs = i64::try_from(before.as_secs()).unwrap_or(i64::MAX);
+                match before.subsec_nanos() {
+                    0 => Stamp::whole(-secs),
+                    n => Stamp {
+                        secs: (-secs).saturating_sub(1),
+                        nanos: 1_000_000_000 - n,
+                    },
+                }
+            }
+        }
+    }
+
+    /// `self − earlier`: whether it is `≥ 0`, and its magnitude.
+    pub(crate) fn since(self, earlier: Stamp) -> (bool, Duration) {
+        let mut secs = i128::from(self.secs) - i128::from(earlier.secs);
+        let mut nanos = i64::from(self.nanos) - i64::from(earlier.nanos);
+        if nanos < 0 {
+            secs -= 1;
+            nanos += 1_000_000_000;
+        }
+        let magnitude =
+            |s: i128, n: i64| Duration::new(u64::try_from(s).unwrap_or(u64::MAX), n as u32);
+        if secs >= 0 {
+            (true, magnitude(secs, nanos))
+        } else if nanos == 0 {
+            (false, magnitude(-secs, 0))
+        } else {
+            (false, magnitude(-secs - 1, 1_000_000_000 - nanos))
+        }
+    }
+
+    /// `max(0, self − earlier)`, and whether it was clamped.
+    pub(crate) fn after(self, earlier: Stamp) -> (Duration, bool) {
+        match self.since(earlier) {
+            (true, d) => (d, false),
+            (false, _) => (Duration::ZERO, true),
+        }
+    }
+}
+
+/// The server's clock at receipt, `Date + Age`.
+fn server_clock(response: &ResponseInfo<'_>) -> Option<Stamp> {
+    let date = HttpDate::parse_kind(response.date?, response.receipt.wall).ok()?;
     let age = response.age.and_then(delta_seconds).unwrap_or(0);
-    Some((i128::from(date.unix_seconds()) + i128::from(age)) * 1_000_000_000)
+    let age = i64::try_from(age).unwrap_or(i64::MAX);
+    Some(Stamp::whole(date.unix_seconds().saturating_add(age)))
 }
 
 /// `delta-seconds = 1*DIGIT`, saturating; `None` if malformed.
@@ -217,27 +281,15 @@ fn delta_seconds(raw: &[u8]) -> Option<u64> {
     }))
 }
 
-fn unix_nanos(time: SystemTime) -> i128 {
-    match time.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(after) => after.as_nanos() as i128,
-        Err(before) => -(before.duration().as_nanos() as i128),
-    }
-}
-
-pub(crate) fn duration_from_nanos(nanos: i128) -> Duration {
-    let nanos = nanos.max(0) as u128;
-    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
-    Duration::new(secs, (nanos % 1_000_000_000) as u32)
-}
-
 impl Interval {
     /// DESIGN "From hint to wait": delay-form counts from receipt; date-form is
     /// `max(0, date − reference)`, the reference being the server's `Date + Age` when valid.
     pub(crate) fn of(response: &ResponseInfo<'_>, vendor: VendorHints) -> Interval {
-        let mut out = Interval::of_retry_after(response);
+        let local = Stamp::of(response.receipt.wall);
+        let server = server_clock(response);
+        let mut out = Interval::of_retry_after(response, local, server);
         if let Some(headers) = response.headers {
-            let reference = server_clock(response).unwrap_or(unix_nanos(response.receipt.wall));
-            let reading = hints::read(headers, vendor, reference);
+            let reading = hints::read(headers, vendor, server.unwrap_or(local));
             out.malformed_vendor = reading.malformed;
             if let Some((wait, source)) = reading.longest {
                 if out.interval.is_none_or(|h| wait > h) {
@@ -249,16 +301,14 @@ impl Interval {
         out
     }
 
-    fn of_retry_after(response: &ResponseInfo<'_>) -> Interval {
-        let local = unix_nanos(response.receipt.wall);
-        let server = server_clock(response);
-        let skew = server.map(|server| {
-            let diff = server - local;
-            if diff >= 0 {
-                Skew::Ahead(duration_from_nanos(diff))
-            } else {
-                Skew::Behind(duration_from_nanos(-diff))
-            }
+    fn of_retry_after(
+        response: &ResponseInfo<'_>,
+        local: Stamp,
+        server: Option<Stamp>,
+    ) -> Interval {
+        let skew = server.map(|server| match server.since(local) {
+            (true, by) => Skew::Ahead(by),
+            (false, by) => Skew::Behind(by),
         });
         let reference = if server.is_some() {
             Reference::ServerDate
@@ -282,7 +332,7 @@ impl Interval {
             return out;
         }
         match crate::header::parse(raw, response.receipt.wall) {
-            Err(err) => out.form = HintForm::Malformed(err.kind()),
+            Err(kind) => out.form = HintForm::Malformed(kind),
             Ok(Parsed {
                 value: RetryAfter::Delay(delay),
                 saturated,
@@ -295,14 +345,62 @@ impl Interval {
                 value: RetryAfter::Date(date),
                 ..
             }) => {
-                let diff =
-                    i128::from(date.unix_seconds()) * 1_000_000_000 - server.unwrap_or(local);
+                let (interval, clamped) =
+                    Stamp::whole(date.unix_seconds()).after(server.unwrap_or(local));
                 out.form = HintForm::Date(date);
-                out.clamped_past = diff < 0;
-                out.interval = Some(duration_from_nanos(diff));
+                out.clamped_past = clamped;
+                out.interval = Some(interval);
                 out.source = Some(HintSource::RetryAfter);
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod stamp {
+        use super::*;
+
+        fn at(secs: i64, nanos: u32) -> Stamp {
+            Stamp { secs, nanos }
+        }
+
+        #[test]
+        fn subtracts_with_a_borrow() {
+            assert_eq!(
+                at(10, 0).since(at(8, 250_000_000)),
+                (true, Duration::from_millis(1750))
+            );
+            assert_eq!(
+                at(8, 250_000_000).since(at(10, 0)),
+                (false, Duration::from_millis(1750))
+            );
+            assert_eq!(at(5, 0).since(at(5, 0)), (true, Duration::ZERO));
+            assert_eq!(at(-1, 0).since(at(1, 0)), (false, Duration::from_secs(2)));
+        }
+
+        #[test]
+        fn reads_times_before_the_epoch() {
+            let t = SystemTime::UNIX_EPOCH - Duration::from_millis(1500);
+            assert_eq!(Stamp::of(t), at(-2, 500_000_000));
+            assert_eq!(
+                Stamp::of(SystemTime::UNIX_EPOCH - Duration::from_secs(3)),
+                at(-3, 0)
+            );
+        }
+
+        #[test]
+        fn never_overflows_at_the_extremes() {
+            let (ahead, by) = at(i64::MAX, 0).since(at(i64::MIN, 999_999_999));
+            assert!(ahead);
+            assert_eq!(by.as_secs(), u64::MAX - 1); // 2⁶⁴ − 1 s, less the borrowed second
+            assert_eq!(
+                at(i64::MIN, 0).after(at(i64::MAX, 0)),
+                (Duration::ZERO, true)
+            );
+        }
     }
 }

@@ -10,6 +10,7 @@ use http::{HeaderMap, Method, StatusCode};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::clock::{Clock, TokioClock};
 use crate::decision::{Decision, DeferReason, GiveUpReason, Permitted, Verdict};
@@ -160,6 +161,23 @@ pub struct AttemptEvent<'a> {
     pub verdict: Option<&'a Verdict<'a>>,
 }
 
+/// Emits the `tracing` event (`holdoff attempt`, level INFO) that every judged attempt gets,
+/// in the loop and in the tower and reqwest integrations alike.
+pub fn trace_attempt(event: &AttemptEvent<'_>) {
+    let diagnostics = event.verdict.map(|v| v.diagnostics);
+    tracing::info!(
+        attempt = event.number,
+        status = event.status.map(|s| s.as_u16()),
+        action = event.decision.action(),
+        reason = event.decision.reason().as_str(),
+        wait_ms = event.decision.wait().map(|w| w.as_millis() as u64),
+        permitted_in_ms = event.permitted.after.as_millis() as u64,
+        hint_source = diagnostics.and_then(|d| d.source).map(|s| s.header_name()),
+        skew_s = diagnostics.and_then(|d| d.skew).map(|s| s.as_secs_i64()),
+        "holdoff attempt"
+    );
+}
+
 type Observer = Arc<dyn Fn(&AttemptEvent<'_>) + Send + Sync>;
 type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
 
@@ -224,7 +242,7 @@ impl<E> Retrier<TokioClock, MemoryGateStore, E> {
             timeout: None,
             cancel: None,
             gate: None,
-            rng: SmallRng::from_os_rng(),
+            rng: SmallRng::from_rng(&mut rand::rng()),
             observer: None,
             transient: None,
         }
@@ -339,14 +357,24 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
     }
 
     /// Runs `operation` (given the attempt number, from 1) until the policy is done with it.
-    pub async fn run<F, Fut, R>(mut self, mut operation: F) -> Outcome<R, E>
+    pub async fn run<F, Fut, R>(self, operation: F) -> Outcome<R, E>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<R, E>>,
         R: Response,
     {
         let span = tracing::debug_span!("holdoff.retry", method = %self.method);
-        let _entered = span.enter();
+        // `instrument`, not `enter`: a guard held across `.await` would lend the span to
+        // whatever else runs on this thread while the loop waits.
+        self.run_in_span(operation).instrument(span).await
+    }
+
+    async fn run_in_span<F, Fut, R>(mut self, mut operation: F) -> Outcome<R, E>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+        R: Response,
+    {
         let deadline = self.effective_deadline();
         let mut last: Option<Last<R, E>> = None;
         let mut number = 0u32;
@@ -554,29 +582,16 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         permitted: Permitted,
         verdict: Option<&Verdict<'_>>,
     ) {
-        tracing::info!(
-            attempt = number,
-            status = status.map(|s| s.as_u16()),
-            action = decision.action(),
-            reason = decision.reason().as_str(),
-            wait_ms = decision.wait().map(|w| w.as_millis() as u64),
-            permitted_in_ms = permitted.after.as_millis() as u64,
-            hint_source = verdict
-                .and_then(|v| v.diagnostics.source)
-                .map(|s| s.header_name()),
-            skew_s = verdict
-                .and_then(|v| v.diagnostics.skew)
-                .map(|s| s.as_secs_i64()),
-            "holdoff attempt"
-        );
+        let event = AttemptEvent {
+            number,
+            status,
+            decision: *decision,
+            permitted,
+            verdict,
+        };
+        trace_attempt(&event);
         if let Some(observer) = &self.observer {
-            observer(&AttemptEvent {
-                number,
-                status,
-                decision: *decision,
-                permitted,
-                verdict,
-            });
+            observer(&event);
         }
     }
 }

@@ -317,11 +317,9 @@ mod decide {
         );
     }
 
-    // Known library bug: `Policy::decide` documents "no allocation", but it learns why a
-    // hint or a `Date` is malformed through `ParseError`, whose raw-bytes copy is allocated
-    // and dropped at once. Un-ignore once the decision path parses without building errors.
+    /// The decision learns why a hint or a `Date` is malformed without building a
+    /// `ParseError` (whose raw-bytes copy would allocate).
     #[test]
-    #[ignore = "library bug: decide allocates a ParseError for a malformed Retry-After or Date"]
     fn a_malformed_hint_or_date_allocates_nothing() {
         let policy = Policy::default();
         let r = receipt();

@@ -251,29 +251,26 @@ mod parse {
         assert_stable(value, at(NOW)).expect("stable");
     }
 
-    // Known library bug: a leap second on the last day of 9999 reads as 10000-01-01, beyond
-    // `HttpDate::MAX_UNIX`, and `Display` then writes year 0000: a wait of 8,000 years
-    // becomes a date 2,000 years in the past. Un-ignore once `parse` keeps the 0000–9999
-    // invariant (reject it, or clamp to `MAX_UNIX`).
+    /// A leap second on the last day of 9999 would read as year 10000, which no HTTP-date can
+    /// name: it is rejected rather than written back as year 0000.
     #[test]
-    #[ignore = "library bug: 9999-12-31 23:59:60 formats as year 0000"]
     fn a_leap_second_at_the_end_of_9999_is_stable() {
-        let value = RetryAfter::parse(b"Fri, 31 Dec 9999 23:59:60 GMT", at(NOW));
-        if let Ok(value) = value {
-            assert_stable(value, at(NOW)).expect("stable");
-        }
+        let err =
+            RetryAfter::parse(b"Fri, 31 Dec 9999 23:59:60 GMT", at(NOW)).expect_err("beyond 9999");
+        assert_eq!(err.kind(), holdoff::ParseErrorKind::NoSuchDate);
     }
 
-    // Known library bug: resolving an rfc850 two-digit year computes "now + 50 years" in
-    // seconds without checked arithmetic, which overflows `i64` (a panic in debug builds, a
-    // wrapped, wrong year in release) when `now` is within about 50 years of the largest
-    // `SystemTime` (i64::MAX seconds on Unix). `now` is caller input.
+    /// A `now` past the years an HTTP-date can name reads as the last of them (9999), so the
+    /// century rule still applies and nothing overflows.
     #[test]
-    #[ignore = "library bug: rfc850 parse overflows i64 for a now near SystemTime's maximum"]
     fn rfc850_never_panics_whatever_now_is() {
         let now = UNIX_EPOCH + Duration::from_secs(i64::MAX.unsigned_abs());
-        let parsed = RetryAfter::parse(b"Sunday, 06-Nov-94 08:49:37 GMT", now);
-        assert!(parsed.is_err(), "{parsed:?}");
+        let parsed = RetryAfter::parse(b"Sunday, 06-Nov-94 08:49:37 GMT", now).expect("valid");
+        let RetryAfter::Date(date) = parsed else {
+            panic!("expected a date, got {parsed:?}");
+        };
+        // 9994-11-06T08:49:37Z, a Sunday.
+        assert_eq!(date.unix_seconds(), 253_239_727_777);
     }
 }
 

@@ -1,0 +1,69 @@
+//! A job worker that re-queues deferred tasks instead of retrying them early.
+//!
+//! Each job may take at most 2 seconds, waits included. When the API asks for longer than
+//! that (`Retry-After: 3`), holdoff does not shorten the wait and does not give up: it defers
+//! the job, reporting when a retry is permitted, and the worker puts the job back in its queue
+//! for exactly then. Jobs that fit are retried in place.
+//!
+//! ```sh
+//! cargo run -p holdoff-reqwest --example job_worker
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use holdoff::clock::{Clock, TokioClock};
+use holdoff::{Backoff, Jitter, Policy};
+use holdoff_reqwest::{HoldoffMiddleware, RetryOutcome, RetryReport, Timeout};
+use holdoff_testkit::{Reply, TestServer};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let api = TestServer::start().await;
+    // Job 1 is throttled briefly (retried in place); job 2 for longer than its budget
+    // (deferred and re-queued); job 3 goes straight through.
+    api.script("/jobs/1", [Reply::unavailable("1")]);
+    api.script("/jobs/2", [Reply::too_many_requests("3")]);
+
+    let policy = Policy::default()
+        .backoff(Backoff::None)
+        .jitter(Jitter::Uniform(Duration::from_millis(50)));
+    let http = reqwest::Client::builder().no_proxy().build()?;
+    let client = reqwest_middleware::ClientBuilder::new(http)
+        .with(HoldoffMiddleware::new(policy))
+        .build();
+
+    let clock = TokioClock;
+    let started = clock.now();
+    // The queue: jobs ordered by the earliest time they may run.
+    let mut queue: BinaryHeap<Reverse<(Instant, u32)>> =
+        (1..=3).map(|job| Reverse((started, job))).collect();
+    while let Some(Reverse((due, job))) = queue.pop() {
+        clock.sleep_until(due).await;
+        let response = client
+            .get(api.url(&format!("/jobs/{job}")))
+            .with_extension(Timeout(Duration::from_secs(2)))
+            .send()
+            .await?;
+        let report = RetryReport::of(&response).ok_or("the middleware attached no report")?;
+        let at = clock.now() - started;
+        match (&report.outcome, report.permitted_at) {
+            (RetryOutcome::Deferred(_), Some(permitted)) => {
+                println!(
+                    "+{at:.1?} job {job}: deferred ({}), re-queued for +{:.1?}",
+                    report.reason(),
+                    permitted - started
+                );
+                queue.push(Reverse((permitted, job)));
+            }
+            _ => println!(
+                "+{at:.1?} job {job}: {} after {} attempt(s)",
+                response.status(),
+                report.attempts
+            ),
+        }
+    }
+    api.shutdown().await;
+    Ok(())
+}

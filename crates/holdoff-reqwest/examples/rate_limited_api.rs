@@ -1,0 +1,60 @@
+//! A client calling a rate-limited API with reqwest and holdoff.
+//!
+//! The "API" is a local test server that answers `429 Too Many Requests` with
+//! `Retry-After: 1`, then `503` with `retry-after-ms: 1500`, then `200`. The middleware
+//! waits exactly as long as each answer asks (never less), and the response tells what it did.
+//!
+//! ```sh
+//! cargo run -p holdoff-reqwest --example rate_limited_api
+//! ```
+
+use std::time::Duration;
+
+use holdoff::clock::{Clock, TokioClock};
+use holdoff::{Backoff, Jitter, Policy};
+use holdoff_reqwest::{HoldoffMiddleware, RetryReport};
+use holdoff_testkit::{Reply, TestServer};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let api = TestServer::start().await;
+    api.script(
+        "/v1/completions",
+        [
+            Reply::too_many_requests("1"),
+            Reply::status(503).header("retry-after-ms", "1500"),
+        ],
+    );
+
+    let policy = Policy::default()
+        .backoff(Backoff::exponential(
+            Duration::from_millis(200),
+            Duration::from_secs(10),
+        ))
+        .jitter(Jitter::Uniform(Duration::from_millis(100)));
+    let http = reqwest::Client::builder().no_proxy().build()?;
+    let client = reqwest_middleware::ClientBuilder::new(http)
+        .with(HoldoffMiddleware::new(policy).timeout(Duration::from_secs(30)))
+        .build();
+
+    let started = TokioClock.now();
+    let response = client
+        .post(api.url("/v1/completions"))
+        .header("idempotency-key", "job-42")
+        .body(r#"{"prompt": "hello"}"#)
+        .send()
+        .await?;
+    let report = RetryReport::of(&response).ok_or("the middleware attached no report")?;
+    println!(
+        "{} after {} attempts in {:.1?} ({})",
+        response.status(),
+        report.attempts,
+        TokioClock.now() - started,
+        report.reason()
+    );
+    for (n, request) in api.requests_to("/v1/completions").iter().enumerate() {
+        println!("  attempt {} sent at +{:.3?}", n + 1, request.at - started);
+    }
+    api.shutdown().await;
+    Ok(())
+}

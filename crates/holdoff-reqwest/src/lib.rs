@@ -1,0 +1,129 @@
+//! A [`reqwest_middleware`] middleware that honours `Retry-After` exactly as holdoff does:
+//! the server's hint is a lower bound that is never shortened, a retry that cannot fit before
+//! the task's deadline is deferred instead of sent early, and one server's hint can hold
+//! every request to it through a shared gate.
+//!
+//! ```
+//! use holdoff::Policy;
+//! use holdoff_reqwest::HoldoffMiddleware;
+//!
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(HoldoffMiddleware::new(Policy::default()))
+//!     .build();
+//! # let _ = client;
+//! ```
+//!
+//! Requests then go out as with reqwest, and each response says what the middleware did:
+//!
+//! ```
+//! use holdoff::Policy;
+//! use holdoff_reqwest::{HoldoffMiddleware, RetryOutcome, RetryReport};
+//! # use holdoff_testkit::{Reply, TestServer};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let server = TestServer::start().await;
+//! # server.script("/v1/chat", [Reply::too_many_requests("2")]);
+//! # let url = server.url("/v1/chat");
+//! // The server is on loopback: keep any HTTP_PROXY out of the way.
+//! let http = reqwest::Client::builder().no_proxy().build()?;
+//! let client = reqwest_middleware::ClientBuilder::new(http)
+//!     .with(HoldoffMiddleware::new(Policy::default()))
+//!     .build();
+//!
+//! // The server answers `429` with `Retry-After: 2`, then `200`: the middleware waits
+//! // 2 seconds (never less) and sends the request again.
+//! let response = client.get(&url).send().await?;
+//! assert_eq!(response.status(), 200);
+//! let report = RetryReport::of(&response).expect("a report");
+//! assert_eq!(report.attempts, 2);
+//! assert_eq!(report.outcome, RetryOutcome::Success);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What the caller gets
+//!
+//! Every response that went through the middleware carries a [`RetryReport`] in its
+//! extensions: how many attempts were sent, how the retries ended ([`RetryOutcome`]) and
+//! when the server permits the next request.
+//!
+//! - **Success**, a **redirect** (when reqwest does not follow redirects itself), or **gave
+//!   up** (status not retryable, not safe to repeat, attempts exhausted, quota exhausted):
+//!   `Ok` with the last response.
+//! - **Deferred** (the hint does not fit before the deadline, or exceeds the policy's
+//!   `max_wait`): `Ok` with the last response, the report saying why and when a retry is
+//!   permitted ([`RetryReport::permitted_wall`] is the value to persist), so a job queue can
+//!   re-queue the task instead of retrying early. A request that the [gate](holdoff::gate)
+//!   holds past its deadline before anything was sent fails with
+//!   [`ErrorKind::DeferredAtGate`], which carries the same times.
+//! - **Malformed hint** with [`OnMalformed::Error`](holdoff::OnMalformed::Error) (the
+//!   default): `Ok` with the response, not an error, so the caller sees the `503` it got; the
+//!   report's [`RetryOutcome::Malformed`] carries the raw value. Choose
+//!   [`OnMalformed::Fallback`](holdoff::OnMalformed::Fallback) to retry on the local backoff
+//!   instead.
+//! - **Transport errors** (connection refused, reset, timeout) are retried on the local
+//!   backoff alone for requests that are safe to repeat; when the retries end, the last
+//!   error is returned as it is (`reqwest_middleware::Error::Reqwest`).
+//!
+//! A response that is not a success is still `Ok`: use reqwest's `error_for_status` when it
+//! should be an error.
+//!
+//! # Per-request options
+//!
+//! Attach these with `RequestBuilder::with_extension`:
+//!
+//! - [`RepeatSafe`]: retry a `POST` (or `PATCH`) that the server de-duplicates. A request
+//!   with an `Idempotency-Key` header is safe to repeat without it.
+//! - [`Deadline`] or [`Timeout`]: when the whole task, waits included, must be done.
+//! - [`GateKey`]: which key the request shares hints under, instead of
+//!   `scheme://host:port`.
+//!
+//! # Bodies that cannot be cloned
+//!
+//! Each attempt sends a copy of the request, so its body must be cloneable: bytes, a string
+//! or a `Vec<u8>`, not a stream. A request with a streaming body is still sent once. If the
+//! response does not call for a retry, the caller gets it as usual; if it does, the
+//! middleware stops at once, without waiting, and fails with
+//! [`ErrorKind::BodyNotCloneable`]: the error says what the server answered and when it
+//! permits a retry, and hands back the response ([`Error::into_response`]). It never
+//! silently skips a retry the policy asked for.
+//!
+//! # Quota errors
+//!
+//! The policy's quota classifier reads the body of a `429` (e.g. OpenAI's
+//! `insufficient_quota`, which no amount of waiting fixes). The middleware reads up to the
+//! first 64 KiB of a `429`'s body for it and hands the response back with the whole body
+//! still readable. Other responses' bodies are not touched.
+//!
+//! # Time
+//!
+//! Waits run on tokio's clock ([`TokioClock`](holdoff::clock::TokioClock)), so tests under
+//! tokio's paused time (`#[tokio::test(start_paused = true)]`) retry at exact virtual
+//! instants and never really sleep. A [`Deadline`] is an instant on that same clock. A
+//! response's receipt is taken once the middleware has it (for a `429`, once the start of
+//! its body has been read); every wait counts from there.
+//!
+//! # Cancellation
+//!
+//! Dropping the future returned by `send()` stops the middleware wherever it is, in the
+//! middle of a wait included; `tokio::time::timeout` or `tokio::select!` around `send()`
+//! cancel that way.
+//!
+//! # Features
+//!
+//! The crate has no features of its own and turns on none of reqwest's: TLS, HTTP/2 and the
+//! rest are the client's choice.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod body;
+mod error;
+mod middleware;
+mod options;
+mod report;
+
+pub use error::{Error, ErrorKind};
+pub use middleware::HoldoffMiddleware;
+pub use options::{Deadline, GateKey, RepeatSafe, Timeout};
+pub use report::{RetryOutcome, RetryReport};

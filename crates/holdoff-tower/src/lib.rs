@@ -1,0 +1,113 @@
+//! A [`tower::retry::Policy`] that honours HTTP `Retry-After` as RFC 9110 defines it.
+//!
+//! Keep tower's `Retry` middleware (in front of a hyper-util client, or an axum app's
+//! outbound calls) and give it [`RetryPolicy`]: every failed attempt is judged by
+//! [`holdoff::Policy::decide`], so the server's hint is a *lower bound* that is never
+//! shortened, a wait that cannot fit before the deadline is deferred instead of cut short,
+//! a POST is not repeated unless marked safe, and a malformed hint is never read as zero.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use holdoff::{Policy, Reason};
+//! use holdoff_tower::{RetryPolicy, RetryReport};
+//! use http_body_util::Empty;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use tower::{ServiceBuilder, ServiceExt};
+//! # use holdoff_testkit::{Reply, TestServer};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let runtime = tokio::runtime::Builder::new_current_thread()
+//! #     .enable_all().start_paused(true).build()?;
+//! # runtime.block_on(async {
+//! # let server = TestServer::start().await;
+//! # server.script("/v1/items", [Reply::unavailable("2")]);
+//! # let url = server.url("/v1/items");
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+//! let service = ServiceBuilder::new()
+//!     .retry(RetryPolicy::new(Policy::default()))
+//!     .service(client);
+//!
+//! // The server answers `503 Retry-After: 2`, then `200`: the retry waits at least 2 s.
+//! let request = http::Request::get(url).body(Empty::new())?;
+//! let response = service.oneshot(request).await?;
+//! assert_eq!(response.status(), 200);
+//! let report = response.extensions().get::<RetryReport>().expect("judged by the policy");
+//! assert_eq!((report.attempts, report.reason()), (2, Reason::Success));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # })
+//! # }
+//! ```
+//!
+//! # What the caller sees
+//!
+//! When the policy stops — success, a deferral, a give-up, a malformed hint — the response
+//! it returns carries a [`RetryReport`] in its extensions: how many attempts were sent, the
+//! [`Decision`](holdoff::Decision) and its [`Reason`](holdoff::Reason), and when the server
+//! permits the next request, on both clocks. A deferred task (the hint does not fit in the
+//! [timeout](RetryPolicy::timeout), or exceeds the policy's `max_wait`) can be re-queued for
+//! [`Permitted::wall`](holdoff::Permitted::wall). Every judged attempt is also a
+//! `tracing` event (`holdoff attempt`).
+//!
+//! A transport error (connection refused, reset) is retried on the local backoff alone,
+//! for requests that may be repeated. When the policy stops on an error, the error is
+//! returned as it came: tower gives the policy no place to attach a report to it.
+//!
+//! # Bodies
+//!
+//! tower keeps a copy of every request so that it can send it again, made by
+//! [`CloneBody::try_clone_body`]. Bodies held in memory (`Full`, `Empty`, `Bytes`,
+//! `String`, `Vec<u8>`) are copied cheaply; a streaming body returns `None`, and then the
+//! request is sent once and **never retried**: tower does not even show the policy its
+//! response, so that response carries no [`RetryReport`]. The policy says so with a
+//! `tracing::warn!` and counts it in [`RetryPolicy::unclonable_requests`]. To retry a
+//! streaming upload, buffer it into a `Full` first.
+//!
+//! Marking a request safe to repeat: an `Idempotency-Key` header, or the [`RepeatSafe`]
+//! extension.
+//!
+//! # Response bodies and quota errors
+//!
+//! tower shows the policy the response before its body is read, so the policy judges
+//! headers only. holdoff's quota classifier (OpenAI's `insufficient_quota` 429, which
+//! waiting will not fix) reads the body, and so does not apply here: such a 429 is retried
+//! like any other 429, until the attempts run out. Where that matters, drive the request
+//! with [`holdoff::retry::Retrier`] and a response type that hands it the body
+//! ([`holdoff::retry::Response::body_bytes`]).
+//!
+//! # The gate
+//!
+//! With [`RetryPolicy::gate`], a hinted failure closes the request's key (its
+//! `scheme://host:port`, or a [`GateKey`]) for every request sharing the gate, and a retry
+//! waits for the later of its own time and the gate's. A retry that the gate would hold
+//! past the task's deadline is deferred. tower consults the policy only after an attempt,
+//! so a request's *first* attempt is not held at the gate.
+//!
+//! # Time
+//!
+//! Two clocks that never mix, as in [`holdoff`]: the receipt of each response is read on
+//! both (monotonic and wall) once its headers arrive; a date-form hint becomes an interval
+//! then, measured against the server's own `Date` when it has one, and from then on only the
+//! monotonic clock counts. The clock is [`TokioClock`](holdoff::clock::TokioClock) unless
+//! [`RetryPolicy::clock`] sets another, so tokio's paused test time applies, and a
+//! [`ManualClock`](holdoff::clock::ManualClock) can stand in for it. The jitter draws come
+//! from a seedable generator ([`RetryPolicy::seed`]), one stream per request.
+//!
+//! # Cancellation
+//!
+//! The wait before a retry is an ordinary future inside tower's response future: dropping
+//! the response future (a `tokio::time::timeout` around the call, a `select!`, a client that
+//! goes away) cancels the wait at once, and no further attempt is sent.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod body;
+mod future;
+mod policy;
+mod report;
+mod request;
+
+pub use body::CloneBody;
+pub use policy::RetryPolicy;
+pub use report::RetryReport;
+pub use request::{GateKey, RepeatSafe};
