@@ -338,3 +338,37 @@ mod decide {
         );
     }
 }
+
+mod gate {
+    use super::*;
+    use holdoff::clock::{Clock, ManualClock};
+    use holdoff::gate::Gate;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    fn ready<F: Future>(future: F) -> F::Output {
+        let mut future = pin!(future);
+        match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(output) => output,
+            Poll::Pending => panic!("the in-memory gate answers at once"),
+        }
+    }
+
+    #[test]
+    fn a_check_allocates_nothing_open_or_closed() {
+        let clock = ManualClock::new(UNIX_EPOCH);
+        let gate = Gate::in_memory();
+        ready(gate.raise(
+            "https://closed.example:443",
+            clock.now() + Duration::from_secs(5),
+            clock.wall_now(),
+        ))
+        .expect("in memory");
+        for key in ["https://open.example:443", "https://closed.example:443"] {
+            let (admit, allocations) = count(|| ready(gate.admit_at(black_box(key), &clock)));
+            assert!(admit.is_ok());
+            assert_eq!(allocations, 0, "{key}");
+        }
+    }
+}
