@@ -11,8 +11,10 @@
 //! - 2: usage error (bad option or argument), or the output could not be written.
 #![forbid(unsafe_code)]
 
+mod ca;
 mod duration;
 mod explain;
+mod proxy;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -32,12 +34,20 @@ enum Command {
     /// Explain a Retry-After value: what it means, when a retry is permitted, and what a
     /// client should do.
     Explain(explain::Args),
+    /// Manage the local CA that the proxy signs intercepted hosts' certificates with: print
+    /// its path, create it, export its certificate, remove it, and see how to trust it.
+    Ca(ca::Args),
+    /// Run the throttling proxy: forward (HTTP, and HTTPS intercepted for watched URLs) or,
+    /// with --upstream, reverse.
+    Proxy(proxy::Args),
 }
 
 impl Command {
     fn name(&self) -> &'static str {
         match self {
             Command::Explain(_) => "explain",
+            Command::Ca(_) => "ca",
+            Command::Proxy(_) => "proxy",
         }
     }
 }
@@ -66,6 +76,8 @@ fn main() -> ExitCode {
     let mut stdout = io::stdout().lock();
     let result = match cli.command {
         Command::Explain(args) => explain::run(args, &mut stdout),
+        Command::Ca(args) => ca::run(args, &mut stdout),
+        Command::Proxy(args) => proxy::run(args, &mut stdout),
     };
     let result = result.and_then(|code| {
         stdout.flush()?;

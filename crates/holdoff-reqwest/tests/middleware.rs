@@ -31,7 +31,15 @@ fn client(middleware: HoldoffMiddleware) -> ClientWithMiddleware {
         .build()
 }
 
+/// When the whole workspace is built together, another crate's tests turn on reqwest's
+/// `rustls-no-provider` feature for this crate too; reqwest then needs a process-wide rustls
+/// provider before it builds a client. Harmless when the feature is off.
+fn ring_for_reqwest() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 fn reqwest_client() -> reqwest::Client {
+    ring_for_reqwest();
     reqwest::Client::builder()
         .no_proxy()
         .build()

@@ -21,7 +21,10 @@ const ATTEMPTS: u32 = 10;
 /// Polls a future that must be ready at once (nothing in these benches waits).
 fn ready<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
-    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
         Poll::Ready(output) => output,
         Poll::Pending => panic!("the future was expected to be ready at once"),
     }

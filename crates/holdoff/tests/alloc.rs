@@ -349,7 +349,10 @@ mod gate {
 
     fn ready<F: Future>(future: F) -> F::Output {
         let mut future = pin!(future);
-        match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        match future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
             Poll::Ready(output) => output,
             Poll::Pending => panic!("the in-memory gate answers at once"),
         }

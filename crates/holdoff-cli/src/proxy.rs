@@ -1,0 +1,440 @@
+//! `holdoff proxy`: run the proxy until Ctrl-C or SIGTERM, logging every request.
+//!
+//! The flow: [`Args`] (clap) → [`ProxyConfig`] (checked with
+//! [`validate`](ProxyConfig::validate), so that usage errors exit 2 before anything starts) →
+//! a multi-thread tokio runtime → [`ProxyServer::bind`] → one line on stdout,
+//! `listening on http://IP:PORT`, for people and scripts → logs on stderr → on a signal, the
+//! summary on stderr.
+
+mod logging;
+
+use std::future::Future;
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use holdoff_proxy::{
+    CaSource, ConfigError, Credentials, ErrorKind, ProxyConfig, ProxyError, ProxyServer, Summary,
+    Upstream, WatchPattern,
+};
+
+use crate::{Failure, duration};
+
+const AFTER_HELP: &str = "\
+Clients use it as their proxy: HTTP_PROXY=http://127.0.0.1:8000 HTTPS_PROXY=http://127.0.0.1:8000.
+HTTPS to a watched URL is intercepted with a certificate from holdoff's local CA, which the client
+must trust (see `holdoff ca`); other HTTPS is tunnelled untouched. With --upstream it is a reverse
+proxy instead: clients talk to it as if it were the upstream, and no CA is needed.
+
+On start it prints one line on stdout, `listening on http://IP:PORT`; logs go to stderr, one line
+per request. Ctrl-C or SIGTERM stops accepting, lets requests in flight finish within --grace, and
+prints a summary.
+
+Durations: 8s, 500ms, 1m30s, or plain seconds.
+
+Exit status: 0 after a clean shutdown, 1 if the proxy could not start (port in use, CA not
+readable), 2 for a usage error.
+
+Examples:
+  holdoff proxy --urls-to-watch 'https://api.example.com/*'
+  holdoff proxy --port 0 --upstream http://127.0.0.1:3000
+  holdoff proxy --ip-address 0.0.0.0 --proxy-auth alice:s3cret --output json";
+
+/// Run the throttling proxy: forward (HTTP and HTTPS) or, with --upstream, reverse.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct Args {
+    /// The port to listen on; 0 picks a free one (the line on stdout says which).
+    #[arg(short, long, value_name = "N", default_value_t = holdoff_proxy::DEFAULT_PORT)]
+    port: u16,
+
+    /// The address to listen on. Anything but loopback needs --proxy-auth.
+    #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    ip_address: IpAddr,
+
+    /// A URL pattern to watch, and to intercept when it is HTTPS: `*` matches anything, a
+    /// leading `!` excludes, the first match wins. Repeat for more. Without any, nothing is
+    /// intercepted (in reverse mode: everything is watched).
+    #[arg(short, long, value_name = "PATTERN", value_parser = parse_pattern)]
+    urls_to_watch: Vec<WatchPattern>,
+
+    /// Reverse-proxy mode: send every request to this upstream (http:// or https://, host and
+    /// port, no path).
+    #[arg(long, value_name = "URL", value_parser = parse_upstream)]
+    upstream: Option<Upstream>,
+
+    /// A PEM file of root certificates to trust for upstream TLS, besides the system's (e.g.
+    /// a test server's CA). Repeat for more.
+    #[arg(long, value_name = "PEM")]
+    upstream_ca: Vec<PathBuf>,
+
+    /// Where the interception CA is kept (created on first use). Default: the user's data
+    /// directory, as `holdoff ca path` shows.
+    #[arg(long, value_name = "DIR")]
+    ca_dir: Option<PathBuf>,
+
+    /// Require these proxy credentials (Proxy-Authorization: Basic) on every request.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_credentials)]
+    proxy_auth: Option<Credentials>,
+
+    /// The log level (error, warn, info, debug, trace), or a filter such as
+    /// `info,holdoff::request=warn`.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    log_level: String,
+
+    /// The log format on stderr: text for people, json for one JSON object per line.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Output::Text)]
+    output: Output,
+
+    /// On shutdown, how long requests in flight may take to finish before they are cut.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    grace: Duration,
+
+    /// How long an upstream may take to send its response head before the client gets 504.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+    upstream_timeout: Duration,
+
+    /// How long a client connection may stay idle before it is closed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
+    idle_timeout: Duration,
+}
+
+/// The log format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    /// One line per event, for people.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn parse_pattern(s: &str) -> Result<WatchPattern, String> {
+    s.parse().map_err(|err| reason(&err))
+}
+
+fn parse_upstream(s: &str) -> Result<Upstream, String> {
+    s.parse().map_err(|err| reason(&err))
+}
+
+fn parse_credentials(s: &str) -> Result<Credentials, String> {
+    s.parse()
+        .map_err(|_| "expected USER:PASSWORD, with a non-empty user name".to_owned())
+}
+
+/// What is wrong with a value, without repeating the value (clap shows it).
+fn reason(err: &ConfigError) -> String {
+    match err {
+        ConfigError::Upstream { reason, .. } | ConfigError::WatchPattern { reason, .. } => {
+            (*reason).to_owned()
+        }
+        other => other.to_string(),
+    }
+}
+
+impl Args {
+    fn config(&self) -> ProxyConfig {
+        let mut config = ProxyConfig::default();
+        config.listen = SocketAddr::new(self.ip_address, self.port);
+        config.upstream = self.upstream.clone();
+        config.urls_to_watch = self.urls_to_watch.clone();
+        config.upstream_ca = self.upstream_ca.clone();
+        config.ca = match &self.ca_dir {
+            Some(dir) => CaSource::Dir(dir.clone()),
+            None => CaSource::DefaultDir,
+        };
+        config.proxy_auth = self.proxy_auth.clone();
+        config.grace = self.grace;
+        config.upstream_timeout = self.upstream_timeout;
+        config.idle_timeout = self.idle_timeout;
+        config
+    }
+}
+
+/// A configuration problem in terms of this command's options.
+fn usage(err: &ConfigError) -> String {
+    match err {
+        ConfigError::OpenToNetwork { ip } => format!(
+            "refusing to listen on {ip} without --proxy-auth: anyone on the network could use \
+             this proxy"
+        ),
+        ConfigError::Zero { key } => {
+            format!("--{} must be greater than zero", key.replace('_', "-"))
+        }
+        ConfigError::NoCaDir => {
+            "cannot find a data directory for the CA (is HOME set?); pass --ca-dir DIR".to_owned()
+        }
+        other => other.to_string(),
+    }
+}
+
+pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
+    let config = args.config();
+    config
+        .validate()
+        .map_err(|err| Failure::Usage(usage(&err)))?;
+    let guard = logging::init(&args.log_level, args.output).map_err(Failure::Usage)?;
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return Ok(fail(&format!("failed to start the runtime: {err}"))),
+    };
+    let code = runtime.block_on(serve(config, args.output, &guard, out));
+    // Every log line is out before the process exits.
+    drop(runtime);
+    drop(guard);
+    code
+}
+
+async fn serve(
+    config: ProxyConfig,
+    output: Output,
+    logs: &logging::Guard,
+    out: &mut impl Write,
+) -> Result<ExitCode, Failure> {
+    let port = config.listen.port();
+    let upstream = config.upstream.clone();
+    let watching = config.urls_to_watch.len();
+    let signal = match shutdown_signal() {
+        Ok(signal) => signal,
+        Err(err) => return Ok(fail(&format!("failed to listen for signals: {err}"))),
+    };
+    let server = match ProxyServer::bind(config, Vec::new()).await {
+        Ok(server) => server,
+        Err(err) => return start_failed(&err, port),
+    };
+    writeln!(out, "listening on http://{}", server.local_addr())?;
+    out.flush()?;
+
+    match (&upstream, server.ca()) {
+        (Some(upstream), _) => {
+            tracing::info!("reverse proxy: every request goes to {upstream}")
+        }
+        (None, Some(ca)) => {
+            let path = ca.cert_path().map_or_else(
+                || "(in memory)".to_owned(),
+                |path| path.display().to_string(),
+            );
+            tracing::info!(
+                "forward proxy intercepting HTTPS for {watching} watched URL \
+                 pattern(s); clients must trust the CA certificate {path}"
+            );
+        }
+        (None, None) => tracing::info!(
+            "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
+        ),
+    }
+
+    let summary = server.run_until(signal).await;
+    report(&summary, output, logs);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why the proxy could not start: a usage error (2) or a runtime failure (1).
+fn start_failed(err: &ProxyError, port: u16) -> Result<ExitCode, Failure> {
+    if let Some(config) = err.config() {
+        return Err(Failure::Usage(usage(config)));
+    }
+    let mut message = format!("failed to {err}");
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    if err.kind() == ErrorKind::Bind {
+        let hint = match err.io_kind() {
+            Some(io::ErrorKind::AddrInUse) => Some(format!(
+                "port {port} is in use (another proxy?): pick another with --port, or --port 0 \
+                 for a free one"
+            )),
+            Some(io::ErrorKind::AddrNotAvailable) => {
+                Some("that address is not one of this machine's: check --ip-address".to_owned())
+            }
+            Some(io::ErrorKind::PermissionDenied) => {
+                Some("ports below 1024 need privileges: pick a higher --port".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(hint) = hint {
+            message.push_str("\n  hint: ");
+            message.push_str(&hint);
+        }
+    }
+    Ok(fail(&message))
+}
+
+/// Reports a runtime failure on stderr; exit status 1.
+fn fail(message: &str) -> ExitCode {
+    // With stderr gone there is nobody left to tell.
+    let _ = writeln!(io::stderr(), "holdoff: {message}");
+    ExitCode::from(1)
+}
+
+/// The summary on stderr: a paragraph for people, or one JSON log line.
+fn report(summary: &Summary, output: Output, logs: &logging::Guard) {
+    match output {
+        Output::Text => {
+            // After the log lines before it.
+            logs.flush();
+            let _ = writeln!(io::stderr(), "{summary}");
+        }
+        Output::Json => tracing::info!(
+            target: "holdoff::summary",
+            requests = summary.requests,
+            status_1xx = summary.by_class[0],
+            status_2xx = summary.by_class[1],
+            status_3xx = summary.by_class[2],
+            status_4xx = summary.by_class[3],
+            status_5xx = summary.by_class[4],
+            tunnels = summary.tunnels,
+            intercepted = summary.intercepted,
+            errors = summary.errors,
+            aborted = summary.aborted,
+            cut = summary.cut,
+            uptime_s = summary.uptime.as_secs_f64(),
+            "{summary}"
+        ),
+    }
+}
+
+/// Registers for Ctrl-C (SIGINT) and SIGTERM now, so that a signal sent as soon as the
+/// listening line is out is not lost; the future completes on either.
+#[cfg(unix)]
+fn shutdown_signal() -> io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("shutting down: no new connections; finishing requests in flight");
+    })
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> io::Result<impl Future<Output = ()>> {
+    Ok(async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tracing::info!("shutting down: no new connections; finishing requests in flight");
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Cli::try_parse_from(std::iter::once("proxy").chain(args.iter().copied()))
+            .map(|cli| cli.args)
+    }
+
+    mod args {
+        use super::*;
+
+        #[test]
+        fn default_to_a_loopback_forward_proxy_on_8000() {
+            let config = parse(&[]).unwrap().config();
+            assert_eq!(config.listen, "127.0.0.1:8000".parse().unwrap());
+            assert!(config.upstream.is_none());
+            assert!(config.urls_to_watch.is_empty());
+            assert_eq!(config.grace, Duration::from_secs(5));
+            assert_eq!(config.upstream_timeout, Duration::from_secs(30));
+            assert!(config.validate().is_ok());
+        }
+
+        #[test]
+        fn read_every_option() {
+            let args = parse(&[
+                "--port",
+                "0",
+                "--ip-address",
+                "::1",
+                "-u",
+                "https://api.example.com/*",
+                "--urls-to-watch",
+                "!https://api.example.com/health",
+                "--upstream",
+                "https://127.0.0.1:8443",
+                "--upstream-ca",
+                "test-ca.pem",
+                "--ca-dir",
+                "/tmp/ca",
+                "--proxy-auth",
+                "alice:s3:cret",
+                "--grace",
+                "1s",
+                "--upstream-timeout",
+                "500ms",
+                "--idle-timeout",
+                "2m",
+                "--output",
+                "json",
+            ])
+            .unwrap();
+            assert_eq!(args.output, Output::Json);
+            let config = args.config();
+            assert_eq!(config.listen, "[::1]:0".parse().unwrap());
+            assert_eq!(config.urls_to_watch.len(), 2);
+            assert!(config.urls_to_watch[1].is_exclusion());
+            assert_eq!(
+                config.upstream.map(|u| u.to_string()).as_deref(),
+                Some("https://127.0.0.1:8443")
+            );
+            assert_eq!(config.upstream_ca, [PathBuf::from("test-ca.pem")]);
+            assert!(
+                matches!(config.ca, CaSource::Dir(dir) if dir == std::path::Path::new("/tmp/ca"))
+            );
+            assert_eq!(
+                config.proxy_auth.map(|c| c.user().to_owned()).as_deref(),
+                Some("alice")
+            );
+            assert_eq!(config.grace, Duration::from_secs(1));
+            assert_eq!(config.upstream_timeout, Duration::from_millis(500));
+            assert_eq!(config.idle_timeout, Duration::from_secs(120));
+        }
+
+        #[test]
+        fn reject_bad_values_with_a_reason() {
+            let err = parse(&["--upstream", "ftp://x"]).unwrap_err().to_string();
+            assert!(err.contains("the scheme must be http or https"), "{err}");
+            let err = parse(&["--proxy-auth", "alice"]).unwrap_err().to_string();
+            assert!(err.contains("expected USER:PASSWORD"), "{err}");
+            let err = parse(&["-u", ""]).unwrap_err().to_string();
+            assert!(err.contains("the pattern is empty"), "{err}");
+        }
+    }
+
+    mod usage {
+        use super::*;
+
+        #[test]
+        fn names_the_option_that_would_fix_it() {
+            let config = parse(&["--ip-address", "0.0.0.0"]).unwrap().config();
+            let err = config.validate().unwrap_err();
+            assert_eq!(
+                usage(&err),
+                "refusing to listen on 0.0.0.0 without --proxy-auth: anyone on the network \
+                 could use this proxy"
+            );
+            let config = parse(&["--idle-timeout", "0"]).unwrap().config();
+            assert_eq!(
+                usage(&config.validate().unwrap_err()),
+                "--idle-timeout must be greater than zero"
+            );
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Logs for `holdoff proxy`: `tracing` events on stderr, as text or JSON lines.
+//!
+//! Lines go through a writer thread, so a request never waits for the terminal: each event is
+//! formatted into its own buffer, queued, and written out in batches, one system call for
+//! many lines under load. The queue is bounded; when it is full, events wait (nothing is
+//! dropped).
+
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::thread;
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+
+use super::Output;
+
+/// Lines queued before events wait for the writer thread.
+const QUEUE: usize = 16 * 1024;
+
+/// Flushes every queued line when dropped.
+pub(super) struct Guard {
+    queue: SyncSender<Message>,
+}
+
+impl Guard {
+    /// Returns once every line queued so far is written.
+    pub(super) fn flush(&self) {
+        let (done, flushed) = sync_channel(1);
+        if self.queue.send(Message::Flush(done)).is_ok() {
+            let _ = flushed.recv();
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+enum Message {
+    Line(Vec<u8>),
+    Flush(SyncSender<()>),
+}
+
+/// Installs the global subscriber: `level` is a level or an `EnvFilter` directive.
+///
+/// # Errors
+///
+/// A message for the user when `level` is not a valid filter or logging cannot be set up.
+pub(super) fn init(level: &str, output: Output) -> Result<Guard, String> {
+    let filter = EnvFilter::try_new(level).map_err(|err| {
+        format!("invalid --log-level `{level}`: {err} (use error, warn, info, debug or trace)")
+    })?;
+    let (queue, lines) = sync_channel(QUEUE);
+    thread::Builder::new()
+        .name("holdoff-log".to_owned())
+        .spawn(move || write_lines(&lines))
+        .map_err(|err| format!("cannot start the log writer: {err}"))?;
+    let writer = Queue(queue.clone());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    let installed = match output {
+        Output::Text => builder
+            .with_target(false)
+            .with_ansi(io::stderr().is_terminal())
+            .try_init(),
+        Output::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init(),
+    };
+    installed.map_err(|err| format!("cannot set up logging: {err}"))?;
+    Ok(Guard { queue })
+}
+
+/// The writer thread: writes lines as they come, flushing whenever the queue runs dry.
+fn write_lines(lines: &Receiver<Message>) {
+    let mut stderr = BufWriter::with_capacity(64 * 1024, io::stderr());
+    while let Ok(first) = lines.recv() {
+        let mut next = Some(first);
+        while let Some(message) = next {
+            match message {
+                // Nothing to do if stderr is gone.
+                Message::Line(line) => {
+                    let _ = stderr.write_all(&line);
+                }
+                Message::Flush(done) => {
+                    let _ = stderr.flush();
+                    let _ = done.send(());
+                }
+            }
+            next = lines.try_recv().ok();
+        }
+        let _ = stderr.flush();
+    }
+}
+
+/// Makes one [`Line`] per event.
+struct Queue(SyncSender<Message>);
+
+impl<'a> MakeWriter<'a> for Queue {
+    type Writer = Line<'a>;
+
+    fn make_writer(&'a self) -> Line<'a> {
+        Line {
+            buf: Vec::new(),
+            queue: &self.0,
+        }
+    }
+}
+
+/// One event's text, queued whole when the formatter is done with it.
+struct Line<'a> {
+    buf: Vec<u8>,
+    queue: &'a SyncSender<Message>,
+}
+
+impl Write for Line<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line<'_> {
+    fn drop(&mut self) {
+        if !self.buf.is_empty() {
+            let _ = self
+                .queue
+                .send(Message::Line(std::mem::take(&mut self.buf)));
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! [`Body`]: the one body type of the pipeline, for requests and responses alike.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+
+/// The error a [`Body`] can yield: whatever broke the stream, boxed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A streamed HTTP body: what a client sent, what an upstream answered, or what a
+/// [`Stage`](crate::Stage) made up.
+///
+/// Bodies are never buffered by the proxy: each frame is passed on as it arrives. A body
+/// relayed from one side to the other is not boxed either, so passing a request through costs
+/// no allocation of its own; only [`Body::wrap`] boxes.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::Body;
+/// use http_body::Body as _;
+///
+/// let body = Body::from("slow down\n");
+/// assert_eq!(body.size_hint().exact(), Some(10));
+/// assert!(Body::empty().is_end_stream());
+/// ```
+pub struct Body {
+    kind: Kind,
+}
+
+enum Kind {
+    Empty,
+    Full(Option<Bytes>),
+    Incoming(Incoming),
+    Boxed(UnsyncBoxBody<Bytes, BoxError>),
+}
+
+impl Body {
+    /// A body with no bytes.
+    pub fn empty() -> Body {
+        Body { kind: Kind::Empty }
+    }
+
+    /// A body of exactly these bytes, sent in one frame.
+    pub fn full(bytes: impl Into<Bytes>) -> Body {
+        let bytes = bytes.into();
+        if bytes.is_empty() {
+            return Body::empty();
+        }
+        Body {
+            kind: Kind::Full(Some(bytes)),
+        }
+    }
+
+    /// Any other body: a stream, a body that stalls, one that breaks off half-way.
+    ///
+    /// It may end with an error: a response body that fails mid-way makes the proxy cut the
+    /// client's connection (HTTP/1.1) or reset the stream (HTTP/2), as a real upstream
+    /// failing would.
+    pub fn wrap<B>(body: B) -> Body
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        Body {
+            kind: Kind::Boxed(body.map_err(Into::into).boxed_unsync()),
+        }
+    }
+
+    pub(crate) fn incoming(body: Incoming) -> Body {
+        Body {
+            kind: Kind::Incoming(body),
+        }
+    }
+}
+
+impl Default for Body {
+    fn default() -> Body {
+        Body::empty()
+    }
+}
+
+impl From<Bytes> for Body {
+    fn from(bytes: Bytes) -> Body {
+        Body::full(bytes)
+    }
+}
+
+impl From<String> for Body {
+    fn from(text: String) -> Body {
+        Body::full(text)
+    }
+}
+
+impl From<&'static str> for Body {
+    fn from(text: &'static str) -> Body {
+        Body::full(text)
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(bytes: Vec<u8>) -> Body {
+        Body::full(bytes)
+    }
+}
+
+impl fmt::Debug for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Empty => "empty",
+            Kind::Full(_) => "full",
+            Kind::Incoming(_) => "streamed",
+            Kind::Boxed(_) => "wrapped",
+        };
+        f.debug_tuple("Body").field(&kind).finish()
+    }
+}
+
+impl http_body::Body for Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match &mut self.get_mut().kind {
+            Kind::Empty => Poll::Ready(None),
+            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes)))),
+            Kind::Incoming(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map_err(|err| Box::new(err) as BoxError),
+            Kind::Boxed(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Empty => true,
+            Kind::Full(bytes) => bytes.is_none(),
+            Kind::Incoming(body) => body.is_end_stream(),
+            Kind::Boxed(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Empty => SizeHint::with_exact(0),
+            Kind::Full(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
+            }
+            Kind::Incoming(body) => body.size_hint(),
+            Kind::Boxed(body) => body.size_hint(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Body as _;
+
+    mod full {
+        use super::*;
+
+        #[tokio::test]
+        async fn yields_its_bytes_once_with_an_exact_size() {
+            let body = Body::from("hello");
+            assert_eq!(body.size_hint().exact(), Some(5));
+            assert!(!body.is_end_stream());
+            let bytes = body.collect().await.unwrap().to_bytes();
+            assert_eq!(bytes, "hello");
+        }
+
+        #[test]
+        fn of_nothing_is_empty() {
+            let body = Body::full(Bytes::new());
+            assert!(body.is_end_stream());
+            assert_eq!(body.size_hint().exact(), Some(0));
+        }
+    }
+
+    mod wrap {
+        use super::*;
+
+        /// Yields one frame, then fails.
+        struct BreaksOff(bool);
+
+        impl http_body::Body for BreaksOff {
+            type Data = Bytes;
+            type Error = std::io::Error;
+
+            fn poll_frame(
+                mut self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+            ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+                if std::mem::replace(&mut self.0, true) {
+                    Poll::Ready(Some(Err(std::io::Error::other("cut"))))
+                } else {
+                    Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"half")))))
+                }
+            }
+        }
+
+        #[tokio::test]
+        async fn passes_frames_and_errors_through() {
+            let mut body = Body::wrap(BreaksOff(false));
+            let first = body.frame().await.unwrap().unwrap();
+            assert_eq!(first.into_data().unwrap(), "half");
+            let err = body.frame().await.unwrap().unwrap_err();
+            assert_eq!(err.to_string(), "cut");
+        }
+    }
+}

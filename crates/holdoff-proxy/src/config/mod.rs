@@ -1,0 +1,342 @@
+//! What the proxy is told: [`ProxyConfig`], checked by [`ProxyConfig::validate`], and compiled
+//! by [`ProxyServer::bind`](crate::ProxyServer::bind) into the plan it runs.
+
+mod auth;
+mod upstream;
+mod watch;
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use auth::Credentials;
+pub(crate) use auth::proxy_user;
+pub use upstream::Upstream;
+pub use watch::WatchPattern;
+pub(crate) use watch::{UrlParts, WatchList};
+
+use crate::tls::CertificateAuthority;
+
+/// The port the proxy listens on by default, as Dev Proxy.
+pub const DEFAULT_PORT: u16 = 8000;
+
+/// How the proxy is set up: where it listens, what it forwards where, what it intercepts, and
+/// its limits.
+///
+/// Start from [`ProxyConfig::default`] and set the fields you need.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::ProxyConfig;
+/// use std::net::{Ipv4Addr, SocketAddr};
+///
+/// let mut config = ProxyConfig::default();
+/// config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+/// config.urls_to_watch = vec!["https://api.example.com/*".parse()?];
+/// config.validate()?;
+///
+/// config.listen = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 8000));
+/// assert!(config.validate().is_err(), "open to the network without credentials");
+/// # Ok::<(), holdoff_proxy::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProxyConfig {
+    /// The address to listen on; port 0 picks a free one. Default `127.0.0.1:8000`.
+    pub listen: SocketAddr,
+    /// Reverse-proxy mode: send every request to this upstream. Default: none (a forward
+    /// proxy).
+    pub upstream: Option<Upstream>,
+    /// Which URLs are watched (and, for HTTPS, intercepted). Default: none. In reverse-proxy
+    /// mode an empty list watches everything.
+    pub urls_to_watch: Vec<WatchPattern>,
+    /// Extra root certificates (PEM files) trusted for upstream TLS, besides the system's.
+    pub upstream_ca: Vec<PathBuf>,
+    /// Where the CA that signs intercepted hosts' certificates comes from. It is loaded only
+    /// when something can be intercepted.
+    pub ca: CaSource,
+    /// Credentials every client must send in `Proxy-Authorization`. Required to listen on a
+    /// non-loopback address.
+    pub proxy_auth: Option<Credentials>,
+    /// How long an upstream may take to connect and send its response head before the
+    /// client gets `504`. Default 30 s.
+    pub upstream_timeout: Duration,
+    /// How long a client connection may sit without sending a complete request head (idle
+    /// keep-alive included) before it is closed. Default 60 s.
+    pub idle_timeout: Duration,
+    /// On shutdown, how long requests in flight may take to finish before they are cut.
+    /// Default 5 s.
+    pub grace: Duration,
+    /// At most this many client connections (tunnels included) at once; more wait in the
+    /// listen backlog. Default 10,000.
+    pub max_connections: usize,
+    /// The largest request head (request line and headers) accepted, in bytes; a larger one
+    /// gets `431`. Default 64 KiB.
+    pub max_header_bytes: usize,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> ProxyConfig {
+        ProxyConfig {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, DEFAULT_PORT)),
+            upstream: None,
+            urls_to_watch: Vec::new(),
+            upstream_ca: Vec::new(),
+            ca: CaSource::default(),
+            proxy_auth: None,
+            upstream_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            grace: Duration::from_secs(5),
+            max_connections: 10_000,
+            max_header_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The smallest `max_header_bytes` accepted: room for a request line and a few headers.
+const MIN_HEADER_BYTES: usize = 1024;
+
+impl ProxyConfig {
+    /// Checks the settings against each other and the safety rules.
+    ///
+    /// # Errors
+    ///
+    /// The first problem found: listening beyond loopback without [`proxy_auth`], a zero
+    /// timeout or limit.
+    ///
+    /// [`proxy_auth`]: ProxyConfig::proxy_auth
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let ip = self.listen.ip();
+        if !is_loopback(ip) && self.proxy_auth.is_none() {
+            return Err(ConfigError::OpenToNetwork { ip });
+        }
+        for (key, value) in [
+            ("upstream_timeout", self.upstream_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::Zero { key });
+            }
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::Zero {
+                key: "max_connections",
+            });
+        }
+        if self.max_header_bytes < MIN_HEADER_BYTES {
+            return Err(ConfigError::TooSmall {
+                key: "max_header_bytes",
+                min: MIN_HEADER_BYTES,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether this configuration can intercept HTTPS (and so needs a CA): a forward proxy
+    /// with at least one inclusion in its watch list.
+    pub fn intercepts(&self) -> bool {
+        self.upstream.is_none() && self.urls_to_watch.iter().any(|p| !p.is_exclusion())
+    }
+}
+
+/// Loopback, including an IPv4-mapped IPv6 loopback address.
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Where the interception CA comes from.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub enum CaSource {
+    /// Loaded from, or created in, the user's data directory
+    /// ([`CertificateAuthority::default_dir`]).
+    #[default]
+    DefaultDir,
+    /// Loaded from, or created in, this directory.
+    Dir(PathBuf),
+    /// A throwaway CA made in memory for this run.
+    Ephemeral,
+    /// This CA, already loaded.
+    Provided(Arc<CertificateAuthority>),
+}
+
+/// A setting that cannot work, said in terms of [`ProxyConfig`]'s fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A non-loopback listen address without proxy credentials.
+    OpenToNetwork {
+        /// The address asked for.
+        ip: IpAddr,
+    },
+    /// A duration or limit that must be positive is zero.
+    Zero {
+        /// The field.
+        key: &'static str,
+    },
+    /// A limit below its minimum.
+    TooSmall {
+        /// The field.
+        key: &'static str,
+        /// The smallest value allowed.
+        min: usize,
+    },
+    /// An upstream URL that cannot be used.
+    Upstream {
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A watch-list pattern that cannot be used.
+    WatchPattern {
+        /// The pattern given.
+        pattern: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Credentials not of the form `user:password` with a non-empty user.
+    Credentials,
+    /// Interception needs a CA, and no data directory was found to keep it in.
+    NoCaDir,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::OpenToNetwork { ip } => write!(
+                f,
+                "refusing to listen on {ip} without proxy credentials (proxy_auth): anyone on \
+                 the network could use this proxy"
+            ),
+            ConfigError::Zero { key } => write!(f, "{key} must be greater than zero"),
+            ConfigError::TooSmall { key, min } => write!(f, "{key} must be at least {min}"),
+            ConfigError::Upstream { value, reason } => {
+                write!(f, "invalid upstream `{value}`: {reason}")
+            }
+            ConfigError::WatchPattern { pattern, reason } => {
+                write!(f, "invalid URL pattern `{pattern}`: {reason}")
+            }
+            ConfigError::Credentials => f.write_str(
+                "invalid proxy credentials: expected USER:PASSWORD with a non-empty user name \
+                 and no `:` in it",
+            ),
+            ConfigError::NoCaDir => f.write_str(
+                "no data directory found to keep the CA in: give a CA directory (ca_dir)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv6Addr;
+
+    mod validate {
+        use super::*;
+
+        #[test]
+        fn accepts_the_defaults() {
+            assert_eq!(ProxyConfig::default().validate(), Ok(()));
+        }
+
+        #[test]
+        fn refuses_a_non_loopback_address_without_credentials() {
+            let mut config = ProxyConfig {
+                listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, 8000)),
+                ..ProxyConfig::default()
+            };
+            assert_eq!(
+                config.validate(),
+                Err(ConfigError::OpenToNetwork {
+                    ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                })
+            );
+            config.proxy_auth = Some("alice:secret".parse().unwrap());
+            assert_eq!(config.validate(), Ok(()));
+        }
+
+        #[test]
+        fn counts_every_loopback_form_as_loopback() {
+            for ip in [
+                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+                IpAddr::V4(Ipv4Addr::new(127, 1, 2, 3)),
+                IpAddr::V6(Ipv6Addr::LOCALHOST),
+                IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()),
+            ] {
+                let config = ProxyConfig {
+                    listen: SocketAddr::new(ip, 0),
+                    ..ProxyConfig::default()
+                };
+                assert_eq!(config.validate(), Ok(()), "{ip}");
+            }
+        }
+
+        #[test]
+        fn refuses_zero_limits() {
+            let config = ProxyConfig {
+                upstream_timeout: Duration::ZERO,
+                ..ProxyConfig::default()
+            };
+            assert_eq!(
+                config.validate(),
+                Err(ConfigError::Zero {
+                    key: "upstream_timeout"
+                })
+            );
+            let config = ProxyConfig {
+                max_header_bytes: 10,
+                ..ProxyConfig::default()
+            };
+            assert!(matches!(
+                config.validate(),
+                Err(ConfigError::TooSmall { .. })
+            ));
+        }
+    }
+
+    mod intercepts {
+        use super::*;
+
+        #[test]
+        fn only_in_forward_mode_with_an_inclusion() {
+            let mut config = ProxyConfig::default();
+            assert!(!config.intercepts());
+            config.urls_to_watch = vec!["!https://a.com/*".parse().unwrap()];
+            assert!(!config.intercepts());
+            config
+                .urls_to_watch
+                .push("https://b.com/*".parse().unwrap());
+            assert!(config.intercepts());
+            config.upstream = Some("http://127.0.0.1:3000".parse().unwrap());
+            assert!(!config.intercepts());
+        }
+    }
+
+    mod display {
+        use super::*;
+
+        #[test]
+        fn says_why_an_open_address_is_refused() {
+            let err = ConfigError::OpenToNetwork {
+                ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            };
+            assert_eq!(
+                err.to_string(),
+                "refusing to listen on 0.0.0.0 without proxy credentials (proxy_auth): anyone \
+                 on the network could use this proxy"
+            );
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Faults the proxy injects: rate limiting (and, next, error responses, latency, mocks and
+//! network faults).
+
+pub mod error;
+pub mod ratelimit;

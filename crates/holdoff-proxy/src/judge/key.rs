@@ -1,0 +1,221 @@
+//! Which requests share a window: the key a throttle opens and a retry is judged under.
+
+use std::hash::{BuildHasher, Hasher};
+
+/// How windows are keyed.
+///
+/// The default keys by client identity, method and URL: two clients retrying the same URL are
+/// judged apart. [`KeyMode::Host`] is Microsoft Dev Proxy's behaviour (one wait per host,
+/// shared by everyone).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyMode {
+    /// Client identity + method + URL.
+    #[default]
+    ClientMethodUrl,
+    /// Method + URL, whoever the client is.
+    MethodUrl,
+    /// URL only.
+    Url,
+    /// Scheme + host + port only (Dev Proxy's per-host key).
+    Host,
+    /// The value of this request header (lowercase name), plus method and URL; requests
+    /// without it fall back to the client identity.
+    Header(String),
+}
+
+impl KeyMode {
+    /// The name used in config files and reports: `client-method-url`, `method-url`, `url`,
+    /// `host`, `header:<name>`.
+    pub fn name(&self) -> String {
+        match self {
+            KeyMode::ClientMethodUrl => "client-method-url".into(),
+            KeyMode::MethodUrl => "method-url".into(),
+            KeyMode::Url => "url".into(),
+            KeyMode::Host => "host".into(),
+            KeyMode::Header(name) => format!("header:{name}"),
+        }
+    }
+}
+
+/// What a request is keyed by, borrowed from it.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyParts<'a> {
+    /// The client's identity (proxy user, `X-Holdoff-Client`, or peer address).
+    pub client: &'a str,
+    /// The request method.
+    pub method: &'a str,
+    /// The full URL, `scheme://authority/path?query`.
+    pub url: &'a str,
+    /// `scheme://authority` of the URL.
+    pub origin: &'a str,
+    /// The value of the header named by [`KeyMode::Header`], if the request had it.
+    pub header: Option<&'a str>,
+}
+
+/// A window key: a 128-bit digest of the parts the mode selects.
+///
+/// Windows keep the digest, not the strings, so a million open windows stay small; the
+/// strings go into each verdict as it is made. Two independently seeded 64-bit hashes make
+/// an accidental collision between live windows vanishingly unlikely.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WindowKey(u64, u64);
+
+impl WindowKey {
+    /// Which of `shards` maps the key belongs in: the digest is uniform, so its low bits do.
+    pub(crate) fn shard(self, shards: usize) -> usize {
+        (self.0 % shards as u64) as usize
+    }
+}
+
+/// Builds [`WindowKey`]s with per-process random seeds.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyHasher {
+    first: std::collections::hash_map::RandomState,
+    second: std::collections::hash_map::RandomState,
+}
+
+impl KeyHasher {
+    pub(crate) fn new() -> KeyHasher {
+        KeyHasher {
+            first: std::collections::hash_map::RandomState::new(),
+            second: std::collections::hash_map::RandomState::new(),
+        }
+    }
+
+    pub(crate) fn key(&self, mode: &KeyMode, parts: &KeyParts<'_>) -> WindowKey {
+        let digest = |state: &std::collections::hash_map::RandomState| {
+            let mut h = state.build_hasher();
+            // A separator byte that cannot appear in a URL keeps "a"+"bc" apart from "ab"+"c".
+            let mut feed = |s: &str| {
+                h.write(s.as_bytes());
+                h.write_u8(0xff);
+            };
+            match mode {
+                KeyMode::ClientMethodUrl => {
+                    feed(parts.client);
+                    feed(parts.method);
+                    feed(parts.url);
+                }
+                KeyMode::MethodUrl => {
+                    feed(parts.method);
+                    feed(parts.url);
+                }
+                KeyMode::Url => feed(parts.url),
+                KeyMode::Host => feed(parts.origin),
+                KeyMode::Header(_) => {
+                    match parts.header {
+                        Some(value) => {
+                            feed("h");
+                            feed(value);
+                        }
+                        None => {
+                            feed("c");
+                            feed(parts.client);
+                        }
+                    }
+                    feed(parts.method);
+                    feed(parts.url);
+                }
+            }
+            h.finish()
+        };
+        WindowKey(digest(&self.first), digest(&self.second))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts<'a>(client: &'a str, method: &'a str, url: &'a str) -> KeyParts<'a> {
+        KeyParts {
+            client,
+            method,
+            url,
+            origin: "https://api.example:443",
+            header: None,
+        }
+    }
+
+    mod key {
+        use super::*;
+
+        #[test]
+        fn the_default_mode_keeps_clients_apart() {
+            let h = KeyHasher::new();
+            let mode = KeyMode::default();
+            let alice = h.key(&mode, &parts("alice", "GET", "https://api.example/a"));
+            let bob = h.key(&mode, &parts("bob", "GET", "https://api.example/a"));
+            assert_ne!(alice, bob);
+            assert_eq!(
+                alice,
+                h.key(&mode, &parts("alice", "GET", "https://api.example/a"))
+            );
+        }
+
+        #[test]
+        fn host_mode_shares_one_window_per_origin() {
+            let h = KeyHasher::new();
+            let a = h.key(
+                &KeyMode::Host,
+                &parts("alice", "GET", "https://api.example/a"),
+            );
+            let b = h.key(
+                &KeyMode::Host,
+                &parts("bob", "POST", "https://api.example/b"),
+            );
+            assert_eq!(a, b);
+        }
+
+        #[test]
+        fn method_url_mode_ignores_the_client_but_not_the_method() {
+            let h = KeyHasher::new();
+            let mode = KeyMode::MethodUrl;
+            let get = h.key(&mode, &parts("alice", "GET", "https://api.example/a"));
+            assert_eq!(
+                get,
+                h.key(&mode, &parts("bob", "GET", "https://api.example/a"))
+            );
+            assert_ne!(
+                get,
+                h.key(&mode, &parts("alice", "PUT", "https://api.example/a"))
+            );
+        }
+
+        #[test]
+        fn parts_do_not_run_into_each_other() {
+            let h = KeyHasher::new();
+            let mode = KeyMode::default();
+            assert_ne!(
+                h.key(&mode, &parts("ab", "GET", "c")),
+                h.key(&mode, &parts("a", "bGET", "c"))
+            );
+        }
+
+        #[test]
+        fn header_mode_falls_back_to_the_client() {
+            let h = KeyHasher::new();
+            let mode = KeyMode::Header("x-tenant".into());
+            let with = |value| KeyParts {
+                header: Some(value),
+                ..parts("alice", "GET", "https://api.example/a")
+            };
+            assert_eq!(
+                h.key(&mode, &with("t1")),
+                h.key(
+                    &mode,
+                    &KeyParts {
+                        client: "bob",
+                        ..with("t1")
+                    }
+                )
+            );
+            assert_ne!(h.key(&mode, &with("t1")), h.key(&mode, &with("t2")));
+            assert_ne!(
+                h.key(&mode, &parts("alice", "GET", "https://api.example/a")),
+                h.key(&mode, &parts("bob", "GET", "https://api.example/a"))
+            );
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The judge as a pipeline stage: opens windows from the hints responses carry, and answers
+//! premature retries itself.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use holdoff::clock::TokioClock;
+use holdoff::{Attempt, JitterDraw, Policy, Receipt, ResponseInfo};
+use http::{Request, Response, StatusCode, header};
+
+use super::{Check, Judge, KeyParts, WindowKey};
+use crate::fault::ratelimit::ceil_secs;
+use crate::{Action, Body, RequestMeta, Stage};
+
+/// What the judge found, for the log and the reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JudgeEvent {
+    /// Premature or compliant.
+    pub verdict: Verdict,
+    /// Who retried (`ClientId`'s display form).
+    pub client: String,
+    /// The method.
+    pub method: String,
+    /// The URL.
+    pub url: String,
+    /// When the throttled response passed to the client (wall clock).
+    pub throttled_at: SystemTime,
+    /// When a retry was permitted (wall clock).
+    pub permitted_at: SystemTime,
+    /// When the retry arrived (wall clock).
+    pub retried_at: SystemTime,
+    /// How early (premature) or late (compliant) it came.
+    pub by: Duration,
+}
+
+/// A verdict on a retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Came before the permitted time.
+    Premature,
+    /// Came at or after it.
+    Compliant,
+}
+
+/// Marks a response the judge made itself, so it does not open a window of its own.
+#[derive(Clone, Copy, Debug)]
+struct JudgeAnswer;
+
+/// The judge stage. Put it first, so that premature retries never reach a fault or the
+/// upstream.
+#[derive(Debug)]
+pub struct JudgeStage {
+    judge: Arc<Judge>,
+    events: Arc<Mutex<Vec<JudgeEvent>>>,
+    hints: Policy,
+    /// In header mode, the header's value per request id, from the request to its response.
+    pending_headers: Mutex<std::collections::HashMap<u64, String>>,
+}
+
+impl JudgeStage {
+    /// A stage judging with `judge`.
+    pub fn new(judge: Arc<Judge>) -> JudgeStage {
+        JudgeStage {
+            judge,
+            events: Arc::default(),
+            hints: Policy::default(),
+            pending_headers: Mutex::default(),
+        }
+    }
+
+    /// Every verdict so far, in order.
+    pub fn events(&self) -> Vec<JudgeEvent> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The judge.
+    pub fn judge(&self) -> &Arc<Judge> {
+        &self.judge
+    }
+
+    fn key(&self, meta: &RequestMeta, request_header: Option<&str>) -> (WindowKey, String, String) {
+        let client = meta.client.to_string();
+        let url = meta.uri.to_string();
+        let origin = origin(&meta.uri);
+        let key = self.judge.key(&KeyParts {
+            client: &client,
+            method: meta.method.as_str(),
+            url: &url,
+            origin: &origin,
+            header: request_header,
+        });
+        (key, client, url)
+    }
+
+    fn record(
+        &self,
+        verdict: Verdict,
+        meta: &RequestMeta,
+        client: String,
+        url: String,
+        times: [Instant; 2],
+        by: Duration,
+    ) {
+        let arrival = meta.received;
+        let wall = |at: Instant| wall_of(arrival, at);
+        let event = JudgeEvent {
+            verdict,
+            client,
+            method: meta.method.to_string(),
+            url,
+            throttled_at: wall(times[0]),
+            permitted_at: wall(times[1]),
+            retried_at: arrival.wall,
+            by,
+        };
+        match verdict {
+            Verdict::Premature => tracing::warn!(
+                client = %event.client, method = %event.method, url = %event.url,
+                early_ms = by.as_millis() as u64, "premature retry"
+            ),
+            Verdict::Compliant => tracing::info!(
+                client = %event.client, method = %event.method, url = %event.url,
+                late_ms = by.as_millis() as u64, "compliant retry"
+            ),
+        }
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event);
+    }
+}
+
+/// The wall time of a monotonic instant, through the receipt's pair of readings.
+fn wall_of(receipt: Receipt, at: Instant) -> SystemTime {
+    if at >= receipt.instant {
+        receipt.wall + (at - receipt.instant)
+    } else {
+        receipt.wall - (receipt.instant - at)
+    }
+}
+
+fn origin(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    format!("{scheme}://{host}:{port}")
+}
+
+impl Stage for JudgeStage {
+    fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
+        let header = header_value(self, &request);
+        let (key, client, url) = self.key(meta, header.as_deref());
+        if let Some(value) = header {
+            self.pending_headers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(meta.id, value);
+        }
+        match self.judge.check(key, meta.received.instant) {
+            Check::Open => Action::Continue(request),
+            Check::Compliant {
+                throttled_at,
+                permitted_at,
+                late_by,
+            } => {
+                self.record(
+                    Verdict::Compliant,
+                    meta,
+                    client,
+                    url,
+                    [throttled_at, permitted_at],
+                    late_by,
+                );
+                Action::Continue(request)
+            }
+            Check::Premature {
+                throttled_at,
+                permitted_at,
+                early_by,
+            } => {
+                self.record(
+                    Verdict::Premature,
+                    meta,
+                    client,
+                    url,
+                    [throttled_at, permitted_at],
+                    early_by,
+                );
+                let wait = permitted_at.saturating_duration_since(meta.received.instant);
+                let seconds = ceil_secs(wait);
+                let mut response = Response::new(Body::from(format!(
+                    "premature retry: the server permitted a retry in {seconds}s; this request was not forwarded\n"
+                )));
+                *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, seconds.into());
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("text/plain; charset=utf-8"),
+                );
+                response.extensions_mut().insert(JudgeAnswer);
+                Action::Respond(response)
+            }
+        }
+    }
+
+    fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
+        let header = self
+            .pending_headers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&meta.id);
+        if response.extensions().get::<JudgeAnswer>().is_some() {
+            return;
+        }
+        // The hint reaches the client now: the window opens from here.
+        let receipt = Receipt::now(&TokioClock);
+        let info = ResponseInfo::from_headers(response.status(), response.headers(), receipt);
+        let attempt = Attempt {
+            method: &meta.method,
+            repeat_safe: true,
+            number: 1,
+            backoff: Duration::ZERO,
+            jitter: JitterDraw::Exact(Duration::ZERO),
+            remaining: None,
+        };
+        let verdict = self.hints.decide(&info, &attempt);
+        let (Some(_), Some(permitted_at)) = (verdict.diagnostics.interval, verdict.permitted.at)
+        else {
+            return;
+        };
+        let (key, _, _) = self.key(meta, header.as_deref());
+        self.judge.open(key, receipt.instant, permitted_at);
+    }
+}
+
+/// The value of the header a [`KeyMode::Header`](super::KeyMode::Header) judge keys by.
+fn header_value(stage: &JudgeStage, request: &Request<Body>) -> Option<String> {
+    match stage.judge.mode() {
+        super::KeyMode::Header(name) => request
+            .headers()
+            .get(name.as_str())
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        _ => None,
+    }
+}

@@ -1,0 +1,344 @@
+//! `CONNECT`: a watched host is intercepted (TLS terminated with a leaf certificate, the
+//! requests inside served like any other); any other is tunnelled blind, bytes untouched.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use holdoff::Receipt;
+use http::request::Parts;
+use http::uri::Authority;
+use http::{Response, StatusCode};
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use rustls::ServerConfig;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+use super::handler::{Line, Origin, Who, log, reason};
+use super::server::{Conn, serve_http};
+use super::{Route, Shared, reply};
+use crate::Body;
+use crate::config::proxy_user;
+
+/// An intercepted tunnel: what its requests share.
+pub(crate) struct Tunnel {
+    /// The client connection the tunnel was made on.
+    pub(crate) conn: Arc<Conn>,
+    /// Where the client asked to go, without the port when it is 443.
+    pub(crate) authority: Authority,
+    /// The proxy user of the `CONNECT`, which names the client for every request inside.
+    pub(crate) user: Option<Arc<str>>,
+}
+
+/// Answers a `CONNECT` and sets up what follows it.
+pub(crate) async fn handle(
+    conn: &Arc<Conn>,
+    mut parts: Parts,
+    received: Receipt,
+) -> Response<Body> {
+    let shared = &*conn.shared;
+    let user: Option<Arc<str>> = proxy_user(&parts.headers).map(Into::into);
+    let who = match &user {
+        Some(user) => Who::User(user),
+        None => Who::Ip(conn.peer.ip()),
+    };
+    let leaves = match &shared.route {
+        Route::Forward { leaves } => leaves.as_ref(),
+        Route::Reverse(upstream) => {
+            let message = format!(
+                "holdoff: this is a reverse proxy for {upstream}; it does not take CONNECT\n"
+            );
+            return refuse(
+                shared,
+                &parts,
+                who,
+                received,
+                StatusCode::BAD_REQUEST,
+                message,
+                "tunnel",
+            );
+        }
+    };
+    let Some(authority) = parts
+        .uri
+        .authority()
+        .cloned()
+        .filter(|a| a.port_u16().is_some())
+    else {
+        let message = "holdoff: CONNECT needs a host and a port (CONNECT host:443)\n";
+        return refuse(
+            shared,
+            &parts,
+            who,
+            received,
+            StatusCode::BAD_REQUEST,
+            message.into(),
+            "tunnel",
+        );
+    };
+    let Some(on_upgrade) = parts.extensions.remove::<OnUpgrade>() else {
+        // hyper always provides it on an HTTP/1.1 connection that allows upgrades.
+        let message = "holdoff: this connection cannot be tunnelled\n";
+        return refuse(
+            shared,
+            &parts,
+            who,
+            received,
+            StatusCode::BAD_REQUEST,
+            message.into(),
+            "tunnel",
+        );
+    };
+
+    let watched = leaves.zip(shared.watch.intercepting(authority.host()));
+    if let Some((leaves, _pattern)) = watched {
+        let config = match leaves.server_config(authority.host()) {
+            Ok(config) => config,
+            Err(err) => {
+                let message = format!(
+                    "holdoff: cannot issue a certificate for {}: {err}\n",
+                    authority.host()
+                );
+                return refuse(
+                    shared,
+                    &parts,
+                    who,
+                    received,
+                    StatusCode::BAD_GATEWAY,
+                    message,
+                    "intercepted",
+                );
+            }
+        };
+        shared.stats.intercepted();
+        let tunnel = Tunnel {
+            conn: Arc::clone(conn),
+            authority: without_default_port(authority),
+            user,
+        };
+        let response = Response::new(Body::empty());
+        shared.stats.response(response.status());
+        log_connect(
+            shared,
+            &parts,
+            who_of(&tunnel, conn),
+            received,
+            StatusCode::OK,
+            "intercepted",
+            None,
+        );
+        shared.tasks.spawn(intercept(tunnel, on_upgrade, config));
+        return response;
+    }
+
+    let target = authority.as_str();
+    let connected = tokio::time::timeout(shared.upstream_timeout, TcpStream::connect(target)).await;
+    let upstream = match connected {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(err)) => {
+            let message = format!("holdoff: could not connect to {target}: {err}\n");
+            return refuse(
+                shared,
+                &parts,
+                who,
+                received,
+                StatusCode::BAD_GATEWAY,
+                message,
+                "tunnel",
+            );
+        }
+        Err(_) => {
+            let message = format!(
+                "holdoff: could not connect to {target} within {}s\n",
+                shared.upstream_timeout.as_secs_f64()
+            );
+            return refuse(
+                shared,
+                &parts,
+                who,
+                received,
+                StatusCode::GATEWAY_TIMEOUT,
+                message,
+                "tunnel",
+            );
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    shared.stats.tunnel();
+    shared.stats.response(StatusCode::OK);
+    log_connect(
+        shared,
+        &parts,
+        who,
+        received,
+        StatusCode::OK,
+        "tunnel",
+        None,
+    );
+    shared
+        .tasks
+        .spawn(relay_blind(Arc::clone(conn), on_upgrade, upstream));
+    Response::new(Body::empty())
+}
+
+fn who_of<'a>(tunnel: &'a Tunnel, conn: &Conn) -> Who<'a> {
+    match &tunnel.user {
+        Some(user) => Who::User(user),
+        None => Who::Ip(conn.peer.ip()),
+    }
+}
+
+/// `host:443` → `host`: the form `https://host/…` URLs and `Host` headers use.
+fn without_default_port(authority: Authority) -> Authority {
+    if authority.port_u16() != Some(443) {
+        return authority;
+    }
+    Authority::from_maybe_shared(bytes::Bytes::copy_from_slice(authority.host().as_bytes()))
+        .unwrap_or(authority)
+}
+
+/// Answers a `CONNECT` with an error and logs it.
+fn refuse(
+    shared: &Shared,
+    parts: &Parts,
+    who: Who<'_>,
+    received: Receipt,
+    status: StatusCode,
+    message: String,
+    mode: &'static str,
+) -> Response<Body> {
+    shared.stats.error();
+    shared.stats.response(status);
+    log_connect(
+        shared,
+        parts,
+        who,
+        received,
+        status,
+        mode,
+        Some(reason(&message)),
+    );
+    reply::text(status, message)
+}
+
+fn log_connect(
+    shared: &Shared,
+    parts: &Parts,
+    who: Who<'_>,
+    received: Receipt,
+    status: StatusCode,
+    mode: &'static str,
+    error: Option<&str>,
+) {
+    let line = Line {
+        method: &parts.method,
+        url: &parts.uri,
+        mode,
+        client: who,
+    };
+    log(shared, &line, received.instant, Some(status), error);
+}
+
+/// Relays a blind tunnel until either side closes, or shutdown cuts it.
+async fn relay_blind(conn: Arc<Conn>, on_upgrade: OnUpgrade, mut upstream: TcpStream) {
+    let shared = &conn.shared;
+    let upgraded = match on_upgrade.await {
+        Ok(upgraded) => upgraded,
+        Err(err) => {
+            tracing::debug!(error = %err, "a CONNECT tunnel was not opened");
+            return;
+        }
+    };
+    let mut client = TokioIo::new(upgraded);
+    tokio::select! {
+        result = tokio::io::copy_bidirectional(&mut client, &mut upstream) => match result {
+            Ok((sent, received)) => tracing::debug!(sent, received, "a tunnel closed"),
+            Err(err) => tracing::debug!(error = %err, "a tunnel broke"),
+        },
+        () = shared.cut.cancelled() => {
+            shared.cut_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Terminates the client's TLS with a leaf certificate for the host, and serves the
+/// requests inside (HTTP/2 or HTTP/1.1, as ALPN chose).
+///
+/// Boxed: the requests inside are handled by the same code that handled the `CONNECT`, and a
+/// named future type breaks that cycle.
+fn intercept(
+    tunnel: Tunnel,
+    on_upgrade: OnUpgrade,
+    config: Arc<ServerConfig>,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(serve_intercepted(tunnel, on_upgrade, config))
+}
+
+async fn serve_intercepted(tunnel: Tunnel, on_upgrade: OnUpgrade, config: Arc<ServerConfig>) {
+    let conn = Arc::clone(&tunnel.conn);
+    let shared = &*conn.shared;
+    let upgraded = match on_upgrade.await {
+        Ok(upgraded) => upgraded,
+        Err(err) => {
+            tracing::debug!(error = %err, "a CONNECT tunnel was not opened");
+            return;
+        }
+    };
+    let handshake = TlsAcceptor::from(config).accept(TokioIo::new(upgraded));
+    let tls = tokio::select! {
+        result = tokio::time::timeout(shared.idle_timeout, handshake) => match result {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(err)) => {
+                handshake_failed(shared, &tunnel, &err);
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(host = tunnel.authority.host(), "a client never finished TLS");
+                return;
+            }
+        },
+        () = shared.drain.cancelled() => return,
+    };
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let peer = conn.peer;
+    serve_http(
+        shared,
+        TokioIo::new(tls),
+        Origin::Tunnel(Arc::new(tunnel)),
+        h2,
+        peer,
+        None,
+    )
+    .await;
+}
+
+/// Logs a failed TLS handshake with an intercepting client, with a hint when the client
+/// refused the certificate.
+fn handshake_failed(shared: &Shared, tunnel: &Tunnel, err: &std::io::Error) {
+    use rustls::AlertDescription::{BadCertificate, CertificateUnknown, UnknownCA};
+
+    let refused = err
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|tls| {
+            matches!(
+                tls,
+                rustls::Error::AlertReceived(UnknownCA | BadCertificate | CertificateUnknown)
+            )
+        });
+    let host = tunnel.authority.host();
+    if refused {
+        let ca = shared.ca_path.as_deref().map_or_else(
+            || "holdoff's CA".to_owned(),
+            |path| path.display().to_string(),
+        );
+        tracing::warn!(
+            host,
+            client = %tunnel.conn.peer.ip(),
+            "the client refused the certificate holdoff made for {host}: does it trust {ca}?"
+        );
+    } else {
+        tracing::debug!(host, error = %err, "TLS with an intercepting client failed");
+    }
+}

@@ -1,0 +1,187 @@
+//! Header rewriting at the proxy: hop-by-hop fields (RFC 9110 §7.6.1) and `Via` (§7.6.3).
+
+use http::header::{CONNECTION, HeaderName, TE, UPGRADE, VIA};
+use http::{HeaderMap, HeaderValue, Version};
+
+/// Fields that concern one connection only, besides those `Connection` names.
+const HOP_BY_HOP: [&str; 8] = [
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The header that names a client to the proxy; never forwarded.
+pub(crate) const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-holdoff-client");
+
+/// Whether a request asks to switch protocols (`Connection: upgrade` with `Upgrade`), as a
+/// WebSocket handshake does.
+pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(UPGRADE) && connection_has(headers, "upgrade")
+}
+
+/// Whether `Connection` lists `token`.
+fn connection_has(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .any(|value| tokens(value).any(|t| t.eq_ignore_ascii_case(token)))
+}
+
+fn tokens(value: &HeaderValue) -> impl Iterator<Item = &str> {
+    value
+        .to_str()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+}
+
+/// Removes the hop-by-hop fields: `Connection`, every field it names, and the fixed set. For
+/// an upgrade, `Upgrade` is kept and `Connection: upgrade` put back, so the next hop sees the
+/// handshake. A `TE: trailers` (which HTTP/2 and gRPC need end to end) is kept as just that.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    let trailers = headers
+        .get_all(TE)
+        .iter()
+        .any(|value| tokens(value).any(|t| t.eq_ignore_ascii_case("trailers")));
+    if headers.contains_key(CONNECTION) {
+        // Allocates only for requests that carry a Connection field.
+        let named: Vec<HeaderValue> = headers.get_all(CONNECTION).iter().cloned().collect();
+        headers.remove(CONNECTION);
+        for value in &named {
+            for token in tokens(value) {
+                if upgrade && token.eq_ignore_ascii_case("upgrade") {
+                    continue;
+                }
+                headers.remove(token);
+            }
+        }
+    }
+    for name in HOP_BY_HOP {
+        if upgrade && name == "upgrade" {
+            continue;
+        }
+        headers.remove(name);
+    }
+    if upgrade {
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+    if trailers {
+        headers.insert(TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Appends this proxy to `Via`, with the protocol version the message was received in.
+pub(crate) fn add_via(headers: &mut HeaderMap, received: Version) {
+    let value = match received {
+        Version::HTTP_09 => "0.9 holdoff",
+        Version::HTTP_10 => "1.0 holdoff",
+        Version::HTTP_2 => "2 holdoff",
+        Version::HTTP_3 => "3 holdoff",
+        _ => "1.1 holdoff",
+    };
+    headers.append(VIA, HeaderValue::from_static(value));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    mod strip_hop_by_hop {
+        use super::*;
+
+        #[test]
+        fn removes_the_fixed_set_and_keeps_end_to_end_fields() {
+            let mut map = headers(&[
+                ("keep-alive", "timeout=5"),
+                ("proxy-connection", "keep-alive"),
+                ("proxy-authorization", "Basic YTpi"),
+                ("te", "gzip"),
+                ("trailer", "x-checksum"),
+                ("transfer-encoding", "chunked"),
+                ("upgrade", "websocket"),
+                ("content-type", "text/plain"),
+                ("authorization", "Bearer t"),
+            ]);
+            strip_hop_by_hop(&mut map, false);
+            let mut left: Vec<_> = map.keys().map(|name| name.as_str()).collect();
+            left.sort_unstable();
+            assert_eq!(left, ["authorization", "content-type"]);
+        }
+
+        #[test]
+        fn removes_every_field_connection_names() {
+            let mut map = headers(&[
+                ("connection", "close, X-Session-Hop"),
+                ("connection", "x-other"),
+                ("x-session-hop", "1"),
+                ("x-other", "2"),
+                ("x-kept", "3"),
+            ]);
+            strip_hop_by_hop(&mut map, false);
+            let left: Vec<_> = map.keys().map(|name| name.as_str()).collect();
+            assert_eq!(left, ["x-kept"]);
+        }
+
+        #[test]
+        fn keeps_the_handshake_of_an_upgrade() {
+            let mut map = headers(&[
+                ("connection", "keep-alive, Upgrade"),
+                ("upgrade", "websocket"),
+                ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ]);
+            assert!(wants_upgrade(&map));
+            strip_hop_by_hop(&mut map, true);
+            assert_eq!(map["connection"], "upgrade");
+            assert_eq!(map["upgrade"], "websocket");
+            assert!(map.contains_key("sec-websocket-key"));
+        }
+
+        #[test]
+        fn keeps_te_trailers_alone() {
+            let mut map = headers(&[("te", "gzip, trailers")]);
+            strip_hop_by_hop(&mut map, false);
+            assert_eq!(map["te"], "trailers");
+        }
+    }
+
+    mod wants_upgrade {
+        use super::*;
+
+        #[test]
+        fn needs_both_fields() {
+            assert!(!wants_upgrade(&headers(&[("upgrade", "websocket")])));
+            assert!(!wants_upgrade(&headers(&[("connection", "upgrade")])));
+            assert!(wants_upgrade(&headers(&[
+                ("connection", "Upgrade"),
+                ("upgrade", "websocket")
+            ])));
+        }
+    }
+
+    mod add_via {
+        use super::*;
+
+        #[test]
+        fn appends_to_an_existing_via() {
+            let mut map = headers(&[("via", "1.1 squid")]);
+            add_via(&mut map, Version::HTTP_11);
+            add_via(&mut map, Version::HTTP_2);
+            let all: Vec<_> = map.get_all(VIA).iter().collect();
+            assert_eq!(all, ["1.1 squid", "1.1 holdoff", "2 holdoff"]);
+        }
+    }
+}

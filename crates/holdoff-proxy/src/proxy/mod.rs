@@ -1,0 +1,280 @@
+//! The running proxy: [`ProxyServer`] binds, accepts, serves and shuts down; each request goes
+//! through the [`Stage`] pipeline.
+//!
+//! Files: `server` accepts and drives connections, `handler` routes one request through the
+//! pipeline, `connect` handles `CONNECT` (tunnels and interception), `upstream` is the way out,
+//! `headers` rewrites hop-by-hop fields and `Via`, `reply` makes the proxy's own answers,
+//! `stage` is the pipeline's interface, `stats` counts, `io` closes client sockets gently.
+
+mod affinity;
+mod connect;
+mod handler;
+mod headers;
+mod io;
+mod reply;
+mod server;
+mod stage;
+mod stats;
+mod upstream;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::time::Duration;
+
+use holdoff::clock::{Clock, TokioClock};
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use stage::{Action, ClientId, Mode, RequestMeta, Stage};
+pub use stats::Summary;
+
+use crate::ProxyError;
+use crate::config::{CaSource, ConfigError, ProxyConfig, Upstream, WatchList};
+use crate::tls::{CertificateAuthority, LeafCache, upstream_client_config};
+use stats::Stats;
+use upstream::Upstreams;
+
+/// A bound proxy, ready to serve.
+///
+/// # Examples
+///
+/// ```no_run
+/// use holdoff_proxy::{ProxyConfig, ProxyServer};
+///
+/// # async fn run() -> Result<(), holdoff_proxy::ProxyError> {
+/// let mut config = ProxyConfig::default();
+/// config.listen = "127.0.0.1:0".parse().unwrap();
+/// let server = ProxyServer::bind(config, Vec::new()).await?;
+/// println!("listening on http://{}", server.local_addr());
+/// let summary = server.run_until(async { let _ = tokio::signal::ctrl_c().await; }).await;
+/// eprintln!("{summary}");
+/// # Ok(())
+/// # }
+/// ```
+pub struct ProxyServer {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    ca: Option<Arc<CertificateAuthority>>,
+    grace: Duration,
+    max_connections: usize,
+}
+
+/// Stops a running [`ProxyServer`] from anywhere, as the shutdown signal does.
+#[derive(Clone, Debug)]
+pub struct ShutdownHandle {
+    stop: CancellationToken,
+}
+
+impl ShutdownHandle {
+    /// Starts the shutdown: stop accepting, let requests in flight finish within the grace
+    /// period, then cut what is left.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+/// What every connection and request shares: the compiled plan and the counters.
+pub(crate) struct Shared {
+    route: Route,
+    watch: WatchList,
+    auth: Option<crate::Credentials>,
+    upstreams: Upstreams,
+    stages: Box<[Arc<dyn Stage>]>,
+    stats: Stats,
+    clock: TokioClock,
+    next_id: AtomicU64,
+    local_addr: SocketAddr,
+    upstream_timeout: Duration,
+    idle_timeout: Duration,
+    max_header_bytes: usize,
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+    /// Every connection and tunnel task, to wait for at shutdown.
+    tasks: TaskTracker,
+    /// Raised at shutdown: finish what is in flight, take nothing new.
+    drain: CancellationToken,
+    /// Raised when the grace period is over: drop everything.
+    cut: CancellationToken,
+    /// Connections dropped by `cut`.
+    cut_count: AtomicU64,
+    /// Client connections with an upstream connection of their own.
+    affine_count: AtomicUsize,
+    ca_path: Option<Arc<Path>>,
+}
+
+/// Where requests go.
+enum Route {
+    /// A forward proxy; `leaves` is set when something can be intercepted.
+    Forward { leaves: Option<LeafCache> },
+    /// A reverse proxy in front of one upstream.
+    Reverse(Upstream),
+}
+
+impl ProxyServer {
+    /// Checks `config`, binds its address, and loads what it needs: the upstream root
+    /// certificates, and the interception CA when something can be intercepted. `stages`
+    /// form the pipeline, in order; none by default.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`](crate::ErrorKind::Config) when the configuration is invalid or
+    /// unsafe (see [`ProxyConfig::validate`]); [`ErrorKind::Bind`](crate::ErrorKind::Bind)
+    /// when the address cannot be bound; [`ErrorKind::Ca`](crate::ErrorKind::Ca) or
+    /// [`ErrorKind::UpstreamRoots`](crate::ErrorKind::UpstreamRoots) when certificates
+    /// cannot be loaded.
+    pub async fn bind(
+        config: ProxyConfig,
+        stages: Vec<Arc<dyn Stage>>,
+    ) -> Result<ProxyServer, ProxyError> {
+        config.validate()?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|err| ProxyError::bind(config.listen, err))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|err| ProxyError::bind(config.listen, err))?;
+
+        let ca = if config.intercepts() {
+            Some(load_ca(&config.ca)?)
+        } else {
+            None
+        };
+        let tls =
+            upstream_client_config(&config.upstream_ca).map_err(ProxyError::upstream_roots)?;
+        let (route, watch) = match config.upstream {
+            Some(upstream) if config.urls_to_watch.is_empty() => {
+                // In front of one upstream the user chose, everything is of interest.
+                let everything = "*".parse().map_err(ProxyError::from)?;
+                (Route::Reverse(upstream), WatchList::new([everything]))
+            }
+            Some(upstream) => (
+                Route::Reverse(upstream),
+                WatchList::new(config.urls_to_watch),
+            ),
+            None => {
+                let leaves = ca.as_ref().map(|ca| LeafCache::new(Arc::clone(ca)));
+                (
+                    Route::Forward { leaves },
+                    WatchList::new(config.urls_to_watch),
+                )
+            }
+        };
+
+        let mut http1 = http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.idle_timeout)
+            .max_header_size(config.max_header_bytes)
+            .keep_alive(true);
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(config.max_header_bytes).unwrap_or(u32::MAX))
+            .keep_alive_interval(config.idle_timeout);
+
+        let ca_path = ca.as_ref().and_then(|ca| ca.cert_path()).map(Arc::from);
+        let shared = Arc::new(Shared {
+            route,
+            watch,
+            auth: config.proxy_auth,
+            upstreams: Upstreams::new(tls, config.upstream_timeout),
+            stages: stages.into_boxed_slice(),
+            stats: Stats::default(),
+            clock: TokioClock,
+            next_id: AtomicU64::new(0),
+            local_addr,
+            upstream_timeout: config.upstream_timeout,
+            idle_timeout: config.idle_timeout,
+            max_header_bytes: config.max_header_bytes,
+            http1,
+            http2,
+            tasks: TaskTracker::new(),
+            drain: CancellationToken::new(),
+            cut: CancellationToken::new(),
+            cut_count: AtomicU64::new(0),
+            affine_count: AtomicUsize::new(0),
+            ca_path,
+        });
+        Ok(ProxyServer {
+            listener,
+            shared,
+            stop: CancellationToken::new(),
+            ca,
+            grace: config.grace,
+            max_connections: config.max_connections,
+        })
+    }
+
+    /// The address the proxy listens on (with the port the OS picked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The interception CA, when something can be intercepted.
+    pub fn ca(&self) -> Option<&Arc<CertificateAuthority>> {
+        self.ca.as_ref()
+    }
+
+    /// A handle that stops the server once it runs.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            stop: self.stop.clone(),
+        }
+    }
+
+    /// Serves until `signal` completes or a [`ShutdownHandle`] is used; then stops accepting,
+    /// lets requests in flight finish within the grace period, cuts what is left, and returns
+    /// what happened.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Summary {
+        let started = self.shared.clock.now();
+        server::serve(
+            self.listener,
+            Arc::clone(&self.shared),
+            signal,
+            self.stop,
+            self.grace,
+            self.max_connections,
+        )
+        .await;
+        let uptime = self.shared.clock.now().saturating_duration_since(started);
+        let cut = self
+            .shared
+            .cut_count
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.shared.stats.summary(uptime, cut)
+    }
+
+    /// Serves until a [`ShutdownHandle`] is used.
+    pub async fn run(self) -> Summary {
+        self.run_until(std::future::pending()).await
+    }
+}
+
+impl std::fmt::Debug for ProxyServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyServer")
+            .field("local_addr", &self.shared.local_addr)
+            .field("ca", &self.ca)
+            .finish_non_exhaustive()
+    }
+}
+
+fn load_ca(source: &CaSource) -> Result<Arc<CertificateAuthority>, ProxyError> {
+    let ca = match source {
+        CaSource::Provided(ca) => return Ok(Arc::clone(ca)),
+        CaSource::Ephemeral => CertificateAuthority::ephemeral(),
+        CaSource::Dir(dir) => CertificateAuthority::load_or_create(dir),
+        CaSource::DefaultDir => {
+            let dir = CertificateAuthority::default_dir().ok_or(ConfigError::NoCaDir)?;
+            CertificateAuthority::load_or_create(&dir)
+        }
+    };
+    ca.map(Arc::new).map_err(ProxyError::ca)
+}

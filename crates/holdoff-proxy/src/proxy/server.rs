@@ -1,0 +1,228 @@
+//! Accepting connections, serving them with hyper, and shutting down in order.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use holdoff::clock::Clock;
+use hyper::body::Incoming;
+use hyper::rt::{Read, Write};
+use hyper::server::conn::{http1, http2};
+use hyper::service::{HttpService, service_fn};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+use super::affinity::Affinity;
+use super::handler::{self, Origin};
+use super::io::ClientIo;
+
+/// How long to pause accepting after an error such as running out of file descriptors.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// One client connection to the proxy's own port.
+pub(crate) struct Conn {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) peer: SocketAddr,
+    /// Its own upstream connection, once it has one.
+    pub(crate) affinity: Affinity,
+    /// How many requests on it have reached the proxy.
+    pub(crate) calls: AtomicU64,
+    /// Held for as long as the connection, or a tunnel made of it, lives.
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Accepts until `signal` or `stop`, then drains: idle connections close, requests in flight
+/// get `grace` to finish, and whatever is left is cut.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    signal: impl Future<Output = ()>,
+    stop: CancellationToken,
+    grace: Duration,
+    max_connections: usize,
+) {
+    let mut signal = pin!(signal);
+    let slots = Arc::new(Semaphore::new(max_connections));
+    loop {
+        // Wait for a free slot before accepting: past the limit, clients wait in the
+        // backlog instead of costing memory here.
+        let permit = tokio::select! {
+            biased;
+            () = &mut signal => break,
+            () = stop.cancelled() => break,
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = &mut signal => break,
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // A connection reset in the backlog concerns that client only; running out
+                    // of descriptors would repeat at once, so pause.
+                    tracing::warn!(error = %err, "failed to accept a connection");
+                    let clock = &shared.clock;
+                    clock.sleep_until(clock.now() + ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = Arc::new(Conn {
+            shared: Arc::clone(&shared),
+            peer,
+            affinity: Affinity::default(),
+            calls: AtomicU64::new(0),
+            _permit: permit,
+        });
+        shared.tasks.spawn(serve_plain(conn, stream));
+    }
+    drop(listener);
+    tracing::debug!("stopped accepting; draining connections");
+    shared.drain.cancel();
+    shared.tasks.close();
+    if tokio::time::timeout(grace, shared.tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            left = shared.tasks.len(),
+            "grace period over; cutting connections"
+        );
+        shared.cut.cancel();
+        shared.tasks.wait().await;
+    }
+}
+
+/// Serves a connection to the proxy's port: HTTP/1.1 with upgrades (for `CONNECT` and
+/// WebSocket).
+async fn serve_plain(conn: Arc<Conn>, stream: TcpStream) {
+    let io = TokioIo::new(ClientIo::new(stream, Arc::clone(&conn)));
+    let shared = Arc::clone(&conn.shared);
+    let peer = conn.peer;
+    let origin = Origin::Plain(Arc::clone(&conn));
+    serve_http(&shared, io, origin, false, peer, Some(&conn.affinity)).await;
+    conn.affinity.close(&shared.affine_count);
+}
+
+/// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls
+/// the connection's own upstream connection (`affinity`) beside it.
+pub(crate) async fn serve_http<I>(
+    shared: &Shared,
+    io: I,
+    origin: Origin,
+    h2: bool,
+    peer: SocketAddr,
+    affinity: Option<&Affinity>,
+) where
+    I: Read + Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| handler::handle(origin.clone(), request));
+    let outcome = if h2 {
+        drive(shared, shared.http2.serve_connection(io, service), None).await
+    } else {
+        let connection = shared.http1.serve_connection(io, service).with_upgrades();
+        drive(shared, connection, affinity).await
+    };
+    match outcome {
+        Some(Ok(())) => {}
+        Some(Err(err)) => connection_error(shared, &err, peer),
+        None => {
+            shared.cut_count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A hyper connection that can be asked to finish gracefully.
+trait Graceful: Future<Output = Result<(), hyper::Error>> {
+    fn graceful_shutdown(self: Pin<&mut Self>);
+}
+
+impl<I, S> Graceful for http1::UpgradeableConnection<I, S>
+where
+    I: Read + Write + Unpin + Send + 'static,
+    S: HttpService<Incoming>,
+    S::ResBody: 'static,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        http1::UpgradeableConnection::graceful_shutdown(self);
+    }
+}
+
+impl<I, S> Graceful for http2::Connection<I, S, TokioExecutor>
+where
+    I: Read + Write + Unpin + 'static,
+    S: HttpService<Incoming>,
+    S::ResBody: 'static,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    TokioExecutor: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        http2::Connection::graceful_shutdown(self);
+    }
+}
+
+/// Runs `connection` to its end, or, once shutdown begins, asks it to finish and runs it
+/// until then or until the grace period is over (`None`: it was cut).
+async fn drive<C: Graceful>(
+    shared: &Shared,
+    connection: C,
+    affinity: Option<&Affinity>,
+) -> Option<Result<(), hyper::Error>> {
+    let mut connection = pin!(connection);
+    let count = &shared.affine_count;
+    tokio::select! {
+        result = with_upstream(connection.as_mut(), affinity, count) => return Some(result),
+        () = shared.drain.cancelled() => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    tokio::select! {
+        result = with_upstream(connection.as_mut(), affinity, count) => Some(result),
+        () = shared.cut.cancelled() => None,
+    }
+}
+
+/// Polls `connection`, and after it the client's own upstream connection, in one task.
+fn with_upstream<'a, C: Future>(
+    mut connection: Pin<&'a mut C>,
+    affinity: Option<&'a Affinity>,
+    count: &'a AtomicUsize,
+) -> impl Future<Output = C::Output> + 'a {
+    std::future::poll_fn(move |cx| {
+        let served = connection.as_mut().poll(cx);
+        if let Some(affinity) = affinity {
+            affinity.poll_upstream(count, cx);
+        }
+        served
+    })
+}
+
+/// Logs why a connection ended badly; hyper has already answered what can be answered.
+fn connection_error(shared: &Shared, err: &hyper::Error, peer: SocketAddr) {
+    if err.is_parse_too_large() {
+        shared.stats.rejected();
+        tracing::warn!(
+            client = %peer.ip(),
+            limit = shared.max_header_bytes,
+            "refused a request whose head is too large (431)"
+        );
+    } else if err.is_parse() {
+        shared.stats.rejected();
+        tracing::warn!(client = %peer.ip(), error = %err, "refused a malformed request (400)");
+    } else if err.is_timeout() {
+        tracing::debug!(client = %peer.ip(), "closed an idle connection");
+    } else {
+        tracing::debug!(client = %peer.ip(), error = %err, "a client connection ended");
+    }
+}

@@ -1,0 +1,180 @@
+//! The pipeline every proxied request passes through: [`Stage`]s, what they decide
+//! ([`Action`]) and what they know ([`RequestMeta`]).
+
+use std::fmt;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use holdoff::Receipt;
+use http::{Method, Request, Response, Uri};
+
+use crate::Body;
+
+/// One step of the pipeline, e.g. a fault injector or the judge.
+///
+/// Stages are given to [`ProxyServer::bind`](crate::ProxyServer::bind) in order. For each
+/// request, `on_request` runs on each stage in turn until one answers; the request then goes
+/// upstream (if nobody answered), and `on_response` runs on the same stages in reverse order
+/// — the stage that answered first, then those before it, as layers unwinding. Proxy-made
+/// answers (`502`, `504`) go through `on_response` too. Stages see plain HTTP, intercepted
+/// HTTPS and reverse-proxy requests alike; blind tunnels carry no requests to see.
+///
+/// A stage sees the request as it will go upstream: absolute URI (`http://…`, `https://…`),
+/// HTTP/1.1, hop-by-hop fields and `X-Holdoff-Client` removed, `Via` added, and `Host` set to
+/// the upstream's in reverse mode. The body is still unread.
+///
+/// Both methods run on the request's task: they must not block. Wait with [`Action::Later`].
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::{Action, Body, RequestMeta, Stage};
+/// use http::{Request, Response, StatusCode};
+///
+/// /// Answers every watched request with 429 itself.
+/// struct AlwaysThrottle;
+///
+/// impl Stage for AlwaysThrottle {
+///     fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
+///         if meta.watched.is_none() {
+///             return Action::Continue(request);
+///         }
+///         let mut response = Response::new(Body::from("slow down\n"));
+///         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+///         response.headers_mut().insert("retry-after", "2".parse().unwrap());
+///         Action::Respond(response)
+///     }
+/// }
+/// ```
+pub trait Stage: Send + Sync + 'static {
+    /// Looks at the request, and modifies it, answers it, or waits before deciding.
+    ///
+    /// The stage owns the request while it decides, so it can read the body (e.g. into a
+    /// buffer, inside [`Action::Later`]) and hand back a request with that buffer as its body.
+    fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action;
+
+    /// Looks at, or modifies, the response before it goes back to the client: an upstream's,
+    /// another stage's, or one the proxy made. The body is not read yet; a stage can replace
+    /// it (e.g. to cut it short).
+    fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
+        let _ = (response, meta);
+    }
+}
+
+/// What a [`Stage`] decided about a request.
+#[non_exhaustive]
+pub enum Action {
+    /// Go on: to the next stage, or upstream after the last.
+    Continue(Request<Body>),
+    /// Answer the client with this, without going upstream.
+    Respond(Response<Body>),
+    /// Decide later: the pipeline awaits the future and then acts on what it yields (e.g. a
+    /// latency fault sleeps, then continues). Only this variant allocates.
+    Later(Pin<Box<dyn Future<Output = Action> + Send + 'static>>),
+    /// Drop the request without an answer: an HTTP/1.1 connection is closed, an HTTP/2
+    /// stream reset. For network faults.
+    Abort,
+}
+
+impl Action {
+    /// [`Action::Later`] from any future.
+    pub fn later(future: impl Future<Output = Action> + Send + 'static) -> Action {
+        Action::Later(Box::pin(future))
+    }
+}
+
+impl fmt::Debug for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Continue(request) => f
+                .debug_tuple("Continue")
+                .field(&format_args!("{} {}", request.method(), request.uri()))
+                .finish(),
+            Action::Respond(response) => {
+                f.debug_tuple("Respond").field(&response.status()).finish()
+            }
+            Action::Later(_) => f.write_str("Later(..)"),
+            Action::Abort => f.write_str("Abort"),
+        }
+    }
+}
+
+/// What the proxy knows about a request besides the request itself.
+///
+/// Read before any stage runs; stages cannot change it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RequestMeta {
+    /// A number unique to this request within the process, counted from 0.
+    pub id: u64,
+    /// Who sent it.
+    pub client: ClientId,
+    /// The client's socket address.
+    pub peer: SocketAddr,
+    /// When its head had arrived, on both clocks.
+    pub received: Receipt,
+    /// The request method.
+    pub method: Method,
+    /// The absolute URL it is going to: `http://host/path` (forward), `https://host/path`
+    /// (intercepted), or the upstream's URL (reverse).
+    pub uri: Uri,
+    /// How it reached the proxy.
+    pub mode: Mode,
+    /// The watch-list pattern that watches this URL, as written; `None` when the URL is not
+    /// watched.
+    pub watched: Option<Arc<str>>,
+}
+
+/// How a request reached the proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// A plain-HTTP request to the forward proxy (absolute-form).
+    Forward,
+    /// A request inside an intercepted `CONNECT` tunnel, decrypted.
+    Intercepted,
+    /// A request to the reverse proxy.
+    Reverse,
+}
+
+impl Mode {
+    /// `forward`, `intercepted` or `reverse`, as logged.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Forward => "forward",
+            Mode::Intercepted => "intercepted",
+            Mode::Reverse => "reverse",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who sent a request, in order of precedence.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ClientId {
+    /// The user name of the proxy credentials (`http://alice@127.0.0.1:8000`), on the
+    /// request or, inside a tunnel, on its `CONNECT`.
+    ProxyUser(Arc<str>),
+    /// The `X-Holdoff-Client` header (which is not forwarded).
+    Header(Arc<str>),
+    /// The client's IP address.
+    Peer(IpAddr),
+}
+
+impl fmt::Display for ClientId {
+    /// `user:alice`, `header:worker-3` or `127.0.0.1`: distinct for distinct identities.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientId::ProxyUser(user) => write!(f, "user:{user}"),
+            ClientId::Header(name) => write!(f, "header:{name}"),
+            ClientId::Peer(ip) => write!(f, "{ip}"),
+        }
+    }
+}

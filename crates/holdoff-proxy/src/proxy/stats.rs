@@ -1,0 +1,189 @@
+//! Counters kept while the proxy runs, and the [`Summary`] made of them at the end.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::StatusCode;
+
+/// Lock-free counters, bumped once or twice per request.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    /// Responses by status class, 1xx to 5xx.
+    by_class: [AtomicU64; 5],
+    aborted: AtomicU64,
+    tunnels: AtomicU64,
+    intercepted: AtomicU64,
+    errors: AtomicU64,
+    rejected: AtomicU64,
+}
+
+impl Stats {
+    pub(crate) fn response(&self, status: StatusCode) {
+        let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
+        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request dropped without an answer (a stage's [`Abort`](crate::Action::Abort)).
+    pub(crate) fn aborted(&self) {
+        self.aborted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn tunnel(&self) {
+        self.tunnels.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn intercepted(&self) {
+        self.intercepted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An answer the proxy made because something failed (400, 502, 504, …).
+    pub(crate) fn error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request hyper refused before it reached the pipeline (malformed: 400, too large:
+    /// 431). Counted as a 4xx response and an error.
+    pub(crate) fn rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        self.by_class[3].fetch_add(1, Ordering::Relaxed);
+        self.error();
+    }
+
+    pub(crate) fn summary(&self, uptime: Duration, cut: u64) -> Summary {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let by_class = self.by_class.each_ref().map(load);
+        Summary {
+            requests: by_class.iter().sum::<u64>() + load(&self.aborted),
+            by_class,
+            aborted: load(&self.aborted),
+            tunnels: load(&self.tunnels),
+            intercepted: load(&self.intercepted),
+            errors: load(&self.errors),
+            cut,
+            uptime,
+        }
+    }
+}
+
+/// What the proxy did while it ran; `Display` writes it as one paragraph.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::Summary;
+///
+/// let summary = Summary::default();
+/// assert_eq!(summary.to_string(), "holdoff proxy: no requests in 0.0s.");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Requests answered or dropped, `CONNECT`s included, requests refused as malformed or
+    /// too large included.
+    pub requests: u64,
+    /// Responses by status class: `[1xx, 2xx, 3xx, 4xx, 5xx]`.
+    pub by_class: [u64; 5],
+    /// Requests dropped without an answer by a stage.
+    pub aborted: u64,
+    /// `CONNECT` tunnels relayed blind.
+    pub tunnels: u64,
+    /// `CONNECT` tunnels intercepted (TLS terminated and requests decrypted).
+    pub intercepted: u64,
+    /// Answers the proxy made because something failed: malformed or oversized requests,
+    /// unreachable, failing or slow upstreams.
+    pub errors: u64,
+    /// Connections still busy when the grace period ended, and cut.
+    pub cut: u64,
+    /// How long the proxy ran.
+    pub uptime: Duration,
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let uptime = self.uptime.as_secs_f64();
+        if self.requests == 0 && self.tunnels == 0 && self.intercepted == 0 {
+            return write!(f, "holdoff proxy: no requests in {uptime:.1}s.");
+        }
+        write!(
+            f,
+            "holdoff proxy: {} {} in {uptime:.1}s",
+            self.requests,
+            plural(self.requests, "request", "requests")
+        )?;
+        let classes: Vec<String> = self
+            .by_class
+            .iter()
+            .enumerate()
+            .filter(|(_, count)| **count > 0)
+            .map(|(class, count)| format!("{count} {}xx", class + 1))
+            .collect();
+        if !classes.is_empty() {
+            write!(f, " ({})", classes.join(", "))?;
+        }
+        write!(
+            f,
+            "; {} {} tunnelled blind, {} intercepted; {} {}",
+            self.tunnels,
+            plural(self.tunnels, "connection", "connections"),
+            self.intercepted,
+            self.errors,
+            plural(self.errors, "error", "errors"),
+        )?;
+        if self.aborted > 0 {
+            write!(f, "; {} dropped by a stage", self.aborted)?;
+        }
+        if self.cut > 0 {
+            write!(
+                f,
+                "; {} {} cut at shutdown",
+                self.cut,
+                plural(self.cut, "connection", "connections")
+            )?;
+        }
+        f.write_str(".")
+    }
+}
+
+fn plural(count: u64, one: &'static str, many: &'static str) -> &'static str {
+    if count == 1 { one } else { many }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod summary {
+        use super::*;
+
+        #[test]
+        fn counts_each_class_and_every_kind_of_event() {
+            let stats = Stats::default();
+            stats.response(StatusCode::OK);
+            stats.response(StatusCode::OK);
+            stats.response(StatusCode::TOO_MANY_REQUESTS);
+            stats.response(StatusCode::BAD_GATEWAY);
+            stats.error();
+            stats.rejected();
+            stats.tunnel();
+            stats.intercepted();
+            stats.aborted();
+            let summary = stats.summary(Duration::from_millis(12_340), 1);
+            assert_eq!(summary.requests, 6);
+            assert_eq!(summary.by_class, [0, 2, 0, 2, 1]);
+            assert_eq!(summary.errors, 2);
+            assert_eq!(
+                summary.to_string(),
+                "holdoff proxy: 6 requests in 12.3s (2 2xx, 2 4xx, 1 5xx); 1 connection \
+                 tunnelled blind, 1 intercepted; 2 errors; 1 dropped by a stage; 1 connection \
+                 cut at shutdown."
+            );
+        }
+
+        #[test]
+        fn says_so_when_nothing_happened() {
+            let summary = Stats::default().summary(Duration::from_secs(3), 0);
+            assert_eq!(summary.to_string(), "holdoff proxy: no requests in 3.0s.");
+        }
+    }
+}

@@ -1,0 +1,1065 @@
+//! The proxy engine in process, against real upstreams on loopback: forwarding, reverse mode,
+//! tunnels, interception, the stage pipeline, client identity, safety answers and shutdown.
+//!
+//! Clients are hyper's low-level HTTP/1.1 connections (so the test decides the exact request
+//! target, as a proxy client would) or raw TCP for traffic no client library would send.
+
+// The helpers outside the test functions fail the test by panicking, as the tests do.
+#![allow(clippy::unwrap_used)]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use holdoff_proxy::tls::{CertificateAuthority, LeafCache};
+use holdoff_proxy::{
+    Action, Body, CaSource, ClientId, ErrorKind, Mode, ProxyConfig, ProxyServer, RequestMeta,
+    ShutdownHandle, Stage, Summary,
+};
+use holdoff_testkit::{Reply, TestServer};
+use http::header::{HOST, PROXY_AUTHORIZATION};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+/// A proxy running in this process.
+struct Proxy {
+    addr: SocketAddr,
+    handle: ShutdownHandle,
+    task: JoinHandle<Summary>,
+}
+
+impl Proxy {
+    async fn start(config: ProxyConfig, stages: Vec<Arc<dyn Stage>>) -> Proxy {
+        let server = ProxyServer::bind(config, stages)
+            .await
+            .expect("bind the proxy");
+        let addr = server.local_addr();
+        let handle = server.shutdown_handle();
+        let task = tokio::spawn(server.run());
+        Proxy { addr, handle, task }
+    }
+
+    async fn stop(self) -> Summary {
+        self.handle.shutdown();
+        self.task.await.expect("the proxy task")
+    }
+}
+
+/// A configuration listening on a free loopback port.
+fn config() -> ProxyConfig {
+    let mut config = ProxyConfig::default();
+    config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    config
+}
+
+/// An HTTP/1.1 request with an empty body and these headers.
+fn request(method: Method, target: &str, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
+    let mut builder = Request::builder().method(method).uri(target);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(Full::new(Bytes::new())).unwrap()
+}
+
+/// Sends one request on a new connection to `addr` and reads the whole response.
+async fn send(addr: SocketAddr, request: Request<Full<Bytes>>) -> Response<Bytes> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let response = sender.send_request(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    Response::from_parts(parts, body)
+}
+
+/// A forward-proxy request for `url` (absolute-form), with its Host header.
+fn proxied(url: &str, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
+    let uri: http::Uri = url.parse().unwrap();
+    let host = uri.authority().unwrap().to_string();
+    let mut request = request(Method::GET, url, headers);
+    request.headers_mut().insert(HOST, host.parse().unwrap());
+    request
+}
+
+/// Writes raw bytes and reads until the proxy closes the connection.
+async fn raw(addr: SocketAddr, bytes: impl Into<Vec<u8>>) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(&bytes.into()).await.unwrap();
+    let mut received = Vec::new();
+    stream.read_to_end(&mut received).await.unwrap();
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+/// Sends `CONNECT authority` on a new connection; returns the response and, on 200, the
+/// connection for what follows.
+async fn connect(
+    proxy: SocketAddr,
+    authority: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Bytes, Option<hyper::upgrade::Upgraded>) {
+    let stream = TcpStream::connect(proxy).await.unwrap();
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection.with_upgrades());
+    let headers = [&[("host", authority)], headers].concat();
+    let response = sender
+        .send_request(request(Method::CONNECT, authority, &headers))
+        .await
+        .unwrap();
+    let status = response.status();
+    if status != StatusCode::OK {
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        return (status, body, None);
+    }
+    let upgraded = hyper::upgrade::on(response).await.unwrap();
+    (status, Bytes::new(), Some(upgraded))
+}
+
+/// `Proxy-Authorization: Basic …` for `user:password`.
+fn basic(user_password: &str) -> String {
+    use headers::HeaderMapExt;
+    let (user, password) = user_password.split_once(':').unwrap();
+    let mut map = http::HeaderMap::new();
+    map.typed_insert(headers::ProxyAuthorization(
+        headers::Authorization::basic(user, password).0,
+    ));
+    map[PROXY_AUTHORIZATION].to_str().unwrap().to_owned()
+}
+
+/// A port nothing listens on.
+async fn closed_port() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Answers every request itself with 429, without the upstream.
+struct Throttle;
+
+impl Stage for Throttle {
+    fn on_request(&self, _: Request<Body>, _: &RequestMeta) -> Action {
+        let mut response = Response::new(Body::from("slow down\n"));
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        response
+            .headers_mut()
+            .insert("retry-after", "2".parse().unwrap());
+        Action::Respond(response)
+    }
+}
+
+/// Adds `x-seen-by: holdoff` to every response.
+struct Tag;
+
+impl Stage for Tag {
+    fn on_request(&self, request: Request<Body>, _: &RequestMeta) -> Action {
+        Action::Continue(request)
+    }
+
+    fn on_response(&self, response: &mut Response<Body>, _: &RequestMeta) {
+        response
+            .headers_mut()
+            .insert("x-seen-by", "holdoff".parse().unwrap());
+    }
+}
+
+/// Keeps every request's metadata.
+#[derive(Default)]
+struct Record(Mutex<Vec<RequestMeta>>);
+
+impl Record {
+    fn seen(&self) -> Vec<RequestMeta> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl Stage for Record {
+    fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
+        self.0.lock().unwrap().push(meta.clone());
+        Action::Continue(request)
+    }
+}
+
+mod forward {
+    use super::*;
+
+    #[tokio::test]
+    async fn forwards_absolute_form_requests_with_via_and_without_hop_by_hop_fields() {
+        let upstream = TestServer::start().await;
+        upstream.script("/x", [Reply::ok("hello").header("keep-alive", "timeout=9")]);
+        let proxy = Proxy::start(config(), Vec::new()).await;
+
+        let response = send(
+            proxy.addr,
+            proxied(
+                &upstream.url("/x?q=1"),
+                &[
+                    ("connection", "x-hop"),
+                    ("x-hop", "1"),
+                    ("keep-alive", "timeout=5"),
+                    ("proxy-connection", "keep-alive"),
+                    ("te", "gzip"),
+                    ("via", "1.0 earlier"),
+                    ("x-end-to-end", "kept"),
+                ],
+            ),
+        )
+        .await;
+
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.body(), "hello");
+        let via: Vec<_> = response.headers().get_all("via").iter().collect();
+        assert_eq!(via, ["1.1 holdoff"]);
+        assert!(!response.headers().contains_key("keep-alive"));
+
+        let seen = upstream.requests_to("/x");
+        assert_eq!(seen.len(), 1);
+        let request = &seen[0];
+        assert_eq!(request.path_and_query(), "/x?q=1", "origin-form upstream");
+        let via: Vec<_> = request.headers.get_all("via").iter().collect();
+        assert_eq!(via, ["1.0 earlier", "1.1 holdoff"]);
+        for gone in [
+            "connection",
+            "x-hop",
+            "keep-alive",
+            "proxy-connection",
+            "te",
+        ] {
+            assert!(!request.headers.contains_key(gone), "{gone} was forwarded");
+        }
+        assert_eq!(request.header("x-end-to-end"), Some("kept"));
+        assert_eq!(request.header("host"), Some(&*upstream.addr().to_string()));
+
+        let summary = proxy.stop().await;
+        assert_eq!(summary.requests, 1);
+        assert_eq!(summary.by_class[1], 1);
+    }
+
+    #[tokio::test]
+    async fn replaces_a_host_that_disagrees_with_the_target() {
+        let upstream = TestServer::start().await;
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let url = upstream.url("/host");
+        send(
+            proxy.addr,
+            request(Method::GET, &url, &[("host", "elsewhere.example")]),
+        )
+        .await;
+        let seen = upstream.requests_to("/host");
+        assert_eq!(seen[0].header("host"), Some(&*upstream.addr().to_string()));
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn keeps_client_and_upstream_connections_alive() {
+        let upstream = TestServer::start().await;
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        // A keep-alive client: its first request goes through the shared pool, the next ones
+        // on an upstream connection of its own.
+        let stream = TcpStream::connect(proxy.addr).await.unwrap();
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        for _ in 0..3 {
+            let response = sender
+                .send_request(proxied(&upstream.url("/again"), &[]))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            response.into_body().collect().await.unwrap();
+        }
+        // Another client's first request reuses the pooled connection.
+        send(proxy.addr, proxied(&upstream.url("/again"), &[])).await;
+
+        let connections: Vec<u64> = upstream
+            .requests_to("/again")
+            .iter()
+            .map(|request| request.connection)
+            .collect();
+        assert_eq!(connections.len(), 4);
+        assert_eq!(
+            connections[1], connections[2],
+            "the client's own connection"
+        );
+        assert_ne!(connections[0], connections[1]);
+        assert_eq!(connections[3], connections[0], "the pooled connection");
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn recovers_when_the_upstream_closes_a_kept_connection() {
+        let upstream = TestServer::start().await;
+        upstream.script(
+            "/close",
+            [
+                Reply::ok("1"),
+                Reply::ok("2").header("connection", "close"),
+                Reply::ok("3").header("connection", "close"),
+                Reply::ok("4"),
+            ],
+        );
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let stream = TcpStream::connect(proxy.addr).await.unwrap();
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        for expected in ["1", "2", "3", "4"] {
+            let response = sender
+                .send_request(proxied(&upstream.url("/close"), &[]))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            assert!(!response.headers().contains_key("connection"));
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, expected);
+        }
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn refuses_origin_form_requests_with_a_reason() {
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let response = send(proxy.addr, request(Method::GET, "/x", &[("host", "a")])).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let body = String::from_utf8_lossy(response.body()).into_owned();
+        assert!(body.contains("absolute-form"), "{body}");
+        assert!(
+            body.ends_with('\n') && body.lines().count() == 1,
+            "{body:?}"
+        );
+        let summary = proxy.stop().await;
+        assert_eq!(summary.errors, 1);
+    }
+
+    #[tokio::test]
+    async fn answers_502_for_a_closed_port() {
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let port = closed_port().await;
+        let response = send(
+            proxy.addr,
+            proxied(&format!("http://127.0.0.1:{port}/x"), &[]),
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        let body = String::from_utf8_lossy(response.body()).into_owned();
+        assert!(body.contains("could not connect"), "{body}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/plain; charset=utf-8"
+        );
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn answers_504_when_the_upstream_is_too_slow() {
+        let upstream = TestServer::start().await;
+        upstream.script("/slow", [Reply::ok("late").delay(Duration::MAX)]);
+        let mut config = config();
+        config.upstream_timeout = Duration::from_millis(50);
+        let proxy = Proxy::start(config, Vec::new()).await;
+        let response = send(proxy.addr, proxied(&upstream.url("/slow"), &[])).await;
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn passes_an_upgrade_through_and_relays_both_ways() {
+        let upstream = EchoUpgrade::start().await;
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let stream = TcpStream::connect(proxy.addr).await.unwrap();
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection.with_upgrades());
+        let url = format!("http://{upstream}/ws");
+        let mut request = proxied(&url, &[("connection", "upgrade"), ("upgrade", "echo")]);
+        request.headers_mut().insert("x-kept", "1".parse().unwrap());
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+        assert_eq!(response.headers()["upgrade"], "echo");
+        let mut io = TokioIo::new(hyper::upgrade::on(response).await.unwrap());
+        io.write_all(b"ping").await.unwrap();
+        let mut echoed = [0u8; 4];
+        io.read_exact(&mut echoed).await.unwrap();
+        assert_eq!(&echoed, b"ping");
+        drop(io);
+        proxy.stop().await;
+    }
+
+    /// An upstream that switches to an echo protocol on `Upgrade: echo`.
+    struct EchoUpgrade;
+
+    impl EchoUpgrade {
+        async fn start() -> SocketAddr {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let service = hyper::service::service_fn(
+                        |mut request: Request<hyper::body::Incoming>| async move {
+                            let wanted =
+                                request.headers().get("upgrade") == Some(&"echo".parse().unwrap())
+                                    && request.headers().get("connection").is_some_and(|v| {
+                                        v.as_bytes().eq_ignore_ascii_case(b"upgrade")
+                                    });
+                            let mut response = Response::new(Full::new(Bytes::new()));
+                            if !wanted {
+                                *response.status_mut() = StatusCode::BAD_REQUEST;
+                                return Ok::<_, std::convert::Infallible>(response);
+                            }
+                            let upgrade = hyper::upgrade::on(&mut request);
+                            tokio::spawn(async move {
+                                let mut io = TokioIo::new(upgrade.await.unwrap());
+                                let mut buf = [0u8; 64];
+                                while let Ok(n) = io.read(&mut buf).await {
+                                    if n == 0 || io.write_all(&buf[..n]).await.is_err() {
+                                        break;
+                                    }
+                                }
+                            });
+                            *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                            response
+                                .headers_mut()
+                                .insert("connection", "upgrade".parse().unwrap());
+                            response
+                                .headers_mut()
+                                .insert("upgrade", "echo".parse().unwrap());
+                            Ok(response)
+                        },
+                    );
+                    tokio::spawn(
+                        hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades(),
+                    );
+                }
+            });
+            addr
+        }
+    }
+
+    #[tokio::test]
+    async fn refuses_a_request_addressed_to_itself() {
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let url = format!("http://{}/loop", proxy.addr);
+        let response = send(proxy.addr, proxied(&url, &[])).await;
+        assert_eq!(response.status(), StatusCode::LOOP_DETECTED);
+        proxy.stop().await;
+    }
+}
+
+mod reverse {
+    use super::*;
+
+    #[tokio::test]
+    async fn sends_every_request_to_the_upstream_with_its_host() {
+        let upstream = TestServer::start().await;
+        upstream.script("/api/items", [Reply::ok("items")]);
+        let mut config = config();
+        config.upstream = Some(upstream.url("").trim_end_matches('/').parse().unwrap());
+        let record = Arc::new(Record::default());
+        let proxy = Proxy::start(config, vec![record.clone()]).await;
+
+        let response = send(
+            proxy.addr,
+            request(Method::GET, "/api/items?page=2", &[("host", "app.local")]),
+        )
+        .await;
+
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.body(), "items");
+        let seen = upstream.requests_to("/api/items");
+        assert_eq!(seen[0].path_and_query(), "/api/items?page=2");
+        assert_eq!(seen[0].header("host"), Some(&*upstream.addr().to_string()));
+        assert_eq!(seen[0].header("via"), Some("1.1 holdoff"));
+        let meta = &record.seen()[0];
+        assert_eq!(meta.mode, Mode::Reverse);
+        assert_eq!(meta.uri.to_string(), upstream.url("/api/items?page=2"));
+        assert_eq!(
+            meta.watched.as_deref(),
+            Some("*"),
+            "reverse mode watches everything"
+        );
+        proxy.stop().await;
+    }
+}
+
+mod stages {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stage_answers_without_the_upstream() {
+        let upstream = TestServer::start().await;
+        let proxy = Proxy::start(config(), vec![Arc::new(Throttle)]).await;
+        let response = send(proxy.addr, proxied(&upstream.url("/limited"), &[])).await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()["retry-after"], "2");
+        assert_eq!(response.body(), "slow down\n");
+        assert!(
+            upstream.requests().is_empty(),
+            "the upstream saw the request"
+        );
+        let summary = proxy.stop().await;
+        assert_eq!(summary.by_class[3], 1);
+    }
+
+    #[tokio::test]
+    async fn a_stage_modifies_responses_including_those_answered_by_a_later_stage() {
+        let upstream = TestServer::start().await;
+        let proxy = Proxy::start(config(), vec![Arc::new(Tag)]).await;
+        let response = send(proxy.addr, proxied(&upstream.url("/tagged"), &[])).await;
+        assert_eq!(response.headers()["x-seen-by"], "holdoff");
+        proxy.stop().await;
+
+        let proxy = Proxy::start(config(), vec![Arc::new(Tag), Arc::new(Throttle)]).await;
+        let response = send(proxy.addr, proxied(&upstream.url("/tagged"), &[])).await;
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()["x-seen-by"], "holdoff");
+        proxy.stop().await;
+
+        // A stage after the one that answered never saw the request, nor its answer.
+        let proxy = Proxy::start(config(), vec![Arc::new(Throttle), Arc::new(Tag)]).await;
+        let response = send(proxy.addr, proxied(&upstream.url("/tagged"), &[])).await;
+        assert!(!response.headers().contains_key("x-seen-by"));
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn proxy_made_answers_pass_through_stages() {
+        let proxy = Proxy::start(config(), vec![Arc::new(Tag)]).await;
+        let port = closed_port().await;
+        let response = send(
+            proxy.addr,
+            proxied(&format!("http://127.0.0.1:{port}/"), &[]),
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(response.headers()["x-seen-by"], "holdoff");
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_stage_can_decide_later_and_abort() {
+        struct Later;
+        impl Stage for Later {
+            fn on_request(&self, request: Request<Body>, _: &RequestMeta) -> Action {
+                Action::later(async move { Action::Continue(request) })
+            }
+        }
+        struct Dropper;
+        impl Stage for Dropper {
+            fn on_request(&self, _: Request<Body>, _: &RequestMeta) -> Action {
+                Action::Abort
+            }
+        }
+        let upstream = TestServer::start().await;
+        let proxy = Proxy::start(config(), vec![Arc::new(Later)]).await;
+        let response = send(proxy.addr, proxied(&upstream.url("/later"), &[])).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        proxy.stop().await;
+
+        let proxy = Proxy::start(config(), vec![Arc::new(Dropper)]).await;
+        let url = upstream.url("/dropped");
+        let text = raw(
+            proxy.addr,
+            format!("GET {url} HTTP/1.1\r\nhost: {}\r\n\r\n", upstream.addr()),
+        )
+        .await;
+        assert_eq!(text, "", "closed without an answer");
+        let summary = proxy.stop().await;
+        assert_eq!(summary.aborted, 1);
+    }
+}
+
+mod identity {
+    use super::*;
+
+    #[tokio::test]
+    async fn comes_from_proxy_credentials_then_the_header_then_the_peer() {
+        let upstream = TestServer::start().await;
+        let record = Arc::new(Record::default());
+        let proxy = Proxy::start(config(), vec![record.clone()]).await;
+        let url = upstream.url("/who");
+        let alice = basic("alice:");
+
+        send(
+            proxy.addr,
+            proxied(&url, &[("proxy-authorization", &alice)]),
+        )
+        .await;
+        send(
+            proxy.addr,
+            proxied(
+                &url,
+                &[("proxy-authorization", &alice), ("x-holdoff-client", "bob")],
+            ),
+        )
+        .await;
+        send(proxy.addr, proxied(&url, &[("x-holdoff-client", " bob ")])).await;
+        send(proxy.addr, proxied(&url, &[])).await;
+
+        let clients: Vec<ClientId> = record.seen().into_iter().map(|meta| meta.client).collect();
+        assert_eq!(
+            clients,
+            [
+                ClientId::ProxyUser("alice".into()),
+                ClientId::ProxyUser("alice".into()),
+                ClientId::Header("bob".into()),
+                ClientId::Peer(Ipv4Addr::LOCALHOST.into()),
+            ]
+        );
+        for request in upstream.requests_to("/who") {
+            assert!(!request.headers.contains_key("x-holdoff-client"));
+            assert!(!request.headers.contains_key("proxy-authorization"));
+        }
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn numbers_requests_and_records_receipt() {
+        let upstream = TestServer::start().await;
+        let record = Arc::new(Record::default());
+        let proxy = Proxy::start(config(), vec![record.clone()]).await;
+        send(proxy.addr, proxied(&upstream.url("/a"), &[])).await;
+        send(proxy.addr, proxied(&upstream.url("/b"), &[])).await;
+        let seen = record.seen();
+        assert_eq!(seen[0].id + 1, seen[1].id);
+        assert!(seen[0].received.instant <= seen[1].received.instant);
+        assert_eq!(seen[0].mode, Mode::Forward);
+        assert_eq!(seen[0].method, Method::GET);
+        assert_eq!(seen[0].watched, None, "no watch list, nothing watched");
+        proxy.stop().await;
+    }
+}
+
+mod safety {
+    use super::*;
+
+    #[tokio::test]
+    async fn refuses_a_non_loopback_address_without_credentials() {
+        let mut config = config();
+        config.listen = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
+        let err = ProxyServer::bind(config, Vec::new()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        let reason = err.config().unwrap().to_string();
+        assert!(reason.contains("anyone on the network"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn asks_for_credentials_when_they_are_configured() {
+        let upstream = TestServer::start().await;
+        let mut config = config();
+        config.proxy_auth = Some("alice:secret".parse().unwrap());
+        let proxy = Proxy::start(config, Vec::new()).await;
+
+        let response = send(proxy.addr, proxied(&upstream.url("/private"), &[])).await;
+        assert_eq!(response.status(), StatusCode::PROXY_AUTHENTICATION_REQUIRED);
+        assert_eq!(
+            response.headers()["proxy-authenticate"],
+            "Basic realm=\"holdoff\""
+        );
+        let wrong = basic("alice:guess");
+        let response = send(
+            proxy.addr,
+            proxied(
+                &upstream.url("/private"),
+                &[("proxy-authorization", &wrong)],
+            ),
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::PROXY_AUTHENTICATION_REQUIRED);
+        assert!(upstream.requests().is_empty());
+
+        let right = basic("alice:secret");
+        let response = send(
+            proxy.addr,
+            proxied(
+                &upstream.url("/private"),
+                &[("proxy-authorization", &right)],
+            ),
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::OK);
+
+        let (status, _, _) = connect(proxy.addr, &upstream.addr().to_string(), &[]).await;
+        assert_eq!(status, StatusCode::PROXY_AUTHENTICATION_REQUIRED);
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn answers_431_to_a_huge_header_instead_of_resetting() {
+        let mut config = config();
+        config.max_header_bytes = 8 * 1024;
+        let proxy = Proxy::start(config, Vec::new()).await;
+        let huge = "a".repeat(256 * 1024);
+        let text = raw(
+            proxy.addr,
+            format!("GET http://127.0.0.1:1/ HTTP/1.1\r\nhost: x\r\nx-huge: {huge}\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            text.starts_with("HTTP/1.1 431"),
+            "{}",
+            &text[..text.len().min(200)]
+        );
+        assert!(
+            text.contains("\r\ncontent-type: text/plain; charset=utf-8\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\r\n\r\nholdoff: the request head is larger than 8192 bytes\n"),
+            "{text}"
+        );
+        let summary = proxy.stop().await;
+        assert_eq!(summary.by_class[3], 1);
+        assert_eq!(summary.errors, 1);
+    }
+
+    #[tokio::test]
+    async fn answers_400_to_garbage_and_keeps_serving() {
+        let upstream = TestServer::start().await;
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let text = raw(proxy.addr, b"\x16\x03\x01 this is not http\r\n\r\n").await;
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(text.ends_with("could not be parsed\n"), "{text}");
+        // Also after a request that was served on the same connection.
+        let served = format!(
+            "GET {} HTTP/1.1\r\nhost: {}\r\n\r\nNOT HTTP\r\n\r\n",
+            upstream.url("/first"),
+            upstream.addr()
+        );
+        let text = raw(proxy.addr, served).await;
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.contains("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+        assert!(text.ends_with("could not be parsed\n"), "{text}");
+        let response = send(proxy.addr, proxied(&upstream.url("/after"), &[])).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn closes_a_connection_that_says_nothing() {
+        let mut config = config();
+        config.idle_timeout = Duration::from_millis(50);
+        let proxy = Proxy::start(config, Vec::new()).await;
+        let text = raw(proxy.addr, b"").await;
+        assert_eq!(text, "");
+        proxy.stop().await;
+    }
+}
+
+mod connect {
+    use super::*;
+
+    #[tokio::test]
+    async fn tunnels_an_unwatched_host_blind() {
+        let upstream = TestServer::start().await;
+        let record = Arc::new(Record::default());
+        let proxy = Proxy::start(config(), vec![record.clone()]).await;
+        let (status, _, tunnel) = connect(proxy.addr, &upstream.addr().to_string(), &[]).await;
+        assert_eq!(status, StatusCode::OK);
+
+        let (mut sender, connection) = http1::handshake(tunnel.unwrap()).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let response = sender
+            .send_request(request(
+                Method::GET,
+                "/inside",
+                &[("host", &upstream.addr().to_string())],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        response.into_body().collect().await.unwrap();
+        // The client closes the tunnel, so shutdown has nothing to wait for.
+        drop(sender);
+        connection.await.unwrap().unwrap();
+
+        let seen = upstream.requests_to("/inside");
+        assert!(
+            !seen[0].headers.contains_key("via"),
+            "a blind tunnel changed bytes"
+        );
+        assert!(record.seen().is_empty(), "stages saw a tunnelled request");
+        let summary = proxy.stop().await;
+        assert_eq!(summary.tunnels, 1);
+        assert_eq!(summary.cut, 0);
+    }
+
+    #[tokio::test]
+    async fn answers_502_for_a_closed_port() {
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let port = closed_port().await;
+        let (status, body, _) = connect(proxy.addr, &format!("127.0.0.1:{port}"), &[]).await;
+        assert_eq!(status, StatusCode::BAD_GATEWAY);
+        assert!(String::from_utf8_lossy(&body).contains("could not connect"));
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn intercepts_a_watched_host_over_http1_and_http2() {
+        let ca = Arc::new(CertificateAuthority::ephemeral().unwrap());
+        let upstream_tls = TlsUpstream::start(&ca).await;
+        let ca_file = TempFile::new("upstream-ca.pem", ca.cert_pem());
+
+        let mut config = config();
+        config.urls_to_watch = vec!["https://127.0.0.1:*/*".parse().unwrap()];
+        config.upstream_ca = vec![ca_file.path.clone()];
+        config.ca = CaSource::Provided(Arc::clone(&ca));
+        let record = Arc::new(Record::default());
+        let proxy = Proxy::start(config, vec![record.clone(), Arc::new(Tag)]).await;
+
+        // The second tunnel names its client in the CONNECT: every request inside is hers.
+        let carol = basic("carol:");
+        let tunnels = [
+            (b"http/1.1".as_slice(), Vec::new()),
+            (
+                b"h2".as_slice(),
+                vec![("proxy-authorization", carol.as_str())],
+            ),
+        ];
+        for (alpn, headers) in tunnels {
+            let authority = upstream_tls.addr.to_string();
+            let (status, _, tunnel) = connect(proxy.addr, &authority, &headers).await;
+            assert_eq!(status, StatusCode::OK);
+            let tls = tls_client(TokioIo::new(tunnel.unwrap()), &ca, alpn).await;
+            let negotiated = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+            assert_eq!(negotiated.as_deref(), Some(alpn));
+            let response = if alpn == b"h2" {
+                let (mut sender, connection) = hyper::client::conn::http2::handshake(
+                    hyper_util::rt::TokioExecutor::new(),
+                    TokioIo::new(tls),
+                )
+                .await
+                .unwrap();
+                tokio::spawn(connection);
+                let uri = format!("https://{authority}/secure");
+                sender
+                    .send_request(request(Method::GET, &uri, &[]))
+                    .await
+                    .unwrap()
+            } else {
+                let (mut sender, connection) = http1::handshake(TokioIo::new(tls)).await.unwrap();
+                tokio::spawn(connection);
+                sender
+                    .send_request(request(Method::GET, "/secure", &[("host", &authority)]))
+                    .await
+                    .unwrap()
+            };
+            assert_eq!(response.status(), StatusCode::OK);
+            assert_eq!(response.headers()["x-seen-by"], "holdoff");
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "secret");
+        }
+
+        let seen = upstream_tls.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        assert!(
+            seen.iter()
+                .all(|via| via.as_deref() == Some("1.1 holdoff")
+                    || via.as_deref() == Some("2 holdoff")),
+            "{seen:?}"
+        );
+        let metas = record.seen();
+        assert!(metas.iter().all(|meta| meta.mode == Mode::Intercepted));
+        assert_eq!(
+            metas[0].uri.to_string(),
+            format!("https://{}/secure", upstream_tls.addr)
+        );
+        assert_eq!(metas[0].watched.as_deref(), Some("https://127.0.0.1:*/*"));
+        assert_eq!(metas[0].client, ClientId::Peer(Ipv4Addr::LOCALHOST.into()));
+        assert_eq!(metas[1].client, ClientId::ProxyUser("carol".into()));
+        let summary = proxy.stop().await;
+        assert_eq!(summary.intercepted, 2);
+    }
+
+    #[tokio::test]
+    async fn answers_502_saying_why_when_the_upstream_certificate_is_untrusted() {
+        let ca = Arc::new(CertificateAuthority::ephemeral().unwrap());
+        let upstream_tls = TlsUpstream::start(&ca).await;
+        let mut config = config();
+        config.upstream = Some(format!("https://{}", upstream_tls.addr).parse().unwrap());
+        let proxy = Proxy::start(config, Vec::new()).await;
+        let response = send(
+            proxy.addr,
+            request(Method::GET, "/secure", &[("host", "x")]),
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        let body = String::from_utf8_lossy(response.body()).into_owned();
+        assert!(
+            body.contains("not trusted") && body.contains("--upstream-ca"),
+            "{body}"
+        );
+        proxy.stop().await;
+    }
+
+    /// A TLS client trusting only `ca`, offering `alpn`.
+    async fn tls_client(
+        io: TokioIo<hyper::upgrade::Upgraded>,
+        ca: &CertificateAuthority,
+        alpn: &[u8],
+    ) -> tokio_rustls::client::TlsStream<TokioIo<hyper::upgrade::Upgraded>> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.cert_der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        connector.connect(name, io).await.unwrap()
+    }
+
+    /// An HTTPS upstream on loopback with a certificate from `ca`: answers `secret` and keeps
+    /// the `Via` of each request.
+    struct TlsUpstream {
+        addr: SocketAddr,
+        seen: Arc<Mutex<Vec<Option<String>>>>,
+    }
+
+    impl TlsUpstream {
+        async fn start(ca: &Arc<CertificateAuthority>) -> TlsUpstream {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let config = LeafCache::new(Arc::clone(ca))
+                .server_config("127.0.0.1")
+                .unwrap();
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let log = Arc::clone(&seen);
+            tokio::spawn(async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let acceptor = acceptor.clone();
+                    let log = Arc::clone(&log);
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(stream).await else {
+                            return;
+                        };
+                        let service = hyper::service::service_fn(
+                            move |request: Request<hyper::body::Incoming>| {
+                                let via = request
+                                    .headers()
+                                    .get("via")
+                                    .and_then(|v| v.to_str().ok())
+                                    .map(str::to_owned);
+                                log.lock().unwrap().push(via);
+                                async {
+                                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(
+                                        Bytes::from_static(b"secret"),
+                                    )))
+                                }
+                            },
+                        );
+                        let _ = hyper_util::server::conn::auto::Builder::new(
+                            hyper_util::rt::TokioExecutor::new(),
+                        )
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                    });
+                }
+            });
+            TlsUpstream { addr, seen }
+        }
+    }
+
+    /// A file in the temporary directory, removed when dropped.
+    struct TempFile {
+        path: PathBuf,
+    }
+
+    impl TempFile {
+        fn new(name: &str, contents: &str) -> TempFile {
+            let path = std::env::temp_dir().join(format!(
+                "holdoff-engine-{}-{:?}-{name}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            std::fs::write(&path, contents).unwrap();
+            TempFile { path }
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+mod shutdown {
+    use super::*;
+
+    /// Holds each request until released.
+    struct Gate {
+        entered: Arc<Notify>,
+        release: Mutex<Option<oneshot::Receiver<()>>>,
+    }
+
+    impl Stage for Gate {
+        fn on_request(&self, request: Request<Body>, _: &RequestMeta) -> Action {
+            self.entered.notify_one();
+            let release = self.release.lock().unwrap().take();
+            Action::later(async move {
+                if let Some(release) = release {
+                    let _ = release.await;
+                }
+                Action::Continue(request)
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn finishes_a_request_in_flight_then_stops() {
+        let upstream = TestServer::start().await;
+        let entered = Arc::new(Notify::new());
+        let (release, released) = oneshot::channel();
+        let gate = Gate {
+            entered: Arc::clone(&entered),
+            release: Mutex::new(Some(released)),
+        };
+        let proxy = Proxy::start(config(), vec![Arc::new(gate)]).await;
+        let addr = proxy.addr;
+        let in_flight = tokio::spawn(send(addr, proxied(&upstream.url("/slow"), &[])));
+        entered.notified().await;
+
+        proxy.handle.shutdown();
+        // The listener closes; the request in flight goes on.
+        tokio::task::yield_now().await;
+        release.send(()).unwrap();
+        let response = in_flight.await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let summary = proxy.task.await.unwrap();
+        assert_eq!(summary.requests, 1);
+        assert_eq!(summary.cut, 0);
+        assert!(TcpStream::connect(addr).await.is_err(), "still accepting");
+    }
+
+    #[tokio::test]
+    async fn cuts_what_is_left_after_the_grace_period() {
+        let upstream = TestServer::start().await;
+        let entered = Arc::new(Notify::new());
+        let (_never, released) = oneshot::channel();
+        let gate = Gate {
+            entered: Arc::clone(&entered),
+            release: Mutex::new(Some(released)),
+        };
+        let mut config = config();
+        config.grace = Duration::ZERO;
+        let proxy = Proxy::start(config, vec![Arc::new(gate)]).await;
+        let url = upstream.url("/hang");
+        let request = format!("GET {url} HTTP/1.1\r\nhost: {}\r\n\r\n", upstream.addr());
+        let hung = tokio::spawn(raw(proxy.addr, request));
+        entered.notified().await;
+        let summary = proxy.stop().await;
+        assert_eq!(summary.cut, 1);
+        assert_eq!(hung.await.unwrap(), "", "the connection was closed");
+    }
+}

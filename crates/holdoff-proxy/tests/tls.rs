@@ -1,0 +1,279 @@
+//! The TLS pieces in real handshakes over loopback: a leaf from [`LeafCache`] on the server
+//! side, a client that trusts only the CA (or the upstream configuration) on the other.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use holdoff_proxy::tls::{CertificateAuthority, LeafCache, TlsErrorKind, upstream_client_config};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
+
+/// A directory under the system's temporary directory, removed when dropped.
+struct TestDir(PathBuf);
+
+impl TestDir {
+    fn new(name: &str) -> TestDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let unique = format!(
+            "holdoff-tls-it-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(unique);
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create a test directory");
+        TestDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What the server saw of one connection.
+#[derive(Debug)]
+struct Served {
+    sni: Option<String>,
+    alpn: Option<Vec<u8>>,
+}
+
+/// A TLS echo server on `127.0.0.1:0` that picks its certificate the way the proxy does: by
+/// the client's SNI, or `fallback_host` (the CONNECT target) when there is none.
+async fn leaf_server(
+    cache: Arc<LeafCache>,
+    fallback_host: &'static str,
+) -> (SocketAddr, tokio::task::JoinHandle<io::Result<Served>>) {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("a bound address");
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await?;
+        let start = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await?;
+        let sni = start.client_hello().server_name().map(str::to_owned);
+        let config = cache
+            .server_config(sni.as_deref().unwrap_or(fallback_host))
+            .map_err(io::Error::other)?;
+        let mut tls = start.into_stream(config).await?;
+        let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        echo_once(&mut tls).await?;
+        Ok(Served { sni, alpn })
+    });
+    (addr, task)
+}
+
+/// A TLS echo server on `127.0.0.1:0` with a fixed configuration.
+async fn fixed_server(
+    config: Arc<ServerConfig>,
+) -> (SocketAddr, tokio::task::JoinHandle<io::Result<()>>) {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("a bound address");
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await?;
+        let mut tls = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await?;
+        echo_once(&mut tls).await
+    });
+    (addr, task)
+}
+
+async fn echo_once<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+) -> io::Result<()> {
+    let mut buf = [0; 5];
+    stream.read_exact(&mut buf).await?;
+    stream.write_all(&buf).await?;
+    stream.shutdown().await
+}
+
+/// A client that trusts `ca` and nothing else, offering `alpn`.
+fn client_trusting(ca: &CertificateAuthority, alpn: &[&[u8]]) -> ClientConfig {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(ca.cert_der().clone())
+        .expect("the CA is a valid root");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config
+}
+
+/// Connects, says hello, reads the echo; returns the negotiated ALPN protocol.
+async fn hello(config: ClientConfig, addr: SocketAddr, name: &str) -> io::Result<Option<Vec<u8>>> {
+    let tcp = TcpStream::connect(addr).await?;
+    let name = ServerName::try_from(name.to_owned()).expect("a valid server name");
+    let mut tls = TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await?;
+    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    tls.write_all(b"hello").await?;
+    let mut echoed = Vec::new();
+    tls.read_to_end(&mut echoed).await?;
+    assert_eq!(echoed, b"hello");
+    Ok(alpn)
+}
+
+fn cache() -> (Arc<CertificateAuthority>, Arc<LeafCache>) {
+    let ca = Arc::new(CertificateAuthority::ephemeral().expect("an ephemeral CA"));
+    (Arc::clone(&ca), Arc::new(LeafCache::new(ca)))
+}
+
+mod leaf_cache {
+    use super::*;
+
+    #[tokio::test]
+    async fn serves_a_dns_name_that_a_client_trusting_only_the_ca_accepts() {
+        let (ca, cache) = cache();
+        let (addr, server) = leaf_server(cache, "unused.invalid").await;
+        let alpn = hello(
+            client_trusting(&ca, &[b"h2", b"http/1.1"]),
+            addr,
+            "localhost",
+        )
+        .await
+        .unwrap();
+        let served = server.await.unwrap().unwrap();
+        assert_eq!(served.sni.as_deref(), Some("localhost"));
+        assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
+    }
+
+    #[tokio::test]
+    async fn serves_an_ip_address_without_sni() {
+        let (ca, cache) = cache();
+        let (addr, server) = leaf_server(cache, "127.0.0.1").await;
+        hello(client_trusting(&ca, &[]), addr, "127.0.0.1")
+            .await
+            .unwrap();
+        let served = server.await.unwrap().unwrap();
+        assert_eq!(served.sni, None, "clients send no SNI for an IP address");
+        assert_eq!(served.alpn, None);
+    }
+
+    #[tokio::test]
+    async fn serves_an_ipv6_address_given_in_brackets() {
+        let Ok(listener) = std::net::TcpListener::bind("[::1]:0") else {
+            return; // no IPv6 loopback on this machine
+        };
+        drop(listener);
+        let (ca, cache) = cache();
+        let config = cache.server_config("[::1]").unwrap();
+        let listener = TcpListener::bind("[::1]:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await?;
+            let mut tls = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await?;
+            echo_once(&mut tls).await
+        });
+        hello(client_trusting(&ca, &[]), addr, "::1").await.unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn negotiates_http1_when_the_client_offers_only_http1() {
+        let (ca, cache) = cache();
+        let (addr, server) = leaf_server(cache, "unused.invalid").await;
+        let alpn = hello(client_trusting(&ca, &[b"http/1.1"]), addr, "localhost")
+            .await
+            .unwrap();
+        server.await.unwrap().unwrap();
+        assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]));
+    }
+
+    #[tokio::test]
+    async fn is_refused_by_a_client_that_does_not_trust_the_ca() {
+        let (_, cache) = cache();
+        let (stranger, _) = super::cache();
+        let (addr, server) = leaf_server(cache, "unused.invalid").await;
+        let err = hello(client_trusting(&stranger, &[]), addr, "localhost")
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("invalid peer certificate"),
+            "{err}"
+        );
+        assert!(server.await.unwrap().is_err());
+    }
+
+    #[tokio::test]
+    async fn serves_with_a_ca_reloaded_from_disk() {
+        let dir = TestDir::new("reloaded");
+        let created = CertificateAuthority::load_or_create(dir.path()).unwrap();
+        let loaded = Arc::new(CertificateAuthority::load(dir.path()).unwrap());
+        let (addr, server) = leaf_server(Arc::new(LeafCache::new(loaded)), "unused").await;
+        hello(client_trusting(&created, &[]), addr, "localhost")
+            .await
+            .unwrap();
+        server.await.unwrap().unwrap();
+    }
+}
+
+mod upstream_client_config {
+    use super::*;
+
+    #[tokio::test]
+    async fn trusts_a_server_that_chains_to_an_extra_root() {
+        let dir = TestDir::new("upstream-ok");
+        let ca = Arc::new(CertificateAuthority::load_or_create(dir.path()).unwrap());
+        let cert_path = ca.cert_path().unwrap().to_path_buf();
+        let cache = LeafCache::new(ca);
+        let (addr, server) = fixed_server(cache.server_config("localhost").unwrap()).await;
+        let config = upstream_client_config(&[cert_path]).unwrap();
+        let alpn = hello(config, addr, "localhost").await.unwrap();
+        server.await.unwrap().unwrap();
+        assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
+    }
+
+    #[tokio::test]
+    async fn refuses_a_self_signed_server_and_says_why() {
+        let dir = TestDir::new("upstream-self-signed");
+        let ca = CertificateAuthority::load_or_create(dir.path()).unwrap();
+        let self_signed = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let key =
+            rustls_pki_types::PrivateKeyDer::Pkcs8(self_signed.signing_key.serialize_der().into());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let server_config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![self_signed.cert.der().clone()], key)
+            .unwrap();
+        let (addr, server) = fixed_server(Arc::new(server_config)).await;
+        let config = upstream_client_config(&[ca.cert_path().unwrap().to_path_buf()]).unwrap();
+        let err = hello(config, addr, "localhost").await.unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("invalid peer certificate"), "{message}");
+        assert!(message.contains("UnknownIssuer"), "{message}");
+        assert!(server.await.unwrap().is_err());
+    }
+
+    #[test]
+    fn names_a_file_that_is_not_pem() {
+        let dir = TestDir::new("upstream-bad-pem");
+        let path = dir.path().join("upstream-ca.pem");
+        std::fs::write(&path, "-----BEGIN CERTIFICATE-----\nnot base64!\n").unwrap();
+        let err = upstream_client_config(std::slice::from_ref(&path)).unwrap_err();
+        assert_eq!(err.kind(), TlsErrorKind::Malformed);
+        assert_eq!(
+            err.to_string(),
+            format!("read root certificates from {}", path.display())
+        );
+        assert!(std::error::Error::source(&err).is_some());
+    }
+}
