@@ -13,11 +13,15 @@ use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use holdoff::clock::{Clock, TokioClock};
+use holdoff_proxy::judge::{Judge, JudgeEvent, JudgeStage, KeyMode, Penalty, Verdict};
+
 use holdoff_proxy::{
-    CaSource, ConfigError, Credentials, ErrorKind, ProxyConfig, ProxyError, ProxyServer, Summary,
-    Upstream, WatchPattern,
+    CaSource, ConfigError, Credentials, ErrorKind, ProxyConfig, ProxyError, ProxyServer, Stage,
+    Summary, Upstream, WatchPattern,
 };
 
 use crate::{Failure, duration};
@@ -99,6 +103,25 @@ pub(crate) struct Args {
     /// How long a client connection may stay idle before it is closed.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
     idle_timeout: Duration,
+
+    /// What a throttle's window is keyed by: client-method-url (each client judged on its
+    /// own), method-url, url, host (Dev Proxy's one wait per host) or header:NAME
+    #[arg(long, value_name = "MODE", default_value = "client-method-url")]
+    judge_key: KeyMode,
+
+    /// What a premature retry does to its window: none, or sliding (the full wait starts
+    /// over from the premature request)
+    #[arg(long, value_name = "PENALTY", value_enum, default_value_t = PenaltyArg::None)]
+    judge_penalty: PenaltyArg,
+}
+
+/// What a premature retry does to its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PenaltyArg {
+    /// The window keeps its permitted time.
+    None,
+    /// The full wait starts over from the premature request.
+    Sliding,
 }
 
 /// The log format.
@@ -182,7 +205,12 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
         Ok(runtime) => runtime,
         Err(err) => return Ok(fail(&format!("failed to start the runtime: {err}"))),
     };
-    let code = runtime.block_on(serve(config, args.output, &guard, out));
+    let penalty = match args.judge_penalty {
+        PenaltyArg::None => Penalty::None,
+        PenaltyArg::Sliding => Penalty::Sliding,
+    };
+    let judge = Judge::new(args.judge_key.clone(), TokioClock.now()).penalty(penalty);
+    let code = runtime.block_on(serve(config, judge, args.output, &guard, out));
     // Every log line is out before the process exits.
     drop(runtime);
     drop(guard);
@@ -191,6 +219,7 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
 
 async fn serve(
     config: ProxyConfig,
+    judge: Judge,
     output: Output,
     logs: &logging::Guard,
     out: &mut impl Write,
@@ -202,7 +231,10 @@ async fn serve(
         Ok(signal) => signal,
         Err(err) => return Ok(fail(&format!("failed to listen for signals: {err}"))),
     };
-    let server = match ProxyServer::bind(config, Vec::new()).await {
+    // Every hint a client receives opens a window; retries that come too early are caught.
+    let judge = Arc::new(JudgeStage::new(Arc::new(judge)));
+    let stages: Vec<Arc<dyn Stage>> = vec![judge.clone()];
+    let server = match ProxyServer::bind(config, stages).await {
         Ok(server) => server,
         Err(err) => return start_failed(&err, port),
     };
@@ -228,9 +260,50 @@ async fn serve(
         ),
     }
 
+    let evictions = tokio::spawn(evict_windows(judge.clone()));
     let summary = server.run_until(signal).await;
+    evictions.abort();
     report(&summary, output, logs);
+    report_verdicts(&judge.events());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Drops windows long past their permitted time, so memory stays bounded however long the
+/// proxy runs.
+async fn evict_windows(judge: Arc<JudgeStage>) {
+    let mut every = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        every.tick().await;
+        let dropped = judge.judge().evict(TokioClock.now());
+        if dropped > 0 {
+            tracing::debug!(dropped, "evicted expired judge windows");
+        }
+    }
+}
+
+/// One line on what the judge found, and each premature retry (the worst first).
+fn report_verdicts(events: &[JudgeEvent]) {
+    let premature: Vec<&JudgeEvent> = events
+        .iter()
+        .filter(|e| e.verdict == Verdict::Premature)
+        .collect();
+    let compliant = events.len() - premature.len();
+    eprintln!(
+        "holdoff judge: {} premature and {compliant} compliant retr{}.",
+        premature.len(),
+        if events.len() == 1 { "y" } else { "ies" }
+    );
+    let mut worst = premature;
+    worst.sort_by_key(|e| std::cmp::Reverse(e.by));
+    for event in worst.iter().take(10) {
+        eprintln!(
+            "  premature: {} {} {} came {:.3}s early",
+            event.client,
+            event.method,
+            event.url,
+            event.by.as_secs_f64()
+        );
+    }
 }
 
 /// Why the proxy could not start: a usage error (2) or a runtime failure (1).

@@ -38,6 +38,31 @@ impl KeyMode {
     }
 }
 
+impl std::str::FromStr for KeyMode {
+    type Err = String;
+
+    /// Reads a [`KeyMode::name`]: `client-method-url`, `method-url`, `url`, `host` or
+    /// `header:<name>`.
+    fn from_str(s: &str) -> Result<KeyMode, String> {
+        Ok(match s {
+            "client-method-url" => KeyMode::ClientMethodUrl,
+            "method-url" => KeyMode::MethodUrl,
+            "url" => KeyMode::Url,
+            "host" => KeyMode::Host,
+            _ => match s.strip_prefix("header:") {
+                Some(name) if http::HeaderName::from_bytes(name.as_bytes()).is_ok() => {
+                    KeyMode::Header(name.to_ascii_lowercase())
+                }
+                _ => {
+                    return Err(format!(
+                        "expected client-method-url, method-url, url, host or header:NAME, not `{s}`"
+                    ));
+                }
+            },
+        })
+    }
+}
+
 /// What a request is keyed by, borrowed from it.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyParts<'a> {
@@ -135,6 +160,25 @@ mod tests {
             url,
             origin: "https://api.example:443",
             header: None,
+        }
+    }
+
+    mod from_str {
+        use super::*;
+
+        #[test]
+        fn reads_every_name_back() {
+            for mode in [
+                KeyMode::ClientMethodUrl,
+                KeyMode::MethodUrl,
+                KeyMode::Url,
+                KeyMode::Host,
+                KeyMode::Header("x-tenant".into()),
+            ] {
+                assert_eq!(mode.name().parse::<KeyMode>(), Ok(mode));
+            }
+            assert!("per-host".parse::<KeyMode>().is_err());
+            assert!("header:bad name".parse::<KeyMode>().is_err());
         }
     }
 
