@@ -263,8 +263,8 @@ async fn serve(
     let evictions = tokio::spawn(evict_windows(judge.clone()));
     let summary = server.run_until(signal).await;
     evictions.abort();
+    report_verdicts(&judge.events(), output, logs);
     report(&summary, output, logs);
-    report_verdicts(&judge.events());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -281,28 +281,54 @@ async fn evict_windows(judge: Arc<JudgeStage>) {
     }
 }
 
-/// One line on what the judge found, and each premature retry (the worst first).
-fn report_verdicts(events: &[JudgeEvent]) {
-    let premature: Vec<&JudgeEvent> = events
+/// What the judge found — the counts, then each premature retry, the worst first — as text
+/// lines or JSON events (target `holdoff::judge`), before the proxy's own summary.
+fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &logging::Guard) {
+    let mut premature: Vec<&JudgeEvent> = events
         .iter()
         .filter(|e| e.verdict == Verdict::Premature)
         .collect();
+    premature.sort_by_key(|e| std::cmp::Reverse(e.by));
     let compliant = events.len() - premature.len();
-    eprintln!(
+    let line = format!(
         "holdoff judge: {} premature and {compliant} compliant retr{}.",
         premature.len(),
         if events.len() == 1 { "y" } else { "ies" }
     );
-    let mut worst = premature;
-    worst.sort_by_key(|e| std::cmp::Reverse(e.by));
-    for event in worst.iter().take(10) {
-        eprintln!(
-            "  premature: {} {} {} came {:.3}s early",
-            event.client,
-            event.method,
-            event.url,
-            event.by.as_secs_f64()
-        );
+    match output {
+        Output::Text => {
+            logs.flush();
+            let mut stderr = io::stderr().lock();
+            let _ = writeln!(stderr, "{line}");
+            for event in premature.iter().take(10) {
+                let _ = writeln!(
+                    stderr,
+                    "  premature: {} {} {} came {:.3}s early",
+                    event.client,
+                    event.method,
+                    event.url,
+                    event.by.as_secs_f64()
+                );
+            }
+        }
+        Output::Json => {
+            for event in premature.iter().take(10) {
+                tracing::warn!(
+                    target: "holdoff::judge",
+                    client = %event.client,
+                    method = %event.method,
+                    url = %event.url,
+                    early_ms = event.by.as_millis() as u64,
+                    "premature retry"
+                );
+            }
+            tracing::info!(
+                target: "holdoff::judge",
+                premature = premature.len(),
+                compliant,
+                "{line}"
+            );
+        }
     }
 }
 
