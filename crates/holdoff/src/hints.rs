@@ -18,6 +18,20 @@ use http::HeaderMap;
 
 use crate::response::Stamp;
 
+/// Every header a hint can come from (`Retry-After` and the vendor hints), lowercase. A
+/// response with none of them carries no hint, whatever the policy: callers on a hot path
+/// (the proxy's judge) check this before deciding anything.
+pub const HINT_HEADERS: [&str; 8] = [
+    "retry-after",
+    "retry-after-ms",
+    "x-ms-retry-after-ms",
+    "ratelimit",
+    "ratelimit-reset",
+    "x-ratelimit-reset",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-reset-tokens",
+];
+
 /// Which vendor hints a policy reads. All are on by default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VendorHints {
@@ -356,6 +370,26 @@ mod tests {
         fn rejects_what_it_cannot_read() {
             for bad in [&b""[..], b"5", b"s", b"1x", b"-1s", b"1.s.", b".s", b"1 s"] {
                 assert_eq!(go_duration(bad), None, "{}", bad.escape_ascii());
+            }
+        }
+    }
+
+    mod hint_headers {
+        use super::*;
+
+        #[test]
+        fn names_every_source() {
+            for source in [
+                HintSource::RetryAfter,
+                HintSource::RetryAfterMs,
+                HintSource::XMsRetryAfterMs,
+                HintSource::RateLimit,
+                HintSource::RateLimitReset,
+                HintSource::XRateLimitReset,
+                HintSource::OpenAiResetRequests,
+                HintSource::OpenAiResetTokens,
+            ] {
+                assert!(HINT_HEADERS.contains(&source.header_name()), "{source}");
             }
         }
     }

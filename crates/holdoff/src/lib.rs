@@ -67,7 +67,7 @@ pub use date::{DateFormat, HttpDate};
 pub use decision::{Decision, DeferReason, Diagnostics, GiveUpReason, Permitted, Reason, Verdict};
 pub use error::{ParseError, ParseErrorKind};
 pub use header::{RetryAfter, from_str_now};
-pub use hints::{HintSource, VendorHints};
+pub use hints::{HINT_HEADERS, HintSource, VendorHints};
 pub use jitter::Jitter;
 pub use policy::{
     Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, OpenAiQuota, Policy, QuotaClassifier,

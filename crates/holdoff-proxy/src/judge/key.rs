@@ -1,5 +1,6 @@
 //! Which requests share a window: the key a throttle opens and a retry is judged under.
 
+use std::fmt::{self, Write as _};
 use std::hash::{BuildHasher, Hasher};
 
 /// How windows are keyed.
@@ -109,21 +110,37 @@ impl KeyHasher {
     }
 
     pub(crate) fn key(&self, mode: &KeyMode, parts: &KeyParts<'_>) -> WindowKey {
+        self.key_of(
+            mode,
+            &KeyText {
+                client: &parts.client,
+                method: parts.method,
+                url: &parts.url,
+                origin: &parts.origin,
+                header: parts.header,
+            },
+        )
+    }
+
+    /// The key of parts given as text written on demand: the digest of exactly the bytes
+    /// [`KeyHasher::key`] would hash for their display forms, without building them.
+    pub(crate) fn key_of(&self, mode: &KeyMode, parts: &KeyText<'_>) -> WindowKey {
         let digest = |state: &std::collections::hash_map::RandomState| {
-            let mut h = state.build_hasher();
+            let mut h = Sink(state.build_hasher());
             // A separator byte that cannot appear in a URL keeps "a"+"bc" apart from "ab"+"c".
-            let mut feed = |s: &str| {
-                h.write(s.as_bytes());
-                h.write_u8(0xff);
+            // The hasher is a byte stream, so text written in pieces hashes as if whole.
+            let mut feed = |part: &dyn fmt::Display| {
+                let _ = write!(h, "{part}");
+                h.0.write_u8(0xff);
             };
             match mode {
                 KeyMode::ClientMethodUrl => {
                     feed(parts.client);
-                    feed(parts.method);
+                    feed(&parts.method);
                     feed(parts.url);
                 }
                 KeyMode::MethodUrl => {
-                    feed(parts.method);
+                    feed(&parts.method);
                     feed(parts.url);
                 }
                 KeyMode::Url => feed(parts.url),
@@ -131,21 +148,42 @@ impl KeyHasher {
                 KeyMode::Header(_) => {
                     match parts.header {
                         Some(value) => {
-                            feed("h");
-                            feed(value);
+                            feed(&"h");
+                            feed(&value);
                         }
                         None => {
-                            feed("c");
+                            feed(&"c");
                             feed(parts.client);
                         }
                     }
-                    feed(parts.method);
+                    feed(&parts.method);
                     feed(parts.url);
                 }
             }
-            h.finish()
+            h.0.finish()
         };
         WindowKey(digest(&self.first), digest(&self.second))
+    }
+}
+
+/// [`KeyParts`] as anything that displays as the text: a request's key is made from its
+/// `ClientId` and `Uri` directly, with no string allocated per request.
+#[derive(Clone, Copy)]
+pub(crate) struct KeyText<'a> {
+    pub(crate) client: &'a dyn fmt::Display,
+    pub(crate) method: &'a str,
+    pub(crate) url: &'a dyn fmt::Display,
+    pub(crate) origin: &'a dyn fmt::Display,
+    pub(crate) header: Option<&'a str>,
+}
+
+/// Text written into a hasher as bytes.
+struct Sink<H>(H);
+
+impl<H: Hasher> fmt::Write for Sink<H> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.write(s.as_bytes());
+        Ok(())
     }
 }
 
@@ -235,6 +273,32 @@ mod tests {
                 h.key(&mode, &parts("ab", "GET", "c")),
                 h.key(&mode, &parts("a", "bGET", "c"))
             );
+        }
+
+        #[test]
+        fn text_written_in_pieces_keys_as_the_whole_string() {
+            let h = KeyHasher::new();
+            let url = format_args!("https://{}/{}", "api.example", "a");
+            let client = format_args!("{}:{}", "user", "alice");
+            for mode in [
+                KeyMode::ClientMethodUrl,
+                KeyMode::MethodUrl,
+                KeyMode::Url,
+                KeyMode::Host,
+                KeyMode::Header("x-tenant".into()),
+            ] {
+                let text = KeyText {
+                    client: &client,
+                    method: "GET",
+                    url: &url,
+                    origin: &"https://api.example:443",
+                    header: None,
+                };
+                assert_eq!(
+                    h.key_of(&mode, &text),
+                    h.key(&mode, &parts("user:alice", "GET", "https://api.example/a"))
+                );
+            }
         }
 
         #[test]

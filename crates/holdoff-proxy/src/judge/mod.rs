@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use key::KeyHasher;
+use key::{KeyHasher, KeyText};
 pub use key::{KeyMode, KeyParts, WindowKey};
 pub use stage::{JudgeEvent, JudgeStage, Verdict};
 
@@ -113,6 +113,11 @@ impl Judge {
     /// The key a request falls under.
     pub fn key(&self, parts: &KeyParts<'_>) -> WindowKey {
         self.hasher.key(&self.mode, parts)
+    }
+
+    /// [`Judge::key`] of parts written on demand, without building their strings.
+    fn key_of(&self, parts: &KeyText<'_>) -> WindowKey {
+        self.hasher.key_of(&self.mode, parts)
     }
 
     fn offset(&self, at: Instant) -> u64 {

@@ -1,6 +1,7 @@
 //! The judge as a pipeline stage: opens windows from the hints responses carry, and answers
 //! premature retries itself.
 
+use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -8,7 +9,7 @@ use holdoff::clock::TokioClock;
 use holdoff::{Attempt, JitterDraw, Policy, Receipt, ResponseInfo};
 use http::{Request, Response, StatusCode, header};
 
-use super::{Check, Judge, KeyParts, WindowKey};
+use super::{Check, Judge, KeyText, WindowKey};
 use crate::fault::ratelimit::ceil_secs;
 use crate::{Action, Body, RequestMeta, Stage};
 
@@ -81,36 +82,26 @@ impl JudgeStage {
         &self.judge
     }
 
-    fn key(&self, meta: &RequestMeta, request_header: Option<&str>) -> (WindowKey, String, String) {
-        let client = meta.client.to_string();
-        let url = meta.uri.to_string();
-        let origin = origin(&meta.uri);
-        let key = self.judge.key(&KeyParts {
-            client: &client,
+    /// The request's window key, hashed from its client id and URL as they display, without
+    /// formatting either into a string.
+    fn key(&self, meta: &RequestMeta, request_header: Option<&str>) -> WindowKey {
+        self.judge.key_of(&KeyText {
+            client: &meta.client,
             method: meta.method.as_str(),
-            url: &url,
-            origin: &origin,
+            url: &meta.uri,
+            origin: &Origin(&meta.uri),
             header: request_header,
-        });
-        (key, client, url)
+        })
     }
 
-    fn record(
-        &self,
-        verdict: Verdict,
-        meta: &RequestMeta,
-        client: String,
-        url: String,
-        times: [Instant; 2],
-        by: Duration,
-    ) {
+    fn record(&self, verdict: Verdict, meta: &RequestMeta, times: [Instant; 2], by: Duration) {
         let arrival = meta.received;
         let wall = |at: Instant| wall_of(arrival, at);
         let event = JudgeEvent {
             verdict,
-            client,
+            client: meta.client.to_string(),
             method: meta.method.to_string(),
-            url,
+            url: meta.uri.to_string(),
             throttled_at: wall(times[0]),
             permitted_at: wall(times[1]),
             retried_at: arrival.wall,
@@ -142,19 +133,36 @@ fn wall_of(receipt: Receipt, at: Instant) -> SystemTime {
     }
 }
 
-fn origin(uri: &http::Uri) -> String {
-    let scheme = uri.scheme_str().unwrap_or("http");
-    let host = uri.host().unwrap_or_default().to_ascii_lowercase();
-    let port = uri
-        .port_u16()
-        .unwrap_or(if scheme == "https" { 443 } else { 80 });
-    format!("{scheme}://{host}:{port}")
+/// `scheme://host:port` of a URL, the host in lowercase and the port explicit.
+struct Origin<'a>(&'a http::Uri);
+
+impl fmt::Display for Origin<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let uri = self.0;
+        let scheme = uri.scheme_str().unwrap_or("http");
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        write!(f, "{scheme}://")?;
+        for c in uri.host().unwrap_or_default().chars() {
+            f.write_char(c.to_ascii_lowercase())?;
+        }
+        write!(f, ":{port}")
+    }
+}
+
+/// Whether a response carries any header a hint can come from: without one, no policy can
+/// find an interval in it, so nothing needs to be read or built.
+fn has_hint_header(headers: &http::HeaderMap) -> bool {
+    headers
+        .keys()
+        .any(|name| holdoff::HINT_HEADERS.contains(&name.as_str()))
 }
 
 impl Stage for JudgeStage {
     fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
         let header = header_value(self, &request);
-        let (key, client, url) = self.key(meta, header.as_deref());
+        let key = self.key(meta, header.as_deref());
         if let Some(value) = header {
             self.pending_headers
                 .lock()
@@ -171,8 +179,6 @@ impl Stage for JudgeStage {
                 self.record(
                     Verdict::Compliant,
                     meta,
-                    client,
-                    url,
                     [throttled_at, permitted_at],
                     late_by,
                 );
@@ -186,8 +192,6 @@ impl Stage for JudgeStage {
                 self.record(
                     Verdict::Premature,
                     meta,
-                    client,
-                    url,
                     [throttled_at, permitted_at],
                     early_by,
                 );
@@ -211,12 +215,19 @@ impl Stage for JudgeStage {
     }
 
     fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
-        let header = self
-            .pending_headers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&meta.id);
+        // Only header mode keeps a value per request: the others take no lock here.
+        let header = match self.judge.mode() {
+            super::KeyMode::Header(_) => self
+                .pending_headers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&meta.id),
+            _ => None,
+        };
         if response.extensions().get::<JudgeAnswer>().is_some() {
+            return;
+        }
+        if !has_hint_header(response.headers()) {
             return;
         }
         // The hint reaches the client now: the window opens from here.
@@ -235,7 +246,7 @@ impl Stage for JudgeStage {
         else {
             return;
         };
-        let (key, _, _) = self.key(meta, header.as_deref());
+        let key = self.key(meta, header.as_deref());
         self.judge.open(key, receipt.instant, permitted_at);
     }
 }
@@ -249,5 +260,49 @@ fn header_value(stage: &JudgeStage, request: &Request<Body>) -> Option<String> {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod origin {
+        use super::*;
+
+        #[test]
+        fn lowercases_the_host_and_makes_the_port_explicit() {
+            let uri: http::Uri = "HTTPS://Api.Example/a?b".parse().unwrap();
+            assert_eq!(Origin(&uri).to_string(), "https://api.example:443");
+            let uri: http::Uri = "http://127.0.0.1:8080/".parse().unwrap();
+            assert_eq!(Origin(&uri).to_string(), "http://127.0.0.1:8080");
+        }
+    }
+
+    mod has_hint_header {
+        use super::*;
+
+        #[test]
+        fn finds_each_hint_and_nothing_else() {
+            for name in [
+                "retry-after",
+                "retry-after-ms",
+                "x-ms-retry-after-ms",
+                "ratelimit",
+                "ratelimit-reset",
+                "x-ratelimit-reset",
+                "x-ratelimit-reset-requests",
+                "x-ratelimit-reset-tokens",
+            ] {
+                let mut headers = http::HeaderMap::new();
+                headers.insert("content-type", "text/plain".parse().unwrap());
+                headers.insert(name, "1".parse().unwrap());
+                assert!(has_hint_header(&headers), "{name}");
+            }
+            let mut headers = http::HeaderMap::new();
+            headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+            headers.insert("date", "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap());
+            assert!(!has_hint_header(&headers));
+        }
     }
 }

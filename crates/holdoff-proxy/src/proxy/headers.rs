@@ -1,18 +1,22 @@
 //! Header rewriting at the proxy: hop-by-hop fields (RFC 9110 §7.6.1) and `Via` (§7.6.3).
 
-use http::header::{CONNECTION, HeaderName, TE, UPGRADE, VIA};
+use http::header::{
+    CONNECTION, Entry, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
+    TRANSFER_ENCODING, UPGRADE, VIA,
+};
 use http::{HeaderMap, HeaderValue, Version};
 
-/// Fields that concern one connection only, besides those `Connection` names.
-const HOP_BY_HOP: [&str; 8] = [
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
+/// Fields that concern one connection only, besides those `Connection` names. As names, not
+/// strings: removing by a string parses it first, twice per request for each of them.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION,
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
 ];
 
 /// The header that names a client to the proxy; never forwarded.
@@ -45,15 +49,22 @@ fn tokens(value: &HeaderValue) -> impl Iterator<Item = &str> {
 /// an upgrade, `Upgrade` is kept and `Connection: upgrade` put back, so the next hop sees the
 /// handshake. A `TE: trailers` (which HTTP/2 and gRPC need end to end) is kept as just that.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    // Most messages carry none of them, or just `Connection: keep-alive`: one pass over the
+    // names finds out, instead of a lookup per name.
+    let hop = |name: &HeaderName| *name == CONNECTION || HOP_BY_HOP.contains(name);
+    if !upgrade && !headers.keys().any(hop) {
+        return;
+    }
     let trailers = headers
         .get_all(TE)
         .iter()
         .any(|value| tokens(value).any(|t| t.eq_ignore_ascii_case("trailers")));
-    if headers.contains_key(CONNECTION) {
-        // Allocates only for requests that carry a Connection field.
-        let named: Vec<HeaderValue> = headers.get_all(CONNECTION).iter().cloned().collect();
-        headers.remove(CONNECTION);
-        for value in &named {
+    if let Entry::Occupied(entry) = headers.entry(CONNECTION) {
+        // Moved out, not copied; the usual single value needs no allocation.
+        let (_, mut values) = entry.remove_entry_mult();
+        let first = values.next();
+        let rest: Vec<HeaderValue> = values.collect();
+        for value in first.iter().chain(&rest) {
             for token in tokens(value) {
                 if upgrade && token.eq_ignore_ascii_case("upgrade") {
                     continue;
@@ -62,8 +73,8 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
             }
         }
     }
-    for name in HOP_BY_HOP {
-        if upgrade && name == "upgrade" {
+    for name in &HOP_BY_HOP {
+        if upgrade && *name == UPGRADE {
             continue;
         }
         headers.remove(name);
