@@ -66,6 +66,29 @@ enum Step<R, E> {
     RetryAt(Instant, Last<R, E>),
 }
 
+/// Where a retry, a deferral or a give-up leads, with what the attempt produced.
+fn next_step<R, E>(decision: Decision, permitted: Permitted, last: Last<R, E>) -> Step<R, E> {
+    Step::Stop(match decision {
+        Decision::Retry { at, .. } => return Step::RetryAt(at, last),
+        Decision::Defer(reason) => Outcome::Deferred(Deferred {
+            reason,
+            permitted_at: permitted.at,
+            permitted_wall: permitted.wall,
+            last: Some(last),
+        }),
+        Decision::GiveUp(reason) => Outcome::GaveUp {
+            reason: StopReason::Policy(reason),
+            last,
+        },
+        // Done, redirects and malformed hints need the response, and are handled where it
+        // is; `decide_error` never gives them.
+        _ => Outcome::GaveUp {
+            reason: StopReason::PermanentError,
+            last,
+        },
+    })
+}
+
 /// Why the loop stopped without success.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -444,25 +467,15 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         if !status.is_success() && !permitted.after.is_zero() {
             self.close_gate(permitted).await;
         }
-        Step::Stop(match decision {
-            Decision::Retry { at, .. } => return Step::RetryAt(at, Last::Response(response)),
-            Decision::Done => Outcome::Success(response),
-            Decision::FollowRedirect { at, .. } => Outcome::Redirect { response, at },
-            Decision::Defer(reason) => Outcome::Deferred(Deferred {
-                reason,
-                permitted_at: permitted.at,
-                permitted_wall: permitted.wall,
-                last: Some(Last::Response(response)),
-            }),
-            Decision::GiveUp(reason) => Outcome::GaveUp {
-                reason: StopReason::Policy(reason),
-                last: Last::Response(response),
-            },
-            Decision::Malformed(kind) => Outcome::Malformed {
+        match decision {
+            Decision::Done => Step::Stop(Outcome::Success(response)),
+            Decision::FollowRedirect { at, .. } => Step::Stop(Outcome::Redirect { response, at }),
+            Decision::Malformed(kind) => Step::Stop(Outcome::Malformed {
                 error: malformed.unwrap_or_else(|| ParseError::new(kind, b"")),
                 response,
-            },
-        })
+            }),
+            _ => next_step(decision, permitted, Last::Response(response)),
+        }
     }
 
     fn after_error<R>(
@@ -490,24 +503,7 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
             wall: Some(receipt.wall),
         };
         self.observe(number, None, &decision, permitted, None);
-        Step::Stop(match decision {
-            Decision::Retry { at, .. } => return Step::RetryAt(at, Last::Error(error)),
-            Decision::Defer(reason) => Outcome::Deferred(Deferred {
-                reason,
-                permitted_at: permitted.at,
-                permitted_wall: permitted.wall,
-                last: Some(Last::Error(error)),
-            }),
-            Decision::GiveUp(reason) => Outcome::GaveUp {
-                reason: StopReason::Policy(reason),
-                last: Last::Error(error),
-            },
-            // `decide_error` only retries, defers or gives up.
-            _ => Outcome::GaveUp {
-                reason: StopReason::PermanentError,
-                last: Last::Error(error),
-            },
-        })
+        next_step(decision, permitted, Last::Error(error))
     }
 
     fn effective_deadline(&self) -> Option<Instant> {

@@ -284,16 +284,7 @@ mod tests {
 
         #[test]
         fn finds_each_hint_and_nothing_else() {
-            for name in [
-                "retry-after",
-                "retry-after-ms",
-                "x-ms-retry-after-ms",
-                "ratelimit",
-                "ratelimit-reset",
-                "x-ratelimit-reset",
-                "x-ratelimit-reset-requests",
-                "x-ratelimit-reset-tokens",
-            ] {
+            for name in holdoff::HINT_HEADERS {
                 let mut headers = http::HeaderMap::new();
                 headers.insert("content-type", "text/plain".parse().unwrap());
                 headers.insert(name, "1".parse().unwrap());
