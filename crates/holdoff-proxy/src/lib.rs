@@ -73,7 +73,7 @@
 #![deny(missing_docs)]
 
 mod body;
-mod config;
+pub mod config;
 mod error;
 pub mod fault;
 pub mod judge;

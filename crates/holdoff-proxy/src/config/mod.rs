@@ -2,6 +2,11 @@
 //! by [`ProxyServer::bind`](crate::ProxyServer::bind) into the plan it runs.
 
 mod auth;
+pub mod compile;
+pub mod devproxy;
+pub mod file;
+pub mod load;
+pub mod preset;
 mod upstream;
 mod watch;
 

@@ -55,6 +55,17 @@ impl WatchPattern {
         self.exclude
     }
 
+    /// Whether the absolute URL `url` (`scheme://host[:port]/path?query`) matches the
+    /// pattern's glob, ignoring ASCII case and whether the pattern is an exclusion.
+    pub fn matches_url(&self, url: &str) -> bool {
+        glob(
+            self.url.as_bytes(),
+            &Text {
+                parts: [url, "", "", "", "", ""],
+            },
+        )
+    }
+
     pub(crate) fn shared(&self) -> &Arc<str> {
         &self.raw
     }

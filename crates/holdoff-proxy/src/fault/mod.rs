@@ -2,4 +2,6 @@
 //! network faults).
 
 pub mod error;
+pub mod plan;
 pub mod ratelimit;
+pub mod stage;

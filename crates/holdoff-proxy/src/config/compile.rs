@@ -1,0 +1,1 @@
+//! Raw configuration → validated → compiled.

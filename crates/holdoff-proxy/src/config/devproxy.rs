@@ -1,0 +1,1 @@
+//! Microsoft Dev Proxy configuration, imported.

@@ -1,0 +1,362 @@
+//! The configuration file as written: `holdoff.json` (comments allowed) or `holdoff.yaml`.
+//!
+//! These are the *raw* types, the first of three stages: raw (what serde reads, every field as
+//! the user spelled it) → validated (each value checked, errors naming the key path) →
+//! compiled ([`FaultPlan`](crate::fault::plan::FaultPlan), what the proxy runs). The JSON
+//! Schema printed by `holdoff config schema` is generated from them.
+//!
+//! Keys are camelCase, as in Microsoft Dev Proxy's files. The error and mock lists have the
+//! same shape as Dev Proxy's errors and mocks files, so those files can be used as they are.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A holdoff configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(title = "holdoff configuration")]
+pub struct RawConfig {
+    /// The JSON Schema this file follows (ignored; editors use it).
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+
+    /// Which URLs the proxy watches (and, for HTTPS, intercepts): `*` wildcards, a leading
+    /// `!` excludes, the first match wins. `--urls-to-watch` on the command line replaces
+    /// this list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub urls_to_watch: Option<Vec<String>>,
+
+    /// The seed of every random choice the faults make; the same seed and the same request
+    /// sequence give the same faults. Default: a fresh seed, logged at start. `--seed` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+
+    /// How a `@dynamic` `Retry-After` is written. Default `delay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_form: Option<RawRetryAfterForm>,
+
+    /// How the judge keys and penalises retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<RawJudge>,
+
+    /// Error responses injected at a rate (Dev Proxy's GenericRandomErrorPlugin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<RawErrors>,
+
+    /// Rate limits (Dev Proxy's RateLimitingPlugin, with more algorithms and header styles).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<RawRateLimit>,
+
+    /// Added latency (Dev Proxy's LatencyPlugin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<RawLatency>,
+
+    /// Fixed responses for matching requests (Dev Proxy's MockResponsePlugin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mocks: Option<RawMocks>,
+}
+
+/// How a `@dynamic` `Retry-After` is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawRetryAfterForm {
+    /// delay-seconds: `Retry-After: 5`.
+    Delay,
+    /// An IMF-fixdate, with a matching `Date` header.
+    HttpDate,
+    /// Either, drawn per response.
+    Mixed,
+}
+
+/// The judge's settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawJudge {
+    /// What a window is keyed by: `client-method-url` (default), `method-url`, `url`, `host`
+    /// (Dev Proxy's one wait per host) or `header:NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// What a premature retry does to its window: `none` (default) or `sliding` (the full
+    /// wait starts over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub penalty: Option<RawPenalty>,
+}
+
+/// What a premature retry does to its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawPenalty {
+    /// The window keeps its permitted time.
+    None,
+    /// The full wait starts over from the premature request.
+    Sliding,
+}
+
+/// Error responses injected at a rate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawErrors {
+    /// Percent of matching requests that fail, 0–100 (0 never, 100 always). Default 50.
+    /// A rule's own `rate` wins; `--failure-rate` overrides both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// The range of seconds a bare `@dynamic` draws from, `[min, max]`. Default `[2, 5]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_range: Option<[u64; 2]>,
+    /// The rules, tried in order; the first whose request matches decides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<RawErrorRule>,
+    /// A file with more rules, `{"errors": [...]}` (JSON or YAML; Dev Proxy's errors files
+    /// work as they are), relative to this file. Reloaded when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+/// A data file of error rules: `{"errors": [...]}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RawErrorsFile {
+    /// The JSON Schema this file follows (ignored).
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// The rules.
+    #[serde(default)]
+    pub errors: Vec<RawErrorRule>,
+}
+
+/// One error rule: which requests, how often, and what they get.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawErrorRule {
+    /// Which requests the rule applies to.
+    pub request: RawRequestMatch,
+    /// Percent of matching requests that fail; default the `errors.rate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// What a failed request gets, one drawn at random per failure.
+    pub responses: Vec<RawResponse>,
+}
+
+/// Which requests a rule applies to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRequestMatch {
+    /// A URL pattern with `*` wildcards, matched against the whole URL
+    /// (`https://api.example.com/v1/*`).
+    pub url: String,
+    /// The method, any when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Text the request body must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_fragment: Option<String>,
+    /// Mocks only: answer only the Nth matching request (counted from 1), and let the others
+    /// through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nth: Option<u64>,
+}
+
+/// A response to send, or a network fault to cause.
+///
+/// Either `statusCode` (with optional `headers` and `body`), or `network` (which acts on the
+/// connection or on the upstream's response).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawResponse {
+    /// The status, 100–599.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<u16>,
+    /// The headers, as a list of `{"name", "value"}` (Dev Proxy's form) or an object. A
+    /// `Retry-After` of `@dynamic` or `@dynamic=N` is filled in per response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<RawHeaders>,
+    /// The body: a string is sent as text (`@file.json` sends that file, relative to the
+    /// config file); anything else is sent as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
+    /// A network fault instead of a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<RawNetworkFault>,
+    /// `truncate`: bytes of the upstream's body to send before cutting it. Default: half the
+    /// body, or 1024 bytes when its length is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncate_after: Option<u64>,
+    /// `slow-body`: bytes per second. Default 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_second: Option<u64>,
+    /// `hang`: seconds to hold the request before closing it, if the client has not given up
+    /// by then. Default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_seconds: Option<u64>,
+}
+
+/// Headers as a list of name/value pairs (Dev Proxy's form, repeats allowed) or an object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawHeaders {
+    /// `[{"name": "Retry-After", "value": "@dynamic"}]`.
+    List(Vec<RawHeader>),
+    /// `{"Retry-After": "@dynamic"}`.
+    Map(BTreeMap<String, String>),
+}
+
+/// One header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawHeader {
+    /// The name.
+    pub name: String,
+    /// The value.
+    pub value: String,
+}
+
+/// A network fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawNetworkFault {
+    /// Drop the connection without an answer.
+    Reset,
+    /// Hold the request without answering until the client gives up.
+    Hang,
+    /// Forward the request, then cut the upstream's body short.
+    Truncate,
+    /// Forward the request, then send the upstream's body slowly.
+    SlowBody,
+}
+
+/// A rate limit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRateLimit {
+    /// A URL pattern for the requests counted; default every watched URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The method counted, any when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// `fixed-window` (default), `sliding-window` or `token-bucket`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<RawAlgorithm>,
+    /// Units per window (tokens in a full bucket).
+    pub limit: u64,
+    /// The window in seconds (the time an empty bucket takes to refill).
+    pub window_seconds: u64,
+    /// Units one request costs. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<u64>,
+    /// `client` (default: each client has its own counter) or `shared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<RawScope>,
+    /// The headers sent: `ietf` (default), `draft`, `x-ratelimit` or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<RawHeaderStyle>,
+    /// How `*-Reset` is written: `seconds-left` (default) or `epoch-seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_format: Option<RawResetFormat>,
+    /// The response past the limit, instead of 429 + `Retry-After` (e.g. GitHub's 403). A
+    /// `@dynamic` `Retry-After` in it is the time until capacity returns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_exceeded: Option<RawResponse>,
+}
+
+/// A rate-limiting algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawAlgorithm {
+    /// `limit` per window; the count resets when the window ends.
+    FixedWindow,
+    /// The previous window's count, weighted by its overlap, plus the current one's.
+    SlidingWindow,
+    /// A bucket of `limit` tokens refilled continuously.
+    TokenBucket,
+}
+
+/// Who shares a counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawScope {
+    /// Each client identity has its own counter.
+    Client,
+    /// One counter for everyone.
+    Shared,
+}
+
+/// Which rate-limit headers are sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawHeaderStyle {
+    /// `RateLimit-Policy` and `RateLimit` (IETF structured fields).
+    Ietf,
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
+    Draft,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+    XRatelimit,
+    /// None.
+    None,
+}
+
+/// How a reset time is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RawResetFormat {
+    /// Seconds until the reset.
+    SecondsLeft,
+    /// Unix epoch seconds.
+    EpochSeconds,
+}
+
+/// Added latency.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawLatency {
+    /// The least delay, in milliseconds.
+    pub min_ms: u64,
+    /// The most delay, in milliseconds (drawn uniformly between the two).
+    pub max_ms: u64,
+    /// A URL pattern for the requests delayed; default every watched URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Percent of matching requests delayed. Default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+}
+
+/// Mocked responses.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawMocks {
+    /// The mocks, tried in order; the first that matches answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mocks: Vec<RawMock>,
+    /// A file with more mocks, `{"mocks": [...]}` (JSON or YAML; Dev Proxy's mocks files work
+    /// as they are), relative to this file. Reloaded when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Answer watched requests no mock matches with `502` instead of forwarding them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_unmocked: Option<bool>,
+}
+
+/// A data file of mocks: `{"mocks": [...]}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RawMocksFile {
+    /// The JSON Schema this file follows (ignored).
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// The mocks.
+    #[serde(default)]
+    pub mocks: Vec<RawMock>,
+}
+
+/// One mock.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawMock {
+    /// Which requests it answers.
+    pub request: RawRequestMatch,
+    /// The answer.
+    pub response: RawResponse,
+}

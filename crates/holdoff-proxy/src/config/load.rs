@@ -1,0 +1,1 @@
+//! Reading configuration files: JSON with comments, or YAML.

@@ -1,0 +1,167 @@
+//! The compiled fault plan: what [`FaultStage`](super::stage::FaultStage) runs, every value
+//! already checked, every file already read.
+//!
+//! Built from a configuration file by [`compile`](crate::config::compile), from a preset, or
+//! by hand in code and tests.
+
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use http::Method;
+
+use super::error::{ErrorResponse, Rate, RetryAfterForm};
+use super::ratelimit::{HeaderStyle, Limit, ResetFormat};
+use crate::WatchPattern;
+
+/// Everything the faults do, in the order a request meets them: latency, mocks, rate limits,
+/// error rules (the first rule whose request matches decides; its rate is then drawn).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct FaultPlan {
+    /// How `@dynamic` hints are written.
+    pub retry_after_form: RetryAfterForm,
+    /// Added latency, if any.
+    pub latency: Option<LatencyRule>,
+    /// Mocks, first match answers.
+    pub mocks: Vec<MockRule>,
+    /// Watched requests no mock matches get `502` instead of going upstream.
+    pub block_unmocked: bool,
+    /// Rate limits; a request is counted by every limit it matches, and refused by the first
+    /// that is exceeded.
+    pub rate_limits: Vec<RateLimitRule>,
+    /// Error rules, first match decides.
+    pub errors: Vec<ErrorRule>,
+}
+
+/// Which requests a rule applies to. Only watched requests reach any rule.
+#[derive(Clone, Debug)]
+pub struct RequestMatch {
+    /// The URL pattern (never an exclusion), matched against the whole absolute URL.
+    pub url: WatchPattern,
+    /// The method; any when `None`.
+    pub method: Option<Method>,
+    /// Text the body must contain; the body is read (up to a limit) only when URL and
+    /// method already match.
+    pub body_fragment: Option<String>,
+}
+
+/// Added latency.
+#[derive(Clone, Debug)]
+pub struct LatencyRule {
+    /// Which requests; `None` for every watched one.
+    pub url: Option<WatchPattern>,
+    /// How often.
+    pub rate: Rate,
+    /// The delay, drawn uniformly from this range.
+    pub delay: RangeInclusive<Duration>,
+}
+
+/// A mock: a fixed answer to matching requests.
+#[derive(Clone, Debug)]
+pub struct MockRule {
+    /// Which requests.
+    pub request: RequestMatch,
+    /// Answer only the Nth match (from 1); the others pass on.
+    pub nth: Option<u64>,
+    /// The answer.
+    pub response: Outcome,
+}
+
+/// A rate limit and what its refusals look like.
+#[derive(Clone, Debug)]
+pub struct RateLimitRule {
+    /// Which requests are counted; `None` for every watched one.
+    pub url: Option<WatchPattern>,
+    /// The method counted; any when `None`.
+    pub method: Option<Method>,
+    /// The limit.
+    pub limit: Limit,
+    /// Per client, or one counter for everyone.
+    pub scope: Scope,
+    /// The headers sent on every counted response.
+    pub headers: HeaderStyle,
+    /// How `*-Reset` is written.
+    pub reset_format: ResetFormat,
+    /// The answer past the limit; `None` for `429` with `Retry-After`. A `@dynamic` header in
+    /// it is the time until capacity returns, rounded up.
+    pub when_exceeded: Option<ErrorResponse>,
+}
+
+/// Who shares a rate-limit counter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Scope {
+    /// Each client identity has its own.
+    #[default]
+    Client,
+    /// Everyone shares one.
+    Shared,
+}
+
+/// An error rule.
+#[derive(Clone, Debug)]
+pub struct ErrorRule {
+    /// Which requests.
+    pub request: RequestMatch,
+    /// How often a matching request fails (`--failure-rate` replaces it).
+    pub rate: Rate,
+    /// What a failure gets, one drawn uniformly per failure. Never empty.
+    pub outcomes: Vec<Outcome>,
+}
+
+/// What a faulted request gets.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// This response, `@dynamic` headers filled in.
+    Respond(ErrorResponse),
+    /// A network fault.
+    Network(NetworkFault),
+}
+
+/// A network fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetworkFault {
+    /// Drop the request without an answer: the connection is closed (HTTP/1.1) or the stream
+    /// reset (HTTP/2).
+    Reset,
+    /// Hold the request without an answer until the client gives up, or `for` has passed
+    /// (then as `Reset`).
+    Hang {
+        /// The most it is held.
+        r#for: Duration,
+    },
+    /// Forward the request, then cut the upstream's body after this many bytes (`None`: half
+    /// its `Content-Length`, or 1024 when unknown) and close the connection.
+    Truncate {
+        /// Bytes sent before the cut.
+        after: Option<u64>,
+    },
+    /// Forward the request, then send the upstream's body at this many bytes per second.
+    SlowBody {
+        /// The rate.
+        bytes_per_second: u64,
+    },
+}
+
+impl RequestMatch {
+    /// Every request to URLs matching `url`, any method, any body.
+    pub fn url(url: WatchPattern) -> RequestMatch {
+        RequestMatch {
+            url,
+            method: None,
+            body_fragment: None,
+        }
+    }
+}
+
+impl FaultPlan {
+    /// Every error rule's rate replaced by `rate` (`--failure-rate`).
+    pub fn with_failure_rate(mut self, rate: Rate) -> FaultPlan {
+        for rule in &mut self.errors {
+            rule.rate = rate;
+        }
+        self
+    }
+}

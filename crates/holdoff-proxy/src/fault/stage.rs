@@ -1,0 +1,1 @@
+//! The stage that runs a [`FaultPlan`](super::plan::FaultPlan).
