@@ -1,7 +1,10 @@
-//! Faults the proxy injects: rate limiting (and, next, error responses, latency, mocks and
-//! network faults).
+//! Faults the proxy injects: error responses, rate limiting, latency, mocks and network
+//! faults, compiled into a [`FaultPlan`](plan::FaultPlan) and run by [`FaultStage`].
 
+mod body;
 pub mod error;
 pub mod plan;
 pub mod ratelimit;
 pub mod stage;
+
+pub use stage::{FaultCounts, FaultStage};

@@ -227,7 +227,10 @@ impl Stage for JudgeStage {
         if response.extensions().get::<JudgeAnswer>().is_some() {
             return;
         }
-        if !has_hint_header(response.headers()) {
+        // A success or redirect is no throttle, whatever rate-limit headers it carries
+        // (`X-RateLimit-Remaining: 0` on the last allowed request): the client's next request
+        // is not a retry.
+        if response.status().as_u16() < 400 || !has_hint_header(response.headers()) {
             return;
         }
         // The hint reaches the client now: the window opens from here.
