@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod ca;
+mod config;
 mod duration;
 mod explain;
 mod proxy;
@@ -39,7 +40,10 @@ enum Command {
     Ca(ca::Args),
     /// Run the throttling proxy: forward (HTTP, and HTTPS intercepted for watched URLs) or,
     /// with --upstream, reverse.
-    Proxy(proxy::Args),
+    Proxy(Box<proxy::Args>),
+    /// Work with configuration files: print the JSON Schema, check a file, print a built-in
+    /// preset, import Microsoft Dev Proxy's configuration.
+    Config(config::Args),
 }
 
 impl Command {
@@ -48,6 +52,7 @@ impl Command {
             Command::Explain(_) => "explain",
             Command::Ca(_) => "ca",
             Command::Proxy(_) => "proxy",
+            Command::Config(_) => "config",
         }
     }
 }
@@ -77,7 +82,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Explain(args) => explain::run(args, &mut stdout),
         Command::Ca(args) => ca::run(args, &mut stdout),
-        Command::Proxy(args) => proxy::run(args, &mut stdout),
+        Command::Proxy(args) => proxy::run(*args, &mut stdout),
+        Command::Config(args) => config::run(args, &mut stdout),
     };
     let result = result.and_then(|code| {
         stdout.flush()?;

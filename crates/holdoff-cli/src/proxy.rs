@@ -6,6 +6,7 @@
 //! `listening on http://IP:PORT`, for people and scripts → logs on stderr → on a signal, the
 //! summary on stderr.
 
+mod faults;
 mod logging;
 
 use std::future::Future;
@@ -17,6 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
+use holdoff_proxy::fault::error::{FaultRng, Rate, RetryAfterForm};
+use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeEvent, JudgeStage, KeyMode, Penalty, Verdict};
 
 use holdoff_proxy::{
@@ -32,18 +35,28 @@ HTTPS to a watched URL is intercepted with a certificate from holdoff's local CA
 must trust (see `holdoff ca`); other HTTPS is tunnelled untouched. With --upstream it is a reverse
 proxy instead: clients talk to it as if it were the upstream, and no CA is needed.
 
+Watched requests meet the faults: error responses, rate limits, latency, mocks and network faults,
+from -c FILE, --preset NAME, --devproxy-config FILE, or holdoff.json / holdoff.yaml in the current
+directory; without any, the `throttle` preset answers half of them with 429 and a Retry-After of
+2-5 s (-f 0 turns that off). Every Retry-After a client receives, injected or from the upstream,
+opens a window; a retry before it ends is judged premature and answered 429 without reaching the
+upstream.
+
 On start it prints one line on stdout, `listening on http://IP:PORT`; logs go to stderr, one line
-per request. Ctrl-C or SIGTERM stops accepting, lets requests in flight finish within --grace, and
-prints a summary.
+per request, starting with the faults in use and their seed. Config and data files are reloaded
+when they change. Ctrl-C or SIGTERM stops accepting, lets requests in flight finish within --grace,
+and prints what the faults did, the judge's verdicts and a summary.
 
 Durations: 8s, 500ms, 1m30s, or plain seconds.
 
 Exit status: 0 after a clean shutdown, 1 if the proxy could not start (port in use, CA not
-readable), 2 for a usage error.
+readable), 2 for a usage or config error.
 
 Examples:
   holdoff proxy --urls-to-watch 'https://api.example.com/*'
-  holdoff proxy --port 0 --upstream http://127.0.0.1:3000
+  holdoff proxy --port 0 --upstream http://127.0.0.1:3000 --preset flaky --seed 7
+  holdoff proxy -c holdoff.yaml -u 'https://api.example.com/*' --failure-rate 20
+  holdoff proxy --devproxy-config devproxyrc.json
   holdoff proxy --ip-address 0.0.0.0 --proxy-auth alice:s3cret --output json";
 
 /// Run the throttling proxy: forward (HTTP and HTTPS) or, with --upstream, reverse.
@@ -104,15 +117,81 @@ pub(crate) struct Args {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
     idle_timeout: Duration,
 
-    /// What a throttle's window is keyed by: client-method-url (each client judged on its
-    /// own), method-url, url, host (Dev Proxy's one wait per host) or header:NAME
-    #[arg(long, value_name = "MODE", default_value = "client-method-url")]
-    judge_key: KeyMode,
+    /// What a throttle's window is keyed by: client-method-url (the default: each client
+    /// judged on its own), method-url, url, host (Dev Proxy's one wait per host) or
+    /// header:NAME
+    #[arg(long, value_name = "MODE")]
+    judge_key: Option<KeyMode>,
 
-    /// What a premature retry does to its window: none, or sliding (the full wait starts
-    /// over from the premature request)
-    #[arg(long, value_name = "PENALTY", value_enum, default_value_t = PenaltyArg::None)]
-    judge_penalty: PenaltyArg,
+    /// What a premature retry does to its window: none (the default), or sliding (the full
+    /// wait starts over from the premature request)
+    #[arg(long, value_name = "PENALTY", value_enum)]
+    judge_penalty: Option<PenaltyArg>,
+
+    /// Forward everything untouched: no faults and no judge (for comparing against other
+    /// proxies, or finding out whether holdoff is what breaks a client).
+    #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty"])]
+    pass_through: bool,
+
+    /// The faults to inject, from a holdoff config file (JSON with comments, or YAML). Default:
+    /// holdoff.json, holdoff.jsonc, holdoff.yaml or holdoff.yml in the current directory, else
+    /// the `throttle` preset.
+    #[arg(short, long, value_name = "FILE", group = "faults")]
+    config: Option<PathBuf>,
+
+    /// A built-in preset instead of a config file: throttle, openai, github, graph or flaky
+    /// (`holdoff config preset NAME` prints one).
+    #[arg(long, value_name = "NAME", group = "faults")]
+    preset: Option<String>,
+
+    /// Read Microsoft Dev Proxy's config (devproxyrc.json, with its errors and mocks files)
+    /// instead; anything holdoff does differently is explained at start.
+    #[arg(long, value_name = "FILE", group = "faults")]
+    devproxy_config: Option<PathBuf>,
+
+    /// Percent of matching requests that get an error response, 0–100, for every error rule
+    /// (0 never, 100 always).
+    #[arg(short, long, value_name = "PERCENT", value_parser = parse_rate)]
+    failure_rate: Option<Rate>,
+
+    /// The seed of every random choice the faults make: the same seed and the same requests
+    /// give the same faults. Default: a fresh one, logged at start.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+
+    /// How a `@dynamic` Retry-After is written: delay (seconds), http-date (with a matching
+    /// Date header) or mixed. Default: as the config says, else delay.
+    #[arg(long, value_name = "FORM", value_enum)]
+    retry_after_form: Option<FormArg>,
+}
+
+/// How a `@dynamic` Retry-After is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FormArg {
+    /// delay-seconds: `Retry-After: 5`.
+    Delay,
+    /// An IMF-fixdate, with a matching Date header.
+    HttpDate,
+    /// Either, drawn per response.
+    Mixed,
+}
+
+impl From<FormArg> for RetryAfterForm {
+    fn from(form: FormArg) -> RetryAfterForm {
+        match form {
+            FormArg::Delay => RetryAfterForm::Delay,
+            FormArg::HttpDate => RetryAfterForm::HttpDate,
+            FormArg::Mixed => RetryAfterForm::Mixed,
+        }
+    }
+}
+
+fn parse_rate(s: &str) -> Result<Rate, String> {
+    s.trim_end_matches('%')
+        .parse::<f64>()
+        .ok()
+        .and_then(Rate::percent)
+        .ok_or_else(|| "expected a percentage from 0 to 100".to_owned())
 }
 
 /// What a premature retry does to its window.
@@ -197,6 +276,26 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
     config
         .validate()
         .map_err(|err| Failure::Usage(usage(&err)))?;
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let source = faults::Source::pick(
+        args.config.as_deref(),
+        args.preset.as_deref(),
+        args.devproxy_config.as_deref(),
+        &cwd,
+    );
+    let loaded = match args.pass_through {
+        true => None,
+        false => Some(source.load().map_err(Failure::Usage)?),
+    };
+    let mut config = config;
+    if config.urls_to_watch.is_empty() {
+        if let Some(urls) = loaded
+            .as_ref()
+            .and_then(|l| l.compiled.urls_to_watch.as_ref())
+        {
+            config.urls_to_watch = urls.clone();
+        }
+    }
     let guard = logging::init(&args.log_level, args.output).map_err(Failure::Usage)?;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -205,21 +304,85 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
         Ok(runtime) => runtime,
         Err(err) => return Ok(fail(&format!("failed to start the runtime: {err}"))),
     };
-    let penalty = match args.judge_penalty {
-        PenaltyArg::None => Penalty::None,
-        PenaltyArg::Sliding => Penalty::Sliding,
-    };
-    let judge = Judge::new(args.judge_key.clone(), TokioClock.now()).penalty(penalty);
-    let code = runtime.block_on(serve(config, judge, args.output, &guard, out));
+    let code = runtime.block_on(async {
+        let Some(loaded) = loaded else {
+            tracing::info!("passing everything through: no faults, no judge");
+            return serve(config, None, args.output, &guard, out).await;
+        };
+        let mut pipeline = Pipeline::new(&args, &loaded);
+        pipeline.notes = loaded
+            .notes
+            .iter()
+            .map(|note| format!("{source}: {note}"))
+            .collect();
+        pipeline.describe = format!(
+            "faults from {source}: {}",
+            faults::describe(&loaded.compiled.plan)
+        );
+        let reload = tokio::spawn(faults::reload(
+            source.clone(),
+            loaded.files.clone(),
+            pipeline.faults.clone(),
+            pipeline.overrides,
+        ));
+        let code = serve(config, Some(pipeline), args.output, &guard, out).await;
+        reload.abort();
+        code
+    });
     // Every log line is out before the process exits.
     drop(runtime);
     drop(guard);
     code
 }
 
+/// The stages every request passes: the judge, then the faults.
+struct Pipeline {
+    judge: Arc<JudgeStage>,
+    faults: Arc<FaultStage>,
+    overrides: faults::Overrides,
+    /// What the faults are and where they come from, logged at start.
+    describe: String,
+    /// What a Dev Proxy config asked for that holdoff does differently, logged at start.
+    notes: Vec<String>,
+}
+
+impl Pipeline {
+    /// The command line's choices over the config's, over the defaults. Needs the runtime.
+    fn new(args: &Args, loaded: &faults::Loaded) -> Pipeline {
+        let compiled = &loaded.compiled;
+        let penalty = match args.judge_penalty {
+            Some(PenaltyArg::None) => Penalty::None,
+            Some(PenaltyArg::Sliding) => Penalty::Sliding,
+            None => compiled.judge_penalty.unwrap_or_default(),
+        };
+        let key = args
+            .judge_key
+            .clone()
+            .or_else(|| compiled.judge_key.clone())
+            .unwrap_or_default();
+        let overrides = faults::Overrides {
+            failure_rate: args.failure_rate,
+            retry_after_form: args.retry_after_form.map(Into::into),
+        };
+        let judge = Judge::new(key, TokioClock.now()).penalty(penalty);
+        let rng = args
+            .seed
+            .or(compiled.seed)
+            .map_or_else(FaultRng::random, FaultRng::new);
+        let plan = overrides.apply(compiled.plan.clone());
+        Pipeline {
+            judge: Arc::new(JudgeStage::new(Arc::new(judge))),
+            faults: Arc::new(FaultStage::new(plan, rng, Arc::new(TokioClock))),
+            overrides,
+            describe: String::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
 async fn serve(
     config: ProxyConfig,
-    judge: Judge,
+    pipeline: Option<Pipeline>,
     output: Output,
     logs: &logging::Guard,
     out: &mut impl Write,
@@ -231,9 +394,12 @@ async fn serve(
         Ok(signal) => signal,
         Err(err) => return Ok(fail(&format!("failed to listen for signals: {err}"))),
     };
-    // Every hint a client receives opens a window; retries that come too early are caught.
-    let judge = Arc::new(JudgeStage::new(Arc::new(judge)));
-    let stages: Vec<Arc<dyn Stage>> = vec![judge.clone()];
+    // The judge goes first: a premature retry is answered before any fault runs, and every
+    // hint a client receives — the faults' included, as the responses unwind — opens a window.
+    let stages: Vec<Arc<dyn Stage>> = match &pipeline {
+        Some(pipeline) => vec![pipeline.judge.clone(), pipeline.faults.clone()],
+        None => Vec::new(),
+    };
     let server = match ProxyServer::bind(config, stages).await {
         Ok(server) => server,
         Err(err) => return start_failed(&err, port),
@@ -260,17 +426,38 @@ async fn serve(
         ),
     }
 
-    let evictions = tokio::spawn(evict_windows(judge.clone()));
+    let Some(Pipeline {
+        judge,
+        faults,
+        describe,
+        notes,
+        ..
+    }) = pipeline
+    else {
+        let summary = server.run_until(signal).await;
+        report(&summary, output, logs);
+        return Ok(ExitCode::SUCCESS);
+    };
+    for note in notes {
+        tracing::warn!("{note}");
+    }
+    let seed = faults.seed();
+    tracing::info!(
+        seed,
+        "{describe}; seed {seed} (repeat this run with --seed {seed})"
+    );
+    let evictions = tokio::spawn(evict(judge.clone(), faults.clone()));
     let summary = server.run_until(signal).await;
     evictions.abort();
+    report_faults(&faults.counts(), faults.seed(), output, logs);
     report_verdicts(&judge.events(), output, logs);
     report(&summary, output, logs);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Drops windows long past their permitted time, so memory stays bounded however long the
-/// proxy runs.
-async fn evict_windows(judge: Arc<JudgeStage>) {
+/// Drops windows long past their permitted time and idle rate-limit counters, so memory stays
+/// bounded however long the proxy runs.
+async fn evict(judge: Arc<JudgeStage>, faults: Arc<FaultStage>) {
     let mut every = tokio::time::interval(Duration::from_secs(30));
     loop {
         every.tick().await;
@@ -278,6 +465,45 @@ async fn evict_windows(judge: Arc<JudgeStage>) {
         if dropped > 0 {
             tracing::debug!(dropped, "evicted expired judge windows");
         }
+        let dropped = faults.evict(TokioClock.now());
+        if dropped > 0 {
+            tracing::debug!(dropped, "evicted idle rate-limit counters");
+        }
+    }
+}
+
+/// What the faults did, one line, with the seed that repeats it.
+fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &logging::Guard) {
+    let line = format!(
+        "holdoff faults: {} error responses, {} rate-limited, {} mocked, {} delayed, {} resets, \
+         {} hangs, {} truncated, {} slowed (seed {seed}).",
+        counts.errors,
+        counts.rate_limited,
+        counts.mocked,
+        counts.delayed,
+        counts.resets,
+        counts.hangs,
+        counts.truncated,
+        counts.slowed
+    );
+    match output {
+        Output::Text => {
+            logs.flush();
+            let _ = writeln!(io::stderr(), "{line}");
+        }
+        Output::Json => tracing::info!(
+            target: "holdoff::faults",
+            errors = counts.errors,
+            rate_limited = counts.rate_limited,
+            mocked = counts.mocked,
+            delayed = counts.delayed,
+            resets = counts.resets,
+            hangs = counts.hangs,
+            truncated = counts.truncated,
+            slowed = counts.slowed,
+            seed,
+            "{line}"
+        ),
     }
 }
 

@@ -2,43 +2,13 @@
 //! prints, the files it leaves.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 
 use assert_cmd::Command;
 
-/// A directory under the system's temporary directory, removed when dropped.
-struct TestDir(PathBuf);
+mod support;
 
-impl TestDir {
-    fn new(name: &str) -> TestDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let unique = format!(
-            "holdoff-cli-ca-{name}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = std::env::temp_dir().join(unique);
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).expect("create a test directory");
-        TestDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// The CA directory inside it: not created, so that `holdoff ca` has to.
-    fn ca_dir(&self) -> PathBuf {
-        self.0.join("ca")
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+use support::TempDir as TestDir;
 
 /// Runs `holdoff ca <args> --ca-dir <dir>`.
 fn ca(dir: &Path, args: &[&str]) -> assert_cmd::assert::Assert {

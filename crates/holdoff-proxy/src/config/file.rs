@@ -101,6 +101,7 @@ pub struct RawErrors {
     /// Percent of matching requests that fail, 0–100 (0 never, 100 always). Default 50.
     /// A rule's own `rate` wins; `--failure-rate` overrides both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub rate: Option<f64>,
     /// The range of seconds a bare `@dynamic` draws from, `[min, max]`. Default `[2, 5]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +135,7 @@ pub struct RawErrorRule {
     pub request: RawRequestMatch,
     /// Percent of matching requests that fail; default the `errors.rate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub rate: Option<f64>,
     /// What a failed request gets, one drawn at random per failure.
     pub responses: Vec<RawResponse>,
@@ -155,6 +157,7 @@ pub struct RawRequestMatch {
     /// Mocks only: answer only the Nth matching request (counted from 1), and let the others
     /// through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub nth: Option<u64>,
 }
 
@@ -167,13 +170,16 @@ pub struct RawRequestMatch {
 pub struct RawResponse {
     /// The status, 100–599.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 100, max = 599))]
     pub status_code: Option<u16>,
     /// The headers, as a list of `{"name", "value"}` (Dev Proxy's form) or an object. A
     /// `Retry-After` of `@dynamic` or `@dynamic=N` is filled in per response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<RawHeaders>,
-    /// The body: a string is sent as text (`@file.json` sends that file, relative to the
-    /// config file); anything else is sent as JSON.
+    /// The body: a string is sent as text (`@file.json` sends that file, relative to the file
+    /// this response is written in); anything else is sent as JSON. A `Content-Type` is added
+    /// unless `headers` has one: `text/plain; charset=utf-8` for text, `application/json` for
+    /// JSON, and for a file by its extension (`.json`, `.txt`, `.html`, `.xml`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<serde_json::Value>,
     /// A network fault instead of a response.
@@ -185,10 +191,12 @@ pub struct RawResponse {
     pub truncate_after: Option<u64>,
     /// `slow-body`: bytes per second. Default 1024.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub bytes_per_second: Option<u64>,
     /// `hang`: seconds to hold the request before closing it, if the client has not given up
     /// by then. Default 300.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub hang_seconds: Option<u64>,
 }
 
@@ -240,11 +248,14 @@ pub struct RawRateLimit {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<RawAlgorithm>,
     /// Units per window (tokens in a full bucket).
+    #[schemars(range(min = 1))]
     pub limit: u64,
     /// The window in seconds (the time an empty bucket takes to refill).
+    #[schemars(range(min = 1))]
     pub window_seconds: u64,
     /// Units one request costs. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub cost: Option<u64>,
     /// `client` (default: each client has its own counter) or `shared`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -320,6 +331,7 @@ pub struct RawLatency {
     pub url: Option<String>,
     /// Percent of matching requests delayed. Default 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub rate: Option<f64>,
 }
 

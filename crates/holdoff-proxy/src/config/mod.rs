@@ -7,6 +7,7 @@ pub mod devproxy;
 pub mod file;
 pub mod load;
 pub mod preset;
+pub mod schema;
 mod upstream;
 mod watch;
 

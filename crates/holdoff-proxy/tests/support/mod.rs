@@ -142,8 +142,10 @@ pub(crate) struct Proxy {
 }
 
 impl Proxy {
-    /// Starts `holdoff proxy --port 0 --log-level info --ca-dir <temporary> ARGS` and waits
-    /// for its `listening on http://IP:PORT` line.
+    /// Starts `holdoff proxy --port 0 --log-level info --failure-rate 0 --ca-dir <temporary>
+    /// ARGS` and waits for its `listening on http://IP:PORT` line. The failure rate of 0 keeps
+    /// the default `throttle` preset from answering watched requests itself: these tests are
+    /// about the engine.
     ///
     /// # Panics
     ///
@@ -152,7 +154,15 @@ impl Proxy {
         let ca_dir = TempDir::new("ca");
         let mut child = Command::new(holdoff_bin())
             .arg("proxy")
-            .args(["--port", "0", "--log-level", "info", "--ca-dir"])
+            .args([
+                "--port",
+                "0",
+                "--log-level",
+                "info",
+                "--failure-rate",
+                "0",
+                "--ca-dir",
+            ])
             .arg(ca_dir.path())
             .args(args)
             .stdin(Stdio::null())

@@ -1,0 +1,205 @@
+//! `holdoff config`: the configuration file — its JSON Schema, checking a file, the built-in
+//! presets, and importing Microsoft Dev Proxy's configuration.
+
+use std::env;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors};
+use holdoff_proxy::config::{devproxy, load, preset, schema};
+
+use crate::Failure;
+
+const AFTER_HELP: &str = "\
+A configuration file is holdoff.json (comments allowed), holdoff.jsonc, holdoff.yaml or
+holdoff.yml; `holdoff proxy` reads the first of these it finds in the current directory, or
+the file given with --config.
+
+Exit status: 0 on success, 1 when the file has problems (each is printed as
+FILE:LINE:COL: KEY.PATH: message) or cannot be read or written, 2 for a usage error.
+
+Examples:
+  holdoff config preset github > holdoff.json
+  holdoff config validate
+  holdoff config schema > holdoff.schema.json
+  holdoff config import-devproxy devproxyrc.json -o holdoff.json";
+
+/// Work with holdoff's configuration files.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Print the JSON Schema of the configuration file, for editors to complete and check it.
+    Schema,
+    /// Check a configuration file and the files it names; print every problem found.
+    Validate {
+        /// The file to check. Default: holdoff.json, holdoff.jsonc, holdoff.yaml or
+        /// holdoff.yml in the current directory, the first that exists.
+        file: Option<PathBuf>,
+    },
+    /// Print a built-in preset (a commented configuration file), or list the presets.
+    Preset {
+        /// The preset to print; without it, the presets are listed.
+        #[arg(conflicts_with = "list")]
+        name: Option<String>,
+        /// List the presets with what each does.
+        #[arg(long)]
+        list: bool,
+    },
+    /// Convert Microsoft Dev Proxy's configuration (devproxyrc.json) to a holdoff
+    /// configuration, printing what could not be carried over.
+    #[command(name = "import-devproxy")]
+    ImportDevproxy {
+        /// Dev Proxy's configuration file.
+        file: PathBuf,
+        /// Write the holdoff configuration to OUT instead of standard output.
+        #[arg(short, long, value_name = "OUT")]
+        out: Option<PathBuf>,
+    },
+}
+
+/// Runs `holdoff config`: results on `out`, problems on standard error.
+pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
+    match args.action {
+        Action::Schema => {
+            writeln!(out, "{}", pretty(&schema::schema()))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Validate { file } => validate(file, out),
+        Action::Preset { name: None, .. } => list_presets(out),
+        Action::Preset {
+            name: Some(name), ..
+        } => print_preset(&name, out),
+        Action::ImportDevproxy { file, out: target } => import(&file, target.as_deref(), out),
+    }
+}
+
+fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode, Failure> {
+    let path = match file {
+        Some(path) => path,
+        None => {
+            let cwd = env::current_dir().map_err(|err| {
+                Failure::Usage(format!(
+                    "cannot tell the current directory ({err}); name the file to check"
+                ))
+            })?;
+            let Some(found) = load::find_in(&cwd) else {
+                return Err(Failure::Usage(format!(
+                    "no configuration file given, and none in the current directory (looked \
+                     for {}); name the file to check",
+                    load::FILE_NAMES.join(", ")
+                )));
+            };
+            // Shown relative to where the user is, as they would have typed it.
+            found
+                .strip_prefix(&cwd)
+                .map(Path::to_owned)
+                .unwrap_or(found)
+        }
+    };
+    match compile::load_and_compile(&path) {
+        Ok(compiled) => {
+            writeln!(out, "{}: valid — {}", path.display(), summary(&compiled))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => Ok(report(&errors)),
+    }
+}
+
+/// `2 error rules, 1 rate limit, 0 mocks, latency off`.
+fn summary(compiled: &Compiled) -> String {
+    let plan = &compiled.plan;
+    let count =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    format!(
+        "{}, {}, {}, latency {}",
+        count(plan.errors.len(), "error rule", "error rules"),
+        count(plan.rate_limits.len(), "rate limit", "rate limits"),
+        count(plan.mocks.len(), "mock", "mocks"),
+        if plan.latency.is_some() { "on" } else { "off" },
+    )
+}
+
+fn list_presets(out: &mut impl Write) -> Result<ExitCode, Failure> {
+    let width = preset::PRESETS
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
+    for (name, description) in preset::PRESETS {
+        writeln!(out, "{name:width$}  {description}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_preset(name: &str, out: &mut impl Write) -> Result<ExitCode, Failure> {
+    let Some(text) = preset::text(name) else {
+        let names: Vec<&str> = preset::PRESETS.iter().map(|(name, _)| *name).collect();
+        return Err(Failure::Usage(format!(
+            "there is no preset `{name}`; the presets are {} (see `holdoff config preset --list`)",
+            names.join(", ")
+        )));
+    };
+    out.write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(file: &Path, target: Option<&Path>, out: &mut impl Write) -> Result<ExitCode, Failure> {
+    let imported = match devproxy::import(file) {
+        Ok(imported) => imported,
+        Err(errors) => return Ok(report(&errors)),
+    };
+    let mut stderr = io::stderr().lock();
+    for note in &imported.notes {
+        // If standard error is gone there is nobody to tell.
+        let _ = writeln!(stderr, "note: {note}");
+    }
+    let mut config = imported.config;
+    if config.schema.is_none() {
+        config.schema = Some(schema::SCHEMA_URL.to_owned());
+    }
+    // Straight from the struct, so the keys keep the order of the schema.
+    let json = match serde_json::to_string_pretty(&config) {
+        Ok(json) => format!("{json}\n"),
+        Err(err) => {
+            let _ = writeln!(
+                stderr,
+                "holdoff: failed to write the configuration as JSON: {err}"
+            );
+            return Ok(ExitCode::from(1));
+        }
+    };
+    match target {
+        None => out.write_all(json.as_bytes())?,
+        Some(path) => {
+            if let Err(err) = fs::write(path, json) {
+                let _ = writeln!(stderr, "holdoff: failed to write {}: {err}", path.display());
+                return Ok(ExitCode::from(1));
+            }
+            writeln!(out, "Wrote {}.", path.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every error on standard error, one `holdoff: …` line each; exit code 1.
+fn report(errors: &ConfigErrors) -> ExitCode {
+    let mut stderr = io::stderr().lock();
+    for error in &errors.0 {
+        // If standard error is gone there is nobody to tell; the exit code still says it.
+        let _ = writeln!(stderr, "holdoff: {error}");
+    }
+    ExitCode::from(1)
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    // A `Value` always serializes; were it not to, an empty document says so.
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}

@@ -1,0 +1,267 @@
+//! Where `holdoff proxy` gets its faults — a config file, a preset, or Microsoft Dev Proxy's
+//! config — and reloading them when their files change.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors};
+use holdoff_proxy::config::{devproxy, load, preset};
+use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
+use holdoff_proxy::fault::plan::FaultPlan;
+use holdoff_proxy::fault::stage::FaultStage;
+
+/// The preset used when no config is given or found.
+pub(crate) const DEFAULT_PRESET: &str = "throttle";
+
+/// Where the faults come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A holdoff config file (`-c`, or `holdoff.json`/`holdoff.yaml` found in the current
+    /// directory).
+    File(PathBuf),
+    /// A built-in preset.
+    Preset(String),
+    /// Dev Proxy's `devproxyrc.json`.
+    DevProxy(PathBuf),
+}
+
+impl Source {
+    /// The source the options ask for; with none, a config file in `cwd`, else the default
+    /// preset.
+    pub(crate) fn pick(
+        config: Option<&Path>,
+        preset: Option<&str>,
+        devproxy: Option<&Path>,
+        cwd: &Path,
+    ) -> Source {
+        if let Some(path) = devproxy {
+            return Source::DevProxy(path.to_owned());
+        }
+        if let Some(path) = config {
+            return Source::File(path.to_owned());
+        }
+        if let Some(name) = preset {
+            return Source::Preset(name.to_owned());
+        }
+        match load::find_in(cwd) {
+            Some(path) => Source::File(path),
+            None => Source::Preset(DEFAULT_PRESET.to_owned()),
+        }
+    }
+
+    /// Reads and compiles it; Dev Proxy's config also yields notes on what it could not map.
+    pub(crate) fn load(&self) -> Result<Loaded, String> {
+        let shown = |errors: ConfigErrors| errors.to_string();
+        match self {
+            Source::File(path) => {
+                let compiled = compile::load_and_compile(path).map_err(shown)?;
+                Ok(Loaded::new(compiled, Some(path), Vec::new()))
+            }
+            Source::Preset(name) => match preset::text(name) {
+                Some(_) => {
+                    let compiled = preset::compile(name).map_err(shown)?;
+                    Ok(Loaded::new(compiled, None, Vec::new()))
+                }
+                None => Err(format!(
+                    "there is no preset `{name}`; the presets are {}",
+                    preset::PRESETS
+                        .iter()
+                        .map(|(name, _)| *name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            },
+            Source::DevProxy(path) => {
+                let imported = devproxy::import(path).map_err(shown)?;
+                let base = path.parent().unwrap_or(Path::new("."));
+                let file = path.display().to_string();
+                let compiled = compile::compile(&imported.config, &file, base).map_err(shown)?;
+                Ok(Loaded::new(compiled, Some(path), imported.notes))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::File(path) => write!(f, "{}", path.display()),
+            Source::Preset(name) => write!(f, "preset {name}"),
+            Source::DevProxy(path) => write!(f, "Dev Proxy config {}", path.display()),
+        }
+    }
+}
+
+/// A compiled source, with the files it was read from.
+pub(crate) struct Loaded {
+    pub(crate) compiled: Compiled,
+    /// The config file and every data file it read, to watch for changes.
+    pub(crate) files: Vec<PathBuf>,
+    /// What Dev Proxy's config asked for that holdoff does differently or not at all.
+    pub(crate) notes: Vec<String>,
+}
+
+impl Loaded {
+    fn new(compiled: Compiled, file: Option<&Path>, notes: Vec<String>) -> Loaded {
+        let mut files: Vec<PathBuf> = file.map(Path::to_owned).into_iter().collect();
+        files.extend(compiled.data_files.iter().cloned());
+        Loaded {
+            compiled,
+            files,
+            notes,
+        }
+    }
+}
+
+/// What the command line changes in any plan.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Overrides {
+    /// `--failure-rate`.
+    pub(crate) failure_rate: Option<Rate>,
+    /// `--retry-after-form`.
+    pub(crate) retry_after_form: Option<RetryAfterForm>,
+}
+
+impl Overrides {
+    pub(crate) fn apply(self, mut plan: FaultPlan) -> FaultPlan {
+        if let Some(rate) = self.failure_rate {
+            plan = plan.with_failure_rate(rate);
+        }
+        if let Some(form) = self.retry_after_form {
+            plan.retry_after_form = form;
+        }
+        plan
+    }
+}
+
+/// One line on what a plan does: `2 error rules (50%), 1 rate limit, no mocks, no latency`.
+pub(crate) fn describe(plan: &FaultPlan) -> String {
+    let count = |n: usize, one: &str, many: &str| match n {
+        0 => format!("no {many}"),
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    };
+    let mut rates: Vec<f64> = plan.errors.iter().map(|r| r.rate.as_percent()).collect();
+    rates.dedup();
+    let errors = match rates.as_slice() {
+        [rate] => format!(
+            "{} ({rate}%)",
+            count(plan.errors.len(), "error rule", "error rules")
+        ),
+        _ => count(plan.errors.len(), "error rule", "error rules"),
+    };
+    let latency = match &plan.latency {
+        Some(rule) => format!(
+            "latency {}–{} ms",
+            rule.delay.start().as_millis(),
+            rule.delay.end().as_millis()
+        ),
+        None => "no latency".to_owned(),
+    };
+    format!(
+        "{errors}, {}, {}, {latency}",
+        count(plan.rate_limits.len(), "rate limit", "rate limits"),
+        count(plan.mocks.len(), "mock", "mocks"),
+    )
+}
+
+/// How often the files are looked at.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Reloads the plan whenever one of `files` changes, for as long as the proxy runs. The judge
+/// and the rate limiters keep their state; a file that no longer compiles is reported and the
+/// running plan kept.
+///
+/// Polls modification times rather than using OS notifications: one `stat` per file per
+/// second is nothing, and it sees editors that replace a file by renaming as well as those
+/// that write it in place.
+pub(crate) async fn reload(
+    source: Source,
+    mut files: Vec<PathBuf>,
+    stage: Arc<FaultStage>,
+    overrides: Overrides,
+) {
+    if files.is_empty() {
+        return;
+    }
+    let mut seen = stamps(&files);
+    let mut every = tokio::time::interval(POLL);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let now = stamps(&files);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        match source.load() {
+            Ok(loaded) => {
+                let plan = overrides.apply(loaded.compiled.plan);
+                tracing::info!("reloaded {source}: {}", describe(&plan));
+                stage.replace_plan(plan);
+                if loaded.files != files {
+                    files = loaded.files;
+                    seen = stamps(&files);
+                }
+            }
+            Err(errors) => tracing::error!(
+                "{source} changed but does not load; the faults stay as they were:\n{errors}"
+            ),
+        }
+    }
+}
+
+/// Each file's modification time, `None` when it cannot be read.
+fn stamps(files: &[PathBuf]) -> Vec<Option<SystemTime>> {
+    files
+        .iter()
+        .map(|file| fs::metadata(file).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_explicit_source_wins_then_a_file_here_then_the_default_preset() {
+        let here = Path::new("/nonexistent-holdoff-dir");
+        assert_eq!(
+            Source::pick(None, None, None, here),
+            Source::Preset(DEFAULT_PRESET.to_owned())
+        );
+        assert_eq!(
+            Source::pick(Some(Path::new("a.json")), None, None, here),
+            Source::File("a.json".into())
+        );
+        assert_eq!(
+            Source::pick(None, Some("flaky"), None, here),
+            Source::Preset("flaky".into())
+        );
+        assert_eq!(
+            Source::pick(None, None, Some(Path::new("rc.json")), here),
+            Source::DevProxy("rc.json".into())
+        );
+    }
+
+    #[test]
+    fn an_unknown_preset_lists_the_known_ones() {
+        let err = Source::Preset("nope".into())
+            .load()
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("there is no preset `nope`"), "{err}");
+        assert!(err.contains(DEFAULT_PRESET), "{err}");
+    }
+
+    #[test]
+    fn the_default_preset_loads() {
+        let loaded = Source::Preset(DEFAULT_PRESET.into())
+            .load()
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert!(!loaded.compiled.plan.errors.is_empty());
+        assert!(loaded.files.is_empty());
+    }
+}

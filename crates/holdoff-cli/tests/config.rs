@@ -1,0 +1,253 @@
+//! `holdoff config`, run as a built binary in a directory of its own: exit codes, what it
+//! prints on standard output and standard error.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use insta::assert_snapshot;
+
+mod support;
+
+use support::TempDir as TestDir;
+
+/// Runs `holdoff config <args>` in `dir`.
+fn config(dir: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
+    let mut cmd = Command::cargo_bin("holdoff").expect("the holdoff binary is built");
+    cmd.current_dir(dir).arg("config").args(args).assert()
+}
+
+fn stdout(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8(assert.get_output().stdout.clone()).expect("utf-8")
+}
+
+fn stderr(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8(assert.get_output().stderr.clone()).expect("utf-8")
+}
+
+const TWO_RULES_AND_A_LIMIT: &str = r#"{
+  // Two error rules and a rate limit.
+  "errors": {
+    "errors": [
+      { "request": { "url": "https://a.example/*" }, "responses": [{ "statusCode": 429 }] },
+      { "request": { "url": "https://b.example/*" }, "responses": [{ "network": "reset" }] }
+    ]
+  },
+  "rateLimits": [{ "limit": 10, "windowSeconds": 60 }]
+}
+"#;
+
+mod schema {
+    use super::*;
+
+    #[test]
+    fn prints_the_checked_in_schema() {
+        let dir = TestDir::new("schema");
+        let assert = config(dir.path(), &["schema"]).code(0).stderr("");
+        assert_eq!(
+            stdout(&assert),
+            include_str!("../../../schema/holdoff.schema.json"),
+            "regenerate with: cargo run -p holdoff-cli -- config schema > schema/holdoff.schema.json"
+        );
+    }
+}
+
+mod validate {
+    use super::*;
+
+    #[test]
+    fn finds_the_file_in_the_current_directory_and_sums_it_up() {
+        let dir = TestDir::new("found");
+        dir.write("holdoff.json", TWO_RULES_AND_A_LIMIT);
+        let assert = config(dir.path(), &["validate"]).code(0).stderr("");
+        assert_eq!(
+            stdout(&assert),
+            "holdoff.json: valid — 2 error rules, 1 rate limit, 0 mocks, latency off\n"
+        );
+    }
+
+    #[test]
+    fn checks_the_file_named() {
+        let dir = TestDir::new("named");
+        dir.write(
+            "faults.yml",
+            "latency: {minMs: 10, maxMs: 20}\nmocks:\n  mocks:\n    - request: {url: '*'}\n      response: {statusCode: 204}\n",
+        );
+        let assert = config(dir.path(), &["validate", "faults.yml"])
+            .code(0)
+            .stderr("");
+        assert_eq!(
+            stdout(&assert),
+            "faults.yml: valid — 0 error rules, 0 rate limits, 1 mock, latency on\n"
+        );
+    }
+
+    #[test]
+    fn prints_every_problem_and_exits_1() {
+        let dir = TestDir::new("invalid");
+        dir.write(
+            "holdoff.yaml",
+            "errors:\n  rate: 150\n  errors:\n    - request: {url: '!*'}\n      responses: []\nlatency: {minMs: 9, maxMs: 1}\n",
+        );
+        let assert = config(dir.path(), &["validate"]).code(1).stdout("");
+        assert_snapshot!(stderr(&assert));
+    }
+
+    #[test]
+    fn gives_the_line_and_column_of_a_wrong_type() {
+        let dir = TestDir::new("wrong-type");
+        dir.write("holdoff.json", "{\n  \"seed\": \"forty-two\"\n}\n");
+        let assert = config(dir.path(), &["validate"]).code(1).stdout("");
+        assert_eq!(
+            stderr(&assert),
+            "holdoff: holdoff.json:2:21: seed: invalid type: string \"forty-two\", expected a \
+             whole number, 0 or more\n"
+        );
+    }
+
+    #[test]
+    fn names_a_file_that_cannot_be_read() {
+        let dir = TestDir::new("missing");
+        let assert = config(dir.path(), &["validate", "nowhere.json"])
+            .code(1)
+            .stdout("");
+        let stderr = stderr(&assert);
+        assert!(
+            stderr.starts_with("holdoff: nowhere.json: cannot read the file: "),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn is_a_usage_error_without_a_file_to_check() {
+        let dir = TestDir::new("none");
+        let assert = config(dir.path(), &["validate"]).code(2).stdout("");
+        let stderr = stderr(&assert);
+        assert!(
+            stderr.contains(
+                "none in the current directory (looked for holdoff.json, holdoff.jsonc, \
+                 holdoff.yaml, holdoff.yml)"
+            ),
+            "{stderr}"
+        );
+    }
+}
+
+mod preset {
+    use super::*;
+
+    const NAMES: [&str; 5] = ["throttle", "openai", "github", "graph", "flaky"];
+
+    #[test]
+    fn lists_the_presets_with_or_without_the_flag() {
+        let dir = TestDir::new("list");
+        let listed = stdout(&config(dir.path(), &["preset", "--list"]).code(0).stderr(""));
+        let bare = stdout(&config(dir.path(), &["preset"]).code(0).stderr(""));
+        assert_eq!(listed, bare);
+        let names: Vec<&str> = listed
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .collect();
+        assert_eq!(names, NAMES);
+        assert!(listed.contains("(the default)"), "{listed}");
+    }
+
+    #[test]
+    fn prints_presets_that_validate_as_files() {
+        let dir = TestDir::new("print");
+        for name in NAMES {
+            let text = stdout(&config(dir.path(), &["preset", name]).code(0).stderr(""));
+            assert!(text.contains("\"$schema\""), "{name}");
+            let file = format!("{name}.jsonc");
+            dir.write(&file, &text);
+            let summary = stdout(&config(dir.path(), &["validate", &file]).code(0).stderr(""));
+            assert!(
+                summary.starts_with(&format!("{file}: valid — ")),
+                "{summary}"
+            );
+        }
+    }
+
+    #[test]
+    fn is_a_usage_error_for_an_unknown_name() {
+        let dir = TestDir::new("unknown");
+        let assert = config(dir.path(), &["preset", "gitlab"]).code(2).stdout("");
+        let stderr = stderr(&assert);
+        assert!(
+            stderr.contains(
+                "there is no preset `gitlab`; the presets are throttle, openai, github, graph, \
+                 flaky"
+            ),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn refuses_a_name_with_the_list_flag() {
+        let dir = TestDir::new("both");
+        config(dir.path(), &["preset", "github", "--list"])
+            .code(2)
+            .stdout("");
+    }
+}
+
+mod import_devproxy {
+    use super::*;
+
+    const DEVPROXYRC: &str = r#"{
+  // Dev Proxy's configuration: random errors from a file.
+  "plugins": [
+    {
+      "name": "GenericRandomErrorPlugin",
+      "enabled": true,
+      "pluginPath": "~appFolder/plugins/dev-proxy-plugins.dll",
+      "configSection": "errors"
+    }
+  ],
+  "urlsToWatch": ["https://api.example.com/*"],
+  "errors": { "errorsFile": "errors.json", "rate": 30 }
+}
+"#;
+
+    const ERRORS: &str = r#"{"errors": [{"request": {"url": "https://api.example.com/*"},
+        "responses": [{"statusCode": 429, "headers": [{"name": "Retry-After", "value": "@dynamic"}]}]}]}"#;
+
+    #[test]
+    fn writes_a_configuration_that_validates_and_notes_the_differences() {
+        let dir = TestDir::new("import");
+        dir.write("devproxyrc.json", DEVPROXYRC);
+        dir.write("errors.json", ERRORS);
+        let assert = config(dir.path(), &["import-devproxy", "devproxyrc.json"]).code(0);
+        let json: serde_json::Value =
+            serde_json::from_str(&stdout(&assert)).expect("stdout is one JSON object");
+        assert_eq!(json["urlsToWatch"][0], "https://api.example.com/*");
+        assert_eq!(json["errors"]["rate"], 30.0);
+        assert!(json["$schema"].is_string());
+        let notes = stderr(&assert);
+        assert!(
+            !notes.is_empty() && notes.lines().all(|l| l.starts_with("note: ")),
+            "{notes}"
+        );
+
+        let assert = config(
+            dir.path(),
+            &["import-devproxy", "devproxyrc.json", "-o", "holdoff.json"],
+        )
+        .code(0);
+        assert_eq!(stdout(&assert), "Wrote holdoff.json.\n");
+        let summary = stdout(&config(dir.path(), &["validate"]).code(0).stderr(""));
+        assert_eq!(
+            summary,
+            "holdoff.json: valid — 1 error rule, 0 rate limits, 0 mocks, latency off\n"
+        );
+    }
+
+    #[test]
+    fn exits_1_naming_a_file_that_cannot_be_imported() {
+        let dir = TestDir::new("import-missing");
+        let assert = config(dir.path(), &["import-devproxy", "devproxyrc.json"])
+            .code(1)
+            .stdout("");
+        let stderr = stderr(&assert);
+        assert!(stderr.starts_with("holdoff: devproxyrc.json"), "{stderr}");
+    }
+}

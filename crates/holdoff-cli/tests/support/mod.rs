@@ -1,0 +1,140 @@
+//! A running `holdoff proxy` and curl through it, for the tests that drive the binary with
+//! real clients.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+/// `holdoff proxy --port 0 ARGS…`, stopped with SIGTERM by [`Proxy::stop`].
+pub struct Proxy {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Proxy {
+    /// Starts it with `--log-level warn` and `args`, in the test's current directory.
+    pub fn start(args: &[&str]) -> Proxy {
+        Proxy::start_in(None, args)
+    }
+
+    /// Starts it in `dir` (where it looks for holdoff.json), with `args`.
+    pub fn start_in(dir: Option<&Path>, args: &[&str]) -> Proxy {
+        let mut command = Command::new(assert_cmd::cargo::cargo_bin("holdoff"));
+        command
+            .args(["proxy", "--port", "0", "--log-level", "warn"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().expect("start holdoff proxy");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("read stdout");
+        let Some(addr) = line
+            .strip_prefix("listening on http://")
+            .and_then(|rest| rest.trim_end().parse().ok())
+        else {
+            let output = child.wait_with_output().expect("wait for holdoff");
+            panic!(
+                "unexpected first line {line:?}; stderr:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        Proxy { child, addr }
+    }
+
+    /// The proxy's URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGTERM, then everything it wrote to stderr.
+    pub fn stop(self) -> String {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let output: Output = self.child.wait_with_output().expect("wait for holdoff");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+}
+
+/// `curl -x PROXY ARGS… URL`, returning the status code it printed.
+///
+/// The body goes to a temporary file, not `/dev/null`: before a `--retry` curl truncates its
+/// output, which fails on `/dev/null` (exit 23).
+pub fn curl(proxy: SocketAddr, args: &[&str], url: &str) -> String {
+    let body = TempDir::new("curl");
+    let output = Command::new("curl")
+        .args(["-s", "-o"])
+        .arg(body.path().join("body"))
+        .args(["-w", "%{http_code}", "-x"])
+        .arg(format!("http://{proxy}"))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl is needed for these tests: run ./scripts/test, which installs it");
+    let status = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        !status.is_empty(),
+        "curl printed no status ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    status
+}
+
+/// A multi-thread runtime with one worker, for the test upstream.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A fresh temporary directory, removed on drop.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "holdoff-cli-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("create temporary directory");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A CA directory inside it, not created, so that `holdoff` has to.
+    pub fn ca_dir(&self) -> std::path::PathBuf {
+        self.0.join("ca")
+    }
+
+    /// Writes `name` in it with `text`, returning its path as a string.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).expect("write file");
+        path.display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
