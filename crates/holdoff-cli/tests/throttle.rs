@@ -195,3 +195,103 @@ fn the_same_seed_repeats_the_same_faults() {
     assert_eq!(first, statuses("42"));
     assert_ne!(first, statuses("43"));
 }
+
+/// A config whose error rules live in a data file, `errors.json`: every request to `/fail*`
+/// gets STATUS with `Retry-After: @dynamic=30`.
+fn errors_file(status: u16) -> String {
+    format!(
+        r#"{{ "errors": [{{
+  "request": {{ "url": "http://127.0.0.1:*/fail*" }},
+  "rate": 100,
+  "responses": [{{ "statusCode": {status}, "headers": {{ "Retry-After": "@dynamic=30" }} }}]
+}}] }}"#
+    )
+}
+
+#[test]
+fn a_changed_data_file_is_reloaded_and_the_judge_keeps_its_windows() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    let dir = TempDir::new("reload");
+    dir.write("errors.json", &errors_file(429));
+    let config = dir.write("holdoff.json", r#"{ "errors": { "file": "errors.json" } }"#);
+    let proxy = Proxy::start(&["-c", &config, "-u", WATCH]);
+    let throttled = upstream.url("/fail/first");
+    assert_eq!(curl(proxy.addr, &[], &throttled), "429");
+
+    dir.write("errors.json", &errors_file(503));
+    // The proxy looks at its files once a second: ask new URLs until a 503 shows the change.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut reloaded = false;
+    for i in 0.. {
+        if curl(proxy.addr, &[], &upstream.url(&format!("/fail/{i}"))) == "503" {
+            reloaded = true;
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(reloaded, "errors.json was not reloaded within 30 s");
+    // The window the first 429 opened is still there: an immediate retry is premature.
+    assert_eq!(curl(proxy.addr, &[], &throttled), "429");
+
+    let stderr = proxy.stop();
+    assert!(
+        stderr.contains("holdoff judge: 1 premature and 0 compliant retry."),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_dev_proxy_config_throttles_and_says_what_it_maps_differently() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    let dir = TempDir::new("devproxy");
+    dir.write(
+        "devproxy-errors.json",
+        r#"{
+  "$schema": "https://raw.githubusercontent.com/dotnet/dev-proxy/main/schemas/v2.2.0/genericrandomerrorplugin.errorsfile.schema.json",
+  "errors": [{
+    "request": { "url": "http://127.0.0.1:*/*" },
+    "responses": [{
+      "statusCode": 429,
+      "headers": [{ "name": "Retry-After", "value": "@dynamic" }],
+      "body": { "error": { "message": "Rate limit reached", "code": "rate_limit_exceeded" } }
+    }]
+  }]
+}"#,
+    );
+    let rc = dir.write(
+        "devproxyrc.json",
+        r#"{
+  "$schema": "https://raw.githubusercontent.com/dotnet/dev-proxy/main/schemas/v2.2.0/rc.schema.json",
+  "plugins": [
+    { "name": "RetryAfterPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll" },
+    { "name": "GenericRandomErrorPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "errors" }
+  ],
+  // Comments are allowed, as in Dev Proxy.
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "errors": { "errorsFile": "devproxy-errors.json", "rate": 100 }
+}"#,
+    );
+    let proxy = Proxy::start(&["--devproxy-config", &rc]);
+    let url = upstream.url("/v1/chat");
+    assert_eq!(curl(proxy.addr, &[], &url), "429");
+    assert_eq!(curl(proxy.addr, &[], &url), "429");
+    assert!(
+        upstream.requests().is_empty(),
+        "nothing reached the upstream"
+    );
+
+    let stderr = proxy.stop();
+    assert!(
+        stderr.contains("RetryAfterPlugin needs no setting"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("holdoff judge: 1 premature and 0 compliant retry."),
+        "{stderr}"
+    );
+}
