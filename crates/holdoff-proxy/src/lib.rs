@@ -74,10 +74,12 @@
 
 mod body;
 pub mod config;
+pub mod control;
 mod error;
 pub mod fault;
 pub mod judge;
 mod proxy;
+pub mod report;
 pub mod tls;
 
 pub use body::{Body, BoxError};

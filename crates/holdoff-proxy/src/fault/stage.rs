@@ -39,7 +39,8 @@ const BODY_LIMIT: usize = 1 << 20;
 const PENDING_TTL: Duration = Duration::from_secs(600);
 
 /// How many faults a [`FaultStage`] has injected, by kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 #[non_exhaustive]
 pub struct FaultCounts {
     /// Error responses from error rules, and `502`s to unmocked requests when blocking.

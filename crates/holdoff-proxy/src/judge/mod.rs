@@ -15,12 +15,15 @@ mod key;
 mod stage;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use key::{KeyHasher, KeyText};
+use key::KeyHasher;
+pub(crate) use key::KeyText;
 pub use key::{KeyMode, KeyParts, WindowKey};
 pub use stage::{JudgeEvent, JudgeStage, Verdict};
+pub(crate) use stage::{Origin, wall_of};
 
 const SHARDS: usize = 32;
 
@@ -60,6 +63,25 @@ pub enum Check {
     },
 }
 
+/// The times of one open window, as [`Judge::window`] reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowTimes {
+    /// When the window was opened (the throttled response passed to the client).
+    pub throttled_at: Instant,
+    /// When a retry is permitted.
+    pub permitted_at: Instant,
+}
+
+/// How many retries a [`Judge`] has judged, by verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VerdictCounts {
+    /// Retries that came before the permitted time.
+    pub premature: u64,
+    /// Retries that came at or after it.
+    pub compliant: u64,
+}
+
 /// One open window: offsets in nanoseconds from the judge's epoch, on the monotonic clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Window {
@@ -76,6 +98,8 @@ pub struct Judge {
     hasher: KeyHasher,
     epoch: Instant,
     shards: Box<[Mutex<HashMap<WindowKey, Window>>]>,
+    /// Verdicts so far, for metrics: `[premature, compliant]`.
+    verdicts: [AtomicU64; 2],
 }
 
 impl Judge {
@@ -89,6 +113,7 @@ impl Judge {
             hasher: KeyHasher::new(),
             epoch,
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            verdicts: Default::default(),
         }
     }
 
@@ -116,7 +141,7 @@ impl Judge {
     }
 
     /// [`Judge::key`] of parts written on demand, without building their strings.
-    fn key_of(&self, parts: &KeyText<'_>) -> WindowKey {
+    pub(crate) fn key_of(&self, parts: &KeyText<'_>) -> WindowKey {
         self.hasher.key_of(&self.mode, parts)
     }
 
@@ -166,6 +191,7 @@ impl Judge {
         if at >= window.permitted {
             let window = *window;
             shard.remove(&key);
+            self.verdicts[1].fetch_add(1, Ordering::Relaxed);
             return Check::Compliant {
                 throttled_at,
                 permitted_at: self.instant(window.permitted),
@@ -173,6 +199,7 @@ impl Judge {
             };
         }
         let early_by = Duration::from_nanos(window.permitted - at);
+        self.verdicts[0].fetch_add(1, Ordering::Relaxed);
         if self.penalty == Penalty::Sliding {
             let wait = window.permitted - window.opened;
             *window = Window {
@@ -210,6 +237,26 @@ impl Judge {
             .iter()
             .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
             .sum()
+    }
+
+    /// The window open under `key`, if any; reading it changes nothing.
+    pub fn window(&self, key: WindowKey) -> Option<WindowTimes> {
+        let shard = self
+            .shard(key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        shard.get(&key).map(|window| WindowTimes {
+            throttled_at: self.instant(window.opened),
+            permitted_at: self.instant(window.permitted),
+        })
+    }
+
+    /// How many retries [`Judge::check`] has found premature and compliant so far.
+    pub fn verdicts(&self) -> VerdictCounts {
+        VerdictCounts {
+            premature: self.verdicts[0].load(Ordering::Relaxed),
+            compliant: self.verdicts[1].load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -336,6 +383,49 @@ mod tests {
             assert_eq!(judge.evict(t0 + 5 * S), 0);
             assert_eq!(judge.evict(t0 + 12 * S), 1);
             assert_eq!(judge.open_windows(), 1);
+        }
+    }
+
+    mod window {
+        use super::*;
+
+        #[test]
+        fn reads_the_times_without_closing_the_window() {
+            let t0 = holdoff::clock::SystemClock.now();
+            let judge = Judge::new(KeyMode::default(), t0);
+            let key = judge.key(&parts("alice"));
+            assert_eq!(judge.window(key), None);
+            judge.open(key, t0 + S, t0 + 3 * S);
+            let times = WindowTimes {
+                throttled_at: t0 + S,
+                permitted_at: t0 + 3 * S,
+            };
+            assert_eq!(judge.window(key), Some(times));
+            assert_eq!(judge.window(key), Some(times));
+            assert_eq!(judge.open_windows(), 1);
+        }
+    }
+
+    mod verdicts {
+        use super::*;
+
+        #[test]
+        fn counts_each_verdict_and_not_unjudged_requests() {
+            let t0 = holdoff::clock::SystemClock.now();
+            let judge = Judge::new(KeyMode::default(), t0);
+            let key = judge.key(&parts("alice"));
+            judge.check(key, t0);
+            judge.open(key, t0, t0 + 2 * S);
+            judge.check(key, t0 + S);
+            judge.check(key, t0 + S);
+            judge.check(key, t0 + 2 * S);
+            assert_eq!(
+                judge.verdicts(),
+                VerdictCounts {
+                    premature: 2,
+                    compliant: 1,
+                }
+            );
         }
     }
 }

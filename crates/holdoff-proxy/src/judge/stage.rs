@@ -8,9 +8,11 @@ use std::time::{Duration, Instant, SystemTime};
 use holdoff::clock::TokioClock;
 use holdoff::{Attempt, JitterDraw, Policy, Receipt, ResponseInfo};
 use http::{Request, Response, StatusCode, header};
+use serde::{Deserialize, Serialize};
 
 use super::{Check, Judge, KeyText, WindowKey};
 use crate::fault::ratelimit::ceil_secs;
+use crate::report::{Event, Recorder};
 use crate::{Action, Body, RequestMeta, Stage};
 
 /// What the judge found, for the log and the reports.
@@ -34,8 +36,9 @@ pub struct JudgeEvent {
     pub by: Duration,
 }
 
-/// A verdict on a retry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A verdict on a retry; in the event log and the reports, `"premature"` or `"compliant"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Came before the permitted time.
     Premature,
@@ -56,6 +59,8 @@ pub struct JudgeStage {
     hints: Policy,
     /// In header mode, the header's value per request id, from the request to its response.
     pending_headers: Mutex<std::collections::HashMap<u64, String>>,
+    /// Where throttles and verdicts go for the event log and the reports, if anywhere.
+    recorder: Option<Arc<Recorder>>,
 }
 
 impl JudgeStage {
@@ -66,7 +71,25 @@ impl JudgeStage {
             events: Arc::default(),
             hints: Policy::default(),
             pending_headers: Mutex::default(),
+            recorder: None,
         }
+    }
+
+    /// Records every throttle (a window opening) and every verdict in `recorder` too, for
+    /// the event log and the reports.
+    pub fn with_recorder(mut self, recorder: Arc<Recorder>) -> JudgeStage {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// The recorder set with [`JudgeStage::with_recorder`].
+    pub fn recorder(&self) -> Option<&Arc<Recorder>> {
+        self.recorder.as_ref()
+    }
+
+    /// The recorder, when it is set and recording: events are built only then.
+    fn recording(&self) -> Option<&Recorder> {
+        self.recorder.as_deref().filter(|r| r.is_recording())
     }
 
     /// Every verdict so far, in order.
@@ -117,6 +140,9 @@ impl JudgeStage {
                 late_ms = by.as_millis() as u64, "compliant retry"
             ),
         }
+        if let Some(recorder) = self.recording() {
+            recorder.record(Event::from(&event));
+        }
         self.events
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -125,7 +151,7 @@ impl JudgeStage {
 }
 
 /// The wall time of a monotonic instant, through the receipt's pair of readings.
-fn wall_of(receipt: Receipt, at: Instant) -> SystemTime {
+pub(crate) fn wall_of(receipt: Receipt, at: Instant) -> SystemTime {
     if at >= receipt.instant {
         receipt.wall + (at - receipt.instant)
     } else {
@@ -134,7 +160,7 @@ fn wall_of(receipt: Receipt, at: Instant) -> SystemTime {
 }
 
 /// `scheme://host:port` of a URL, the host in lowercase and the port explicit.
-struct Origin<'a>(&'a http::Uri);
+pub(crate) struct Origin<'a>(pub(crate) &'a http::Uri);
 
 impl fmt::Display for Origin<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -251,6 +277,16 @@ impl Stage for JudgeStage {
         };
         let key = self.key(meta, header.as_deref());
         self.judge.open(key, receipt.instant, permitted_at);
+        if let Some(recorder) = self.recording() {
+            recorder.record(Event::Throttle {
+                at: receipt.wall,
+                client: meta.client.to_string(),
+                method: meta.method.to_string(),
+                url: meta.uri.to_string(),
+                status: response.status().as_u16(),
+                permitted_at: wall_of(receipt, permitted_at),
+            });
+        }
     }
 }
 

@@ -1,0 +1,209 @@
+//! While the proxy runs: a control API and Prometheus metrics, each on a loopback listener
+//! of its own, both off unless asked for.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::sync::atomic::AtomicBool;
+//! use holdoff::clock::{Clock, TokioClock};
+//! use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
+//! use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
+//! use holdoff_proxy::{ProxyConfig, ProxyServer, Stage};
+//! use tokio::net::TcpListener;
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
+//! let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
+//! let book = Arc::new(WindowBook::new(Arc::clone(&judge)));
+//! let judge = Arc::new(JudgeStage::new(judge));
+//! // Metrics first, the book before the judge.
+//! let stages: Vec<Arc<dyn Stage>> = vec![metrics.clone(), book.clone(), judge.clone()];
+//! let server = ProxyServer::bind(ProxyConfig::default(), stages).await?;
+//!
+//! let recording = Arc::new(AtomicBool::new(true));
+//! let control = Control::new(metrics)
+//!     .judge(judge)
+//!     .windows(book)
+//!     .recording(recording);
+//! let listener = TcpListener::bind("127.0.0.1:0").await?;
+//! println!("control API on http://{}", listener.local_addr()?);
+//! tokio::spawn(control.serve(listener, std::future::pending()));
+//! server.run().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Endpoints
+//!
+//! [`Control::serve`] answers:
+//!
+//! | request | answer |
+//! | --- | --- |
+//! | `GET /` | this list, as text |
+//! | `GET /status` | JSON: `uptime_s`, `requests`, `responses` (by class), `faults` (by kind), `retries` (`premature`, `compliant`), `open_windows`, `seed`, `recording`; `null` for what the proxy does not run |
+//! | `GET /windows` | JSON: `open` (how many the judge has) and `windows`, each with `client`, `method`, `url`, `throttled_at`, `permitted_at` (RFC 3339) and `remaining_ms`, soonest first |
+//! | `POST /recording/start`, `POST /recording/stop` | flip the recording switch; JSON `{"recording": true\|false}` |
+//! | `GET /ca.pem` | the interception CA's certificate (`application/x-pem-file`); `404` when there is none (reverse mode) |
+//! | `GET /metrics` | the Prometheus text exposition (`text/plain; version=0.0.4`) |
+//!
+//! [`Control::serve_metrics`] answers `GET /metrics` (and `GET /`) only, for a listener of
+//! its own. `HEAD` is answered wherever `GET` is. Anything else gets `404` or `405` (with
+//! `Allow`) and a one-line plain-text reason.
+//!
+//! # Metrics
+//!
+//! - `holdoff_requests_total{mode}`: requests that entered the pipeline, by `forward`,
+//!   `intercepted`, `reverse`.
+//! - `holdoff_responses_total{class}`: responses by `1xx` … `5xx`.
+//! - `holdoff_faults_total{kind}`: injected faults by `error`, `rate_limited`, `mock`,
+//!   `latency`, `reset`, `hang`, `truncate`, `slow_body` (with a fault stage).
+//! - `holdoff_retries_total{verdict}`: `premature` and `compliant` retries (with a judge).
+//! - `holdoff_open_windows`: windows open now (with a judge).
+//! - `holdoff_response_seconds{source}`: a histogram of response times, from the request
+//!   head to the response head, by `upstream` or `holdoff` (a stage, or the proxy itself,
+//!   answered). See [`MetricsStage`].
+//!
+//! The request and response counts and times are kept by [`MetricsStage`] in atomics; the
+//! rest is read from the stages when scraped.
+//!
+//! # Safety
+//!
+//! The API has no authentication: bind it on loopback. It refuses requests whose `Host` is
+//! not a loopback name or address (`403`), which defeats DNS rebinding, and `POST`s that
+//! carry an `Origin` (`403`), which browsers add to cross-site form posts; `curl` sends
+//! neither.
+//!
+//! # Cancellation
+//!
+//! [`Control::serve`] stops accepting when its shutdown future completes, lets requests in
+//! flight finish (for at most a second), then returns.
+
+mod metrics;
+mod server;
+mod windows;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::net::TcpListener;
+
+pub use metrics::MetricsStage;
+pub use windows::{OpenWindows, WindowBook, WindowInfo};
+
+use crate::fault::FaultStage;
+use crate::judge::JudgeStage;
+
+/// Whether events are being recorded, and a way to flip it: what
+/// `POST /recording/start` and `/recording/stop` act on.
+///
+/// An `AtomicBool` is one, so an `Arc<AtomicBool>` shared with the recorder will do.
+pub trait RecordingSwitch: Send + Sync + 'static {
+    /// Whether recording is on.
+    fn is_on(&self) -> bool;
+    /// Turns recording on or off.
+    fn set(&self, on: bool);
+}
+
+impl RecordingSwitch for AtomicBool {
+    fn is_on(&self) -> bool {
+        self.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, on: bool) {
+        self.store(on, Ordering::Relaxed);
+    }
+}
+
+/// The control API and the metrics endpoint of a running proxy, over its stages.
+///
+/// Cheap to clone (it holds `Arc`s): serve the API and the metrics on two listeners from
+/// clones of one `Control`. See the [module docs](self) for the endpoints.
+#[derive(Clone)]
+pub struct Control {
+    metrics: Arc<MetricsStage>,
+    judge: Option<Arc<JudgeStage>>,
+    faults: Option<Arc<FaultStage>>,
+    windows: Option<Arc<dyn OpenWindows>>,
+    recording: Option<Arc<dyn RecordingSwitch>>,
+    ca_pem: Option<Arc<str>>,
+}
+
+impl Control {
+    /// A control over `metrics`, which must be in the proxy's pipeline (first) for the
+    /// request counts and times to move.
+    pub fn new(metrics: Arc<MetricsStage>) -> Control {
+        Control {
+            metrics,
+            judge: None,
+            faults: None,
+            windows: None,
+            recording: None,
+            ca_pem: None,
+        }
+    }
+
+    /// Reports the judge's verdicts and open windows (`/status`, `/metrics`).
+    pub fn judge(mut self, judge: Arc<JudgeStage>) -> Control {
+        self.judge = Some(judge);
+        self
+    }
+
+    /// Reports the faults injected and the seed (`/status`, `/metrics`).
+    pub fn faults(mut self, faults: Arc<FaultStage>) -> Control {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Lists the open windows on `/windows` (without it, `/windows` answers `404`).
+    pub fn windows(mut self, windows: Arc<dyn OpenWindows>) -> Control {
+        self.windows = Some(windows);
+        self
+    }
+
+    /// The switch `POST /recording/start` and `/recording/stop` flip (without it, they
+    /// answer `404` and `/status` says `"recording": null`).
+    pub fn recording(mut self, switch: Arc<dyn RecordingSwitch>) -> Control {
+        self.recording = Some(switch);
+        self
+    }
+
+    /// The CA certificate `GET /ca.pem` serves, in PEM (without it, `404`).
+    pub fn ca_pem(mut self, pem: impl Into<Arc<str>>) -> Control {
+        self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// The Prometheus text exposition (version 0.0.4), as `GET /metrics` answers it.
+    pub fn metrics_text(&self) -> String {
+        metrics::Scrape {
+            metrics: Arc::clone(&self.metrics),
+            judge: self.judge.clone(),
+            faults: self.faults.clone(),
+        }
+        .text()
+    }
+
+    /// Serves the control API on `listener` until `shutdown` completes.
+    ///
+    /// Bind the listener on loopback: the API has no authentication.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        server::serve(self, server::Routes::All, listener, shutdown).await;
+    }
+
+    /// Serves `GET /metrics` alone on `listener` until `shutdown` completes.
+    pub async fn serve_metrics(self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        server::serve(self, server::Routes::Metrics, listener, shutdown).await;
+    }
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("metrics", &self.metrics)
+            .field("judge", &self.judge.is_some())
+            .field("faults", &self.faults.is_some())
+            .field("windows", &self.windows.is_some())
+            .field("recording", &self.recording.as_ref().map(|r| r.is_on()))
+            .field("ca", &self.ca_pem.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,449 @@
+//! The control API's HTTP/1.1 server: accepting, routing, and the JSON it answers.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use holdoff::Receipt;
+use holdoff::clock::{Clock, TokioClock};
+use http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::fault_kinds;
+use super::{Control, WindowInfo};
+
+/// How long a request head may take to arrive.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long requests in flight may take to finish once shutdown begins.
+const GRACE: Duration = Duration::from_secs(1);
+
+/// How long to wait after a failed accept (out of file descriptors) before the next.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+const INDEX: &str = "holdoff control API
+GET  /status           counts, verdicts, open windows, seed, recording (JSON)
+GET  /windows          the open windows: client, method, URL, times (JSON)
+POST /recording/start  start recording events
+POST /recording/stop   stop recording events
+GET  /ca.pem           the interception CA certificate
+GET  /metrics          Prometheus metrics
+";
+
+const METRICS_INDEX: &str = "holdoff metrics
+GET  /metrics          Prometheus metrics
+";
+
+/// The content type of the Prometheus text format, version 0.0.4.
+const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Which endpoints a listener answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Routes {
+    /// The whole API, `/metrics` included.
+    All,
+    /// `/metrics` (and the index) only.
+    Metrics,
+}
+
+type Answer = Response<Full<Bytes>>;
+
+/// Accepts and serves connections until `shutdown`, then lets requests in flight finish for
+/// at most [`GRACE`] and drops what is left.
+pub(super) async fn serve(
+    control: Control,
+    routes: Routes,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) {
+    let control = Arc::new(control);
+    let stop = CancellationToken::new();
+    let mut connections = JoinSet::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(connection(
+                        stream,
+                        Arc::clone(&control),
+                        routes,
+                        stop.clone(),
+                    ));
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "control API: failed to accept a connection");
+                    TokioClock.sleep_until(TokioClock.now() + ACCEPT_BACKOFF).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    stop.cancel();
+    {
+        let drained = async { while connections.join_next().await.is_some() {} };
+        tokio::select! {
+            () = drained => {}
+            () = TokioClock.sleep_until(TokioClock.now() + GRACE) => {}
+        }
+    }
+    connections.shutdown().await;
+}
+
+/// Serves one connection, closing it gracefully once `stop` is raised.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    control: Arc<Control>,
+    routes: Routes,
+    stop: CancellationToken,
+) {
+    let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+        let answer = route(&control, routes, &request);
+        async move { Ok::<_, Infallible>(answer) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    let mut conn = pin!(builder.serve_connection(TokioIo::new(stream), service));
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        () = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(err) = result {
+        tracing::debug!(error = %err, "control API: a connection ended with an error");
+    }
+}
+
+/// The answer to one request.
+fn route<B>(control: &Control, routes: Routes, request: &Request<B>) -> Answer {
+    if !loopback_host(request) {
+        return text(
+            StatusCode::FORBIDDEN,
+            "refused: the Host is not a loopback address; use http://127.0.0.1:<port>/\n",
+        );
+    }
+    let path = request.uri().path();
+    let (allowed, get) = match (routes, path) {
+        (_, "/" | "/metrics") | (Routes::All, "/status" | "/windows" | "/ca.pem") => {
+            ("GET, HEAD", true)
+        }
+        (Routes::All, "/recording/start" | "/recording/stop") => ("POST", false),
+        _ => {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("no such endpoint: {path} (GET / lists them)\n"),
+            );
+        }
+    };
+    let method = request.method();
+    let fits = if get {
+        method == Method::GET || method == Method::HEAD
+    } else {
+        method == Method::POST
+    };
+    if !fits {
+        let mut answer = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{path} answers {allowed} only, not {method}\n"),
+        );
+        answer
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static(allowed));
+        return answer;
+    }
+    if !get && request.headers().contains_key(ORIGIN) {
+        return text(
+            StatusCode::FORBIDDEN,
+            "refused: a request with an Origin comes from a web page; use curl or a script\n",
+        );
+    }
+    match (routes, path) {
+        (Routes::All, "/") => text(StatusCode::OK, INDEX),
+        (Routes::Metrics, "/") => text(StatusCode::OK, METRICS_INDEX),
+        (_, "/metrics") => with_type(StatusCode::OK, METRICS_TYPE, control.metrics_text()),
+        (_, "/status") => json(&status(control)),
+        (_, "/windows") => windows(control),
+        (_, "/ca.pem") => match &control.ca_pem {
+            Some(pem) => with_type(StatusCode::OK, "application/x-pem-file", pem.to_string()),
+            None => text(
+                StatusCode::NOT_FOUND,
+                "no CA certificate: this proxy intercepts nothing (reverse mode, or no URLs \
+                 watched)\n",
+            ),
+        },
+        (_, "/recording/start") => recording(control, true),
+        _ => recording(control, false),
+    }
+}
+
+/// Whether the request's `Host` names this machine: `localhost`, a loopback address, or
+/// none at all (HTTP/1.0).
+fn loopback_host<B>(request: &Request<B>) -> bool {
+    let Some(host) = request.headers().get(HOST) else {
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let Ok(authority) = host.parse::<http::uri::Authority>() else {
+        return false;
+    };
+    let name = authority.host();
+    let name = name
+        .strip_prefix('[')
+        .and_then(|name| name.strip_suffix(']'))
+        .unwrap_or(name);
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn with_type(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Answer {
+    let mut answer = Response::new(Full::new(body.into()));
+    *answer.status_mut() = status;
+    answer
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    answer
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Answer {
+    with_type(status, "text/plain; charset=utf-8", body)
+}
+
+fn json(value: &impl Serialize) -> Answer {
+    match serde_json::to_vec_pretty(value) {
+        Ok(mut body) => {
+            body.push(b'\n');
+            with_type(StatusCode::OK, "application/json", body)
+        }
+        Err(err) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("failed to write JSON: {err}\n"),
+        ),
+    }
+}
+
+/// `GET /status`.
+#[derive(Debug, Serialize)]
+struct Status {
+    uptime_s: f64,
+    requests: u64,
+    responses: Classes,
+    faults: Option<serde_json::Map<String, serde_json::Value>>,
+    retries: Option<Retries>,
+    open_windows: Option<usize>,
+    seed: Option<u64>,
+    recording: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+struct Classes {
+    #[serde(rename = "1xx")]
+    informational: u64,
+    #[serde(rename = "2xx")]
+    success: u64,
+    #[serde(rename = "3xx")]
+    redirection: u64,
+    #[serde(rename = "4xx")]
+    client_error: u64,
+    #[serde(rename = "5xx")]
+    server_error: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Retries {
+    premature: u64,
+    compliant: u64,
+}
+
+fn status(control: &Control) -> Status {
+    let metrics = &control.metrics;
+    let [
+        informational,
+        success,
+        redirection,
+        client_error,
+        server_error,
+    ] = metrics.responses();
+    let uptime = metrics.uptime();
+    Status {
+        uptime_s: uptime.as_millis() as f64 / 1000.0,
+        requests: metrics.requests(),
+        responses: Classes {
+            informational,
+            success,
+            redirection,
+            client_error,
+            server_error,
+        },
+        faults: control.faults.as_ref().map(|faults| {
+            fault_kinds(faults.counts())
+                .into_iter()
+                .map(|(kind, count)| (kind.to_owned(), count.into()))
+                .collect()
+        }),
+        retries: control.judge.as_ref().map(|judge| {
+            let verdicts = judge.judge().verdicts();
+            Retries {
+                premature: verdicts.premature,
+                compliant: verdicts.compliant,
+            }
+        }),
+        open_windows: control
+            .judge
+            .as_ref()
+            .map(|judge| judge.judge().open_windows()),
+        seed: control.faults.as_ref().map(|faults| faults.seed()),
+        recording: control.recording.as_ref().map(|switch| switch.is_on()),
+    }
+}
+
+/// `GET /windows`.
+#[derive(Debug, Serialize)]
+struct Windows {
+    /// How many windows the judge has open: more than are listed when some went unlabelled.
+    open: usize,
+    windows: Vec<Window>,
+}
+
+#[derive(Debug, Serialize)]
+struct Window {
+    client: String,
+    method: String,
+    url: String,
+    throttled_at: String,
+    permitted_at: String,
+    remaining_ms: u64,
+}
+
+impl From<WindowInfo> for Window {
+    fn from(info: WindowInfo) -> Window {
+        Window {
+            client: info.client,
+            method: info.method,
+            url: info.url,
+            throttled_at: rfc3339(info.throttled_at),
+            permitted_at: rfc3339(info.permitted_at),
+            remaining_ms: u64::try_from(info.remaining.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+fn windows(control: &Control) -> Answer {
+    let Some(source) = &control.windows else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "open windows are not tracked by this proxy (no judge)\n",
+        );
+    };
+    let now = Receipt::now(control.metrics.clock());
+    let windows: Vec<Window> = source
+        .open_windows(now)
+        .into_iter()
+        .map(Window::from)
+        .collect();
+    let open = control
+        .judge
+        .as_ref()
+        .map_or(windows.len(), |judge| judge.judge().open_windows());
+    json(&Windows { open, windows })
+}
+
+/// `POST /recording/start` and `/recording/stop`.
+fn recording(control: &Control, on: bool) -> Answer {
+    let Some(switch) = &control.recording else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "recording cannot be switched: this proxy records no events\n",
+        );
+    };
+    switch.set(on);
+    json(&serde_json::json!({ "recording": switch.is_on() }))
+}
+
+/// `at` in RFC 3339, UTC, with milliseconds (`2025-03-01T12:00:02.250Z`).
+fn rfc3339(at: SystemTime) -> String {
+    let timestamp = jiff::Timestamp::try_from(at).unwrap_or(if at < UNIX_EPOCH {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    });
+    format!("{timestamp:.3}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: Method, path: &str, host: Option<&str>) -> Request<()> {
+        let mut builder = Request::builder().method(method).uri(path);
+        if let Some(host) = host {
+            builder = builder.header(HOST, host);
+        }
+        builder.body(()).unwrap()
+    }
+
+    mod loopback_host {
+        use super::*;
+
+        #[test]
+        fn accepts_loopback_names_and_addresses_with_or_without_a_port() {
+            for host in [
+                "127.0.0.1:9000",
+                "127.0.0.1",
+                "127.1.2.3:80",
+                "localhost:9000",
+                "LOCALHOST",
+                "[::1]:9000",
+                "[::1]",
+            ] {
+                let request = request(Method::GET, "/", Some(host));
+                assert!(loopback_host(&request), "{host}");
+            }
+            assert!(loopback_host(&request(Method::GET, "/", None)));
+        }
+
+        #[test]
+        fn refuses_any_other_name() {
+            for host in [
+                "attacker.example",
+                "attacker.example:9000",
+                "localhost.attacker.example",
+                "10.0.0.1:9000",
+                "[::2]:9000",
+                "not a host",
+            ] {
+                let request = request(Method::GET, "/", Some(host));
+                assert!(!loopback_host(&request), "{host}");
+            }
+        }
+    }
+
+    mod rfc3339 {
+        use super::*;
+
+        #[test]
+        fn writes_utc_with_milliseconds() {
+            let at = UNIX_EPOCH + Duration::from_millis(1_740_830_402_250);
+            assert_eq!(rfc3339(at), "2025-03-01T12:00:02.250Z");
+            assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        }
+    }
+}

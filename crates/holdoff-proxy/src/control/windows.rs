@@ -1,0 +1,401 @@
+//! The open windows with their client, method and URL: the judge keeps only a digest of
+//! each key, so [`WindowBook`] writes down, for each throttled response, what the key was
+//! made of, and reads the times back from the judge.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use holdoff::Receipt;
+use http::{Request, Response};
+
+use crate::judge::{Judge, KeyMode, KeyText, Origin, WindowKey, wall_of};
+use crate::{Action, Body, RequestMeta, Stage};
+
+/// How many windows a [`WindowBook`] labels at most, by default.
+const CAPACITY: usize = 10_000;
+
+/// One open window, as `/windows` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowInfo {
+    /// Who was throttled (`ClientId`'s display form).
+    pub client: String,
+    /// The throttled request's method.
+    pub method: String,
+    /// Its URL.
+    pub url: String,
+    /// When the throttled response passed to the client (wall clock).
+    pub throttled_at: SystemTime,
+    /// When a retry is permitted (wall clock).
+    pub permitted_at: SystemTime,
+    /// How long until then; zero once the permitted time has passed and the window waits
+    /// for a late (compliant) retry.
+    pub remaining: Duration,
+}
+
+/// Anything that can list the open windows, for `/windows`.
+///
+/// [`WindowBook`] is one; a judge that kept its windows' labels itself could be another.
+pub trait OpenWindows: Send + Sync + 'static {
+    /// The windows open at `now`, soonest permitted first.
+    fn open_windows(&self, now: Receipt) -> Vec<WindowInfo>;
+}
+
+/// A pipeline stage that labels the judge's open windows with the client, method and URL
+/// they were opened for, so that [`Control`](super::Control) can list them.
+///
+/// Put it **before** the judge (e.g. right after [`MetricsStage`](super::MetricsStage)), so
+/// that it sees every throttled response, the faults' included. It looks only at responses
+/// of status 400 or more that carry a hint header (`Retry-After`, rate-limit fields): for
+/// each it computes the window key exactly as the judge does and, when the key is new,
+/// writes down the labels (three strings). Other responses cost a status check. In
+/// [`KeyMode::Header`] it also keeps each request's header value until its response, as the
+/// judge does.
+///
+/// The times come from the judge when the windows are listed, so a window the judge closed
+/// or evicted disappears from the book then. At most 10,000 windows are labelled; past that,
+/// closed windows are swept, and if the book is still full new windows go unlabelled (and
+/// are counted, see [`WindowBook::unlabelled`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdoff::clock::{Clock, TokioClock};
+/// use holdoff_proxy::control::WindowBook;
+/// use holdoff_proxy::judge::{Judge, KeyMode};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
+/// let book = Arc::new(WindowBook::new(judge));
+/// assert_eq!(book.unlabelled(), 0);
+/// # }
+/// ```
+pub struct WindowBook {
+    judge: Arc<Judge>,
+    capacity: usize,
+    labels: Mutex<HashMap<WindowKey, Labels>>,
+    /// In header mode only: the header's value per request id, from request to response.
+    headers: Option<Mutex<HashMap<u64, Box<str>>>>,
+    unlabelled: AtomicU64,
+}
+
+/// What a window key was made of.
+struct Labels {
+    client: Box<str>,
+    method: Box<str>,
+    url: Box<str>,
+}
+
+impl WindowBook {
+    /// A book of `judge`'s windows, keyed by its mode.
+    pub fn new(judge: Arc<Judge>) -> WindowBook {
+        WindowBook::with_capacity(judge, CAPACITY)
+    }
+
+    /// A book labelling at most `capacity` windows.
+    pub fn with_capacity(judge: Arc<Judge>, capacity: usize) -> WindowBook {
+        let headers = match judge.mode() {
+            KeyMode::Header(_) => Some(Mutex::default()),
+            _ => None,
+        };
+        WindowBook {
+            judge,
+            capacity,
+            labels: Mutex::default(),
+            headers,
+            unlabelled: AtomicU64::new(0),
+        }
+    }
+
+    /// Windows that went unlabelled because the book was full of open ones.
+    pub fn unlabelled(&self) -> u64 {
+        self.unlabelled.load(Ordering::Relaxed)
+    }
+
+    fn labels(&self) -> MutexGuard<'_, HashMap<WindowKey, Labels>> {
+        self.labels.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The key the judge files the request under, computed the same way.
+    fn key(&self, meta: &RequestMeta, header: Option<&str>) -> WindowKey {
+        self.judge.key_of(&KeyText {
+            client: &meta.client,
+            method: meta.method.as_str(),
+            url: &meta.uri,
+            origin: &Origin(&meta.uri),
+            header,
+        })
+    }
+
+    fn note(&self, meta: &RequestMeta, header: Option<&str>) {
+        let key = self.key(meta, header);
+        let mut labels = self.labels();
+        if labels.contains_key(&key) {
+            return;
+        }
+        if labels.len() >= self.capacity {
+            labels.retain(|key, _| self.judge.window(*key).is_some());
+            if labels.len() >= self.capacity {
+                self.unlabelled.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        labels.insert(
+            key,
+            Labels {
+                client: meta.client.to_string().into(),
+                method: meta.method.as_str().into(),
+                url: meta.uri.to_string().into(),
+            },
+        );
+    }
+}
+
+impl fmt::Debug for WindowBook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WindowBook")
+            .field("labelled", &self.labels().len())
+            .field("unlabelled", &self.unlabelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stage for WindowBook {
+    fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
+        if let (Some(headers), KeyMode::Header(name)) = (&self.headers, self.judge.mode()) {
+            if let Some(value) = request
+                .headers()
+                .get(name.as_str())
+                .and_then(|value| value.to_str().ok())
+            {
+                let mut headers = headers.lock().unwrap_or_else(PoisonError::into_inner);
+                // Requests that never got a response (dropped by a stage) leave their value
+                // behind: start afresh rather than grow without bound.
+                if headers.len() >= self.capacity {
+                    headers.clear();
+                }
+                headers.insert(meta.id, value.into());
+            }
+        }
+        Action::Continue(request)
+    }
+
+    fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
+        let header = self.headers.as_ref().and_then(|headers| {
+            headers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&meta.id)
+        });
+        // The judge opens windows only on these; whether it did is read when listing.
+        let hinted = response.status().as_u16() >= 400
+            && response
+                .headers()
+                .keys()
+                .any(|name| holdoff::HINT_HEADERS.contains(&name.as_str()));
+        if hinted {
+            self.note(meta, header.as_deref());
+        }
+    }
+}
+
+impl OpenWindows for WindowBook {
+    fn open_windows(&self, now: Receipt) -> Vec<WindowInfo> {
+        let mut open = Vec::new();
+        self.labels().retain(|key, labels| {
+            let Some(times) = self.judge.window(*key) else {
+                return false;
+            };
+            open.push(WindowInfo {
+                client: labels.client.to_string(),
+                method: labels.method.to_string(),
+                url: labels.url.to_string(),
+                throttled_at: wall_of(now, times.throttled_at),
+                permitted_at: wall_of(now, times.permitted_at),
+                remaining: times.permitted_at.saturating_duration_since(now.instant),
+            });
+            true
+        });
+        open.sort_by(|a, b| {
+            (a.permitted_at, &a.client, &a.url).cmp(&(b.permitted_at, &b.client, &b.url))
+        });
+        open
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    use holdoff::clock::SystemClock;
+    use http::{Method, StatusCode, header};
+
+    use crate::judge::JudgeStage;
+    use crate::{ClientId, Mode};
+
+    /// Both clocks now.
+    fn now() -> Receipt {
+        Receipt {
+            instant: SystemClock.now(),
+            wall: SystemClock.wall_now(),
+        }
+    }
+
+    fn meta(id: u64, client: &str, url: &str, at: Receipt) -> RequestMeta {
+        let uri: http::Uri = url.parse().unwrap();
+        RequestMeta {
+            id,
+            client: ClientId::Header(client.into()),
+            peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
+            received: at,
+            method: Method::GET,
+            uri,
+            mode: Mode::Forward,
+            watched: Some("*".into()),
+        }
+    }
+
+    fn request(url: &str, tenant: Option<&str>) -> Request<Body> {
+        let mut builder = Request::get(url);
+        if let Some(tenant) = tenant {
+            builder = builder.header("x-tenant", tenant);
+        }
+        builder.body(Body::empty()).unwrap()
+    }
+
+    fn throttled(retry_after: &str) -> Response<Body> {
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, retry_after.parse().unwrap());
+        response
+    }
+
+    /// A request through the book then the judge, and its response back through both.
+    fn exchange(
+        book: &WindowBook,
+        judge: &JudgeStage,
+        meta: &RequestMeta,
+        tenant: Option<&str>,
+        mut response: Response<Body>,
+    ) {
+        let url = meta.uri.to_string();
+        let Action::Continue(request) = book.on_request(request(&url, tenant), meta) else {
+            panic!("the book passes every request on");
+        };
+        match judge.on_request(request, meta) {
+            Action::Continue(_) => {
+                judge.on_response(&mut response, meta);
+                book.on_response(&mut response, meta);
+            }
+            Action::Respond(mut answer) => book.on_response(&mut answer, meta),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    mod open_windows {
+        use super::*;
+
+        #[tokio::test]
+        async fn labels_the_window_the_judge_opened_in_every_key_mode() {
+            let modes = [
+                KeyMode::ClientMethodUrl,
+                KeyMode::MethodUrl,
+                KeyMode::Url,
+                KeyMode::Host,
+                KeyMode::Header("x-tenant".into()),
+            ];
+            for mode in modes {
+                let start = now();
+                let judge = Arc::new(Judge::new(mode.clone(), start.instant));
+                let stage = JudgeStage::new(Arc::clone(&judge));
+                let book = WindowBook::new(judge);
+                let url = "http://API.test:8080/items?page=2";
+                let meta = meta(1, "alice", url, start);
+                exchange(&book, &stage, &meta, Some("acme"), throttled("30"));
+                let open = book.open_windows(now());
+                assert_eq!(open.len(), 1, "{mode:?}");
+                let window = &open[0];
+                assert_eq!(window.client, "header:alice");
+                assert_eq!(window.method, "GET");
+                assert_eq!(window.url, "http://API.test:8080/items?page=2");
+                assert!(window.remaining > Duration::from_secs(29), "{mode:?}");
+                assert!(window.remaining <= Duration::from_secs(30), "{mode:?}");
+                let wait = window.permitted_at.duration_since(window.throttled_at);
+                assert_eq!(wait.ok(), Some(Duration::from_secs(30)), "{mode:?}");
+            }
+        }
+
+        #[test]
+        fn forgets_a_window_the_judge_closed() {
+            let start = now();
+            let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
+            let stage = JudgeStage::new(Arc::clone(&judge));
+            let book = WindowBook::new(Arc::clone(&judge));
+            let url = "http://api.test/a";
+            exchange(
+                &book,
+                &stage,
+                &meta(1, "a", url, start),
+                None,
+                throttled("1"),
+            );
+            assert_eq!(book.open_windows(start).len(), 1);
+            // The retry, two seconds on, is compliant: the window closes.
+            let later = Receipt {
+                instant: start.instant + Duration::from_secs(2),
+                wall: start.wall + Duration::from_secs(2),
+            };
+            let ok = Response::new(Body::empty());
+            exchange(&book, &stage, &meta(2, "a", url, later), None, ok);
+            assert!(book.open_windows(later).is_empty());
+            assert_eq!(book.labels().len(), 0);
+        }
+
+        #[test]
+        fn a_premature_retry_labels_nothing_new() {
+            let start = now();
+            let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
+            let stage = JudgeStage::new(Arc::clone(&judge));
+            let book = WindowBook::new(judge);
+            let url = "http://api.test/a";
+            exchange(
+                &book,
+                &stage,
+                &meta(1, "a", url, start),
+                None,
+                throttled("60"),
+            );
+            let ok = Response::new(Body::empty());
+            exchange(&book, &stage, &meta(2, "a", url, start), None, ok);
+            assert_eq!(book.open_windows(start).len(), 1);
+        }
+
+        #[test]
+        fn a_full_book_sweeps_closed_windows_then_counts_what_it_cannot_label() {
+            let start = now();
+            let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
+            let stage = JudgeStage::new(Arc::clone(&judge));
+            let book = WindowBook::with_capacity(Arc::clone(&judge), 2);
+            for (id, path) in [(1, "/a"), (2, "/b"), (3, "/c")] {
+                let url = format!("http://api.test{path}");
+                exchange(
+                    &book,
+                    &stage,
+                    &meta(id, "a", &url, start),
+                    None,
+                    throttled("60"),
+                );
+            }
+            assert_eq!(judge.open_windows(), 3);
+            assert_eq!(book.open_windows(start).len(), 2);
+            assert_eq!(book.unlabelled(), 1);
+        }
+    }
+}

@@ -1,0 +1,404 @@
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::*;
+
+/// 2025-03-01T12:00:00Z plus `ms`.
+fn t(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(1_740_830_400_000 + ms)
+}
+
+/// The fixture run: three premature retries (two by `naive` on one URL, one on another),
+/// eight compliant, and a herd of three workers.
+fn fixture() -> Vec<Event> {
+    include_str!("../../tests/fixtures/report/events.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn throttle(client: &str, url: &str, at: u64, permitted: u64) -> Event {
+    Event::Throttle {
+        at: t(at),
+        client: client.into(),
+        method: "GET".into(),
+        url: url.into(),
+        status: 429,
+        permitted_at: t(permitted),
+    }
+}
+
+fn retry(client: &str, url: &str, throttled: u64, permitted: u64, at: u64) -> Event {
+    let premature = at < permitted;
+    Event::Retry {
+        verdict: if premature {
+            Verdict::Premature
+        } else {
+            Verdict::Compliant
+        },
+        client: client.into(),
+        method: "GET".into(),
+        url: url.into(),
+        throttled_at: t(throttled),
+        permitted_at: t(permitted),
+        retried_at: t(at),
+        early_by_ms: premature.then(|| (permitted - at) as f64),
+        late_by_ms: (!premature).then(|| (at - permitted) as f64),
+    }
+}
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("holdoff-report-{name}-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        fs::write(&path, contents).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+mod from_events {
+    use super::*;
+
+    #[test]
+    fn counts_the_fixture_run() {
+        let report = Report::from_events(&fixture());
+        assert!(!report.passed());
+        assert_eq!(report.premature(), 3);
+        assert_eq!(report.compliant(), 8);
+        assert_eq!(report.throttled(), 8);
+        assert_eq!(report.requests(), 57);
+        assert_eq!(report.seed(), Some(42));
+        assert_eq!(report.exit_code(), Some(0));
+        assert!(report.is_complete());
+        assert_eq!(report.duration_ms, Some(14_000.0));
+        assert_eq!(report.herds().len(), 1);
+        assert_eq!(
+            report.herds()[0].clients,
+            ["worker-1", "worker-2", "worker-3"]
+        );
+    }
+
+    #[test]
+    fn lists_violations_in_order_and_the_worst_first() {
+        let report = Report::from_events(&fixture());
+        let early: Vec<f64> = report.violations().iter().map(|v| v.early_by_ms).collect();
+        assert_eq!(early, [1900.0, 1800.0, 2900.0]);
+        let worst: Vec<f64> = report.worst().iter().map(|v| v.early_by_ms).collect();
+        assert_eq!(worst, [2900.0, 1900.0, 1800.0]);
+        assert_eq!(report.violations()[2].method, "POST");
+    }
+
+    #[test]
+    fn groups_by_client_and_request() {
+        let report = Report::from_events(&fixture());
+        let rows: Vec<String> = report
+            .endpoints()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}: {}/{}/{}",
+                    e.client,
+                    e.method,
+                    e.url.rsplit('/').next().unwrap(),
+                    e.throttles,
+                    e.compliant,
+                    e.premature
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "holdoff-client GET items: 1/1/0",
+                "holdoff-client GET search?q=o'brien&page=2: 1/1/0",
+                "holdoff-client GET users: 1/1/0",
+                "naive GET items: 1/1/2",
+                "naive POST orders: 1/1/1",
+                "worker-1 GET reports: 1/1/0",
+                "worker-2 GET reports: 1/1/0",
+                "worker-3 GET reports: 1/1/0",
+            ]
+        );
+        assert_eq!(report.endpoints()[3].worst_early_by_ms, Some(1900.0));
+    }
+
+    #[test]
+    fn takes_lateness_percentiles_by_nearest_rank() {
+        let report = Report::from_events(&fixture());
+        // 1, 3, 6, 10, 50, 120, 380, 600 ms.
+        let lateness = report.lateness().unwrap();
+        assert_eq!(lateness.count, 8);
+        assert_eq!(lateness.p50_ms, 10.0);
+        assert_eq!(lateness.p90_ms, 600.0);
+        assert_eq!(lateness.max_ms, 600.0);
+    }
+
+    #[test]
+    fn passes_with_no_events_and_says_the_log_is_incomplete() {
+        let report = Report::from_events(&[]);
+        assert!(report.passed());
+        assert!(!report.is_complete());
+        assert_eq!((report.requests(), report.throttled()), (0, 0));
+        assert!(report.lateness().is_none());
+        assert!(report.span().is_none());
+    }
+
+    #[test]
+    fn works_out_a_missing_duration_from_the_times() {
+        let mut event = retry("a", "http://x/", 0, 2000, 500);
+        if let Event::Retry { early_by_ms, .. } = &mut event {
+            *early_by_ms = None;
+        }
+        let report = Report::from_events(&[event]);
+        assert_eq!(report.violations()[0].early_by_ms, 1500.0);
+    }
+
+    #[test]
+    fn draws_a_window_known_only_from_a_retry() {
+        // Recording was off when the throttle came: the retry still shows the window.
+        let report = Report::from_events(&[
+            throttle("a", "http://x/", 0, 1000),
+            retry("a", "http://x/", 0, 1000, 1200),
+            retry("a", "http://x/", 5000, 6000, 5500),
+        ]);
+        let windows: Vec<_> = report
+            .windows
+            .iter()
+            .map(|w| (w.from, w.to, w.status))
+            .collect();
+        assert_eq!(
+            windows,
+            [(t(0), t(1000), Some(429)), (t(5000), t(6000), None)]
+        );
+        assert_eq!(report.throttled(), 1);
+        assert_eq!(report.endpoints()[0].throttles, 1);
+    }
+
+    #[test]
+    fn keeps_the_first_start_of_logs_appended_together() {
+        let start = |at, seed| Event::Start {
+            at,
+            seed: Some(seed),
+            source: "preset throttle".into(),
+            command: None,
+            proxy_url: "http://127.0.0.1:1".into(),
+            judge_key: "client-method-url".into(),
+        };
+        let report = Report::from_events(&[start(t(0), 1), start(t(10_000), 2)]);
+        assert_eq!(report.seed(), Some(1));
+        assert_eq!(report.started_at, Some(t(0)));
+    }
+}
+
+mod read_log {
+    use super::*;
+
+    #[test]
+    fn reads_the_fixture_and_skips_blank_lines() {
+        let scratch = Scratch::new("blank");
+        let text = include_str!("../../tests/fixtures/report/events.jsonl");
+        let path = scratch.file("events.jsonl", &format!("\n{}\r\n\n", text.trim_end()));
+        assert_eq!(Report::read_log(&path).unwrap(), fixture());
+    }
+
+    #[test]
+    fn names_the_file_the_line_and_what_is_wrong() {
+        let scratch = Scratch::new("bad");
+        let good = serde_json::to_string(&throttle("a", "http://x/", 0, 1000)).unwrap();
+        for (line, expected) in [
+            (
+                r#"{"event":"throttle","at":"2025-03-01T12:00:00Z"}"#,
+                "missing field `client`",
+            ),
+            (r#"{"event":"nap"}"#, "unknown variant `nap`"),
+            ("not json", "expected ident (column 2)"),
+            (
+                r#"{"event":"finish","at":"yesterday","requests":1}"#,
+                "`yesterday` is not an RFC 3339 time",
+            ),
+        ] {
+            let path = scratch.file("events.jsonl", &format!("{good}\n\n{line}\n{good}\n"));
+            let err = Report::read_log(&path).unwrap_err();
+            assert_eq!(err.kind(), ReportErrorKind::Invalid);
+            assert_eq!(err.line(), Some(3));
+            assert_eq!(err.path(), path);
+            assert_eq!(
+                err.to_string(),
+                format!("read the event log {}:3", path.display())
+            );
+            let cause = err.source().unwrap().to_string();
+            assert!(cause.contains(expected), "{cause:?} lacks {expected:?}");
+        }
+    }
+
+    #[test]
+    fn says_when_the_file_cannot_be_read() {
+        let err = Report::read_log(Path::new("/nonexistent/events.jsonl")).unwrap_err();
+        assert_eq!(err.kind(), ReportErrorKind::Io);
+        assert_eq!(err.line(), None);
+        assert_eq!(
+            err.to_string(),
+            "read the event log /nonexistent/events.jsonl"
+        );
+    }
+}
+
+mod render {
+    use super::*;
+
+    #[test]
+    fn json_has_the_fixed_keys() {
+        let report = Report::from_events(&fixture());
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert_eq!(json["verdict"], "fail");
+        assert_eq!(json["requests"], 57);
+        assert_eq!(json["throttled"], 8);
+        assert_eq!(json["retries"]["compliant"], 8);
+        assert_eq!(json["retries"]["premature"], 3);
+        let violation = &json["violations"][0];
+        for key in [
+            "client",
+            "method",
+            "url",
+            "throttled_at",
+            "permitted_at",
+            "retried_at",
+            "early_by_ms",
+        ] {
+            assert!(!violation[key].is_null(), "{key}");
+        }
+        assert_eq!(violation["retried_at"], "2025-03-01T12:00:00.300Z");
+    }
+
+    #[test]
+    fn junit_escapes_what_clients_send() {
+        let report = Report::from_events(&[
+            throttle("<eve & \"co\">", "http://x/?a=1&b='2'", 0, 1000),
+            retry("<eve & \"co\">", "http://x/?a=1&b='2'", 0, 1000, 100),
+        ]);
+        let xml = report.render(Format::Junit);
+        assert!(
+            xml.contains(r#"classname="&lt;eve &amp; &quot;co&quot;&gt;""#),
+            "{xml}"
+        );
+        assert!(xml.contains(r#"name="GET http://x/?a=1&amp;b=&apos;2&apos;""#));
+        assert!(!xml.contains("<eve"));
+        assert!(xml.contains(r#"failures="1""#));
+    }
+
+    #[test]
+    fn html_escapes_what_clients_send() {
+        let report = Report::from_events(&[
+            throttle("<script>alert(1)</script>", "http://x/", 0, 1000),
+            retry("<script>alert(1)</script>", "http://x/", 0, 1000, 100),
+        ]);
+        let html = report.render(Format::Html);
+        assert!(!html.contains("<script"), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    }
+
+    #[test]
+    fn html_draws_a_marker_per_retry() {
+        let html = Report::from_events(&fixture()).render(Format::Html);
+        assert_eq!(html.matches(r#"class="retry premature""#).count(), 3);
+        assert_eq!(html.matches(r#"class="retry compliant""#).count(), 8);
+        assert_eq!(html.matches(r#"<svg class="timeline""#).count(), 5);
+        assert_eq!(html.matches(r#"class="throttle""#).count(), 8);
+        assert!(
+            !html.contains("http-equiv") && !html.contains("<script") && !html.contains("src=")
+        );
+    }
+
+    #[test]
+    fn markdown_caps_the_violation_table() {
+        let events: Vec<Event> = (0..25)
+            .map(|i| retry("naive", &format!("http://x/{i}"), 0, 5000, 100 + i))
+            .collect();
+        let md = Report::from_events(&events).render(Format::Markdown);
+        assert!(
+            md.contains("…and 5 more (the JSON report lists them all)."),
+            "{md}"
+        );
+        assert!(md.contains("| naive | `GET http://x/0` | 4.90 s |"), "{md}");
+    }
+}
+
+mod terminal_summary {
+    use super::*;
+
+    #[test]
+    fn lists_the_worst_five_the_herds_and_the_reports() {
+        let mut events = fixture();
+        events.extend((0..4).map(|i| retry("naive", "http://x/", 0, 60_000, 100 + i)));
+        let summary = Report::from_events(&events).terminal_summary(&[
+            (Format::Json, PathBuf::from("out/report.json")),
+            (Format::Html, PathBuf::from("out/report.html")),
+        ]);
+        let lines: Vec<&str> = summary.lines().collect();
+        assert_eq!(
+            lines[0],
+            "holdoff: FAIL: 7 premature retries and 8 compliant (8 throttled responses, 57 requests)"
+        );
+        assert_eq!(lines[1], "worst offenders (times UTC, 2025-03-01):");
+        assert_eq!(lines.iter().filter(|l| l.starts_with("  naive")).count(), 5);
+        assert!(summary.contains("  and 2 more\n"), "{summary}");
+        assert!(summary.contains("herd: worker-1, worker-2, worker-3 resumed within 5 ms"));
+        assert!(
+            summary
+                .ends_with("reports:\n  JSON      out/report.json\n  HTML      out/report.html\n")
+        );
+    }
+
+    #[test]
+    fn says_pass_briefly() {
+        let report = Report::from_events(&[
+            throttle("a", "http://x/", 0, 1000),
+            retry("a", "http://x/", 0, 1000, 1200),
+        ]);
+        assert_eq!(
+            report.terminal_summary(&[]),
+            "holdoff: PASS: every retry waited (1 compliant retry; 1 throttled response, 0 requests)\n  the event log has no finish event: the run was cut short, counts may be partial\n"
+        );
+    }
+}
+
+mod format {
+    use super::*;
+
+    #[test]
+    fn parses_names_and_guesses_from_extensions() {
+        for format in Format::ALL {
+            assert_eq!(format.name().parse::<Format>(), Ok(format));
+        }
+        assert_eq!("Markdown".parse::<Format>(), Ok(Format::Markdown));
+        assert!(
+            "pdf"
+                .parse::<Format>()
+                .unwrap_err()
+                .contains("json, junit, md or html")
+        );
+        assert_eq!(
+            Format::from_extension(Path::new("r/junit.XML")),
+            Some(Format::Junit)
+        );
+        assert_eq!(
+            Format::from_extension(Path::new("r.htm")),
+            Some(Format::Html)
+        );
+        assert_eq!(Format::from_extension(Path::new("report")), None);
+    }
+}

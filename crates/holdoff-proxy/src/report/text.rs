@@ -1,0 +1,242 @@
+//! Small text helpers the report formats share: durations for people, escaping for XML,
+//! HTML and Markdown, and times shortened to what a reader needs.
+
+use std::borrow::Cow;
+use std::time::SystemTime;
+
+use super::time;
+
+/// A duration in milliseconds for people: `0 ms`, `250 ms`, `1.90 s`, `2 min 5 s`.
+pub(crate) fn millis(ms: f64) -> String {
+    let ms = ms.max(0.0);
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else if ms < 60_000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else {
+        let secs = (ms / 1000.0).round();
+        format!("{} min {} s", (secs / 60.0).floor(), secs % 60.0)
+    }
+}
+
+/// `count` and `noun`, plural unless one: `1 retry`, `2 retries`.
+pub(crate) fn count(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
+/// `s` escaped for XML and HTML text and attribute values: `& < > " '` as entities, and the
+/// characters XML 1.0 forbids even as entities (controls other than tab, newline and carriage
+/// return) replaced by U+FFFD.
+pub(crate) fn xml(s: &str) -> Cow<'_, str> {
+    let clean = |c: char| {
+        !matches!(c, '&' | '<' | '>' | '"' | '\'')
+            && (!c.is_control() || matches!(c, '\t' | '\n' | '\r'))
+            && !matches!(c, '\u{FFFE}' | '\u{FFFF}')
+    };
+    if s.chars().all(clean) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            // C1 controls are allowed in XML 1.0 but useless and invisible: replaced too.
+            c if c.is_control() || matches!(c, '\u{FFFE}' | '\u{FFFF}') => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `s` as plain text in a Markdown table cell: no HTML, no formatting, no column break, one
+/// line.
+pub(crate) fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `s` as inline code in Markdown (safe in a table cell): fenced with more backticks than
+/// it contains in a row, with `|` escaped for the table.
+pub(crate) fn md_code(s: &str) -> String {
+    let s: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{}{pad}{fence}", s.replace('|', "\\|"))
+}
+
+/// `command` quoted for a POSIX shell.
+pub(crate) fn shell_words(command: &[String]) -> String {
+    let quote = |arg: &String| {
+        let safe = !arg.is_empty()
+            && arg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+        if safe {
+            arg.clone()
+        } else {
+            format!("'{}'", arg.replace('\'', r"'\''"))
+        }
+    };
+    command.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// `s` cut to `max` characters, with `…` at the end when cut.
+pub(crate) fn truncate(s: &str, max: usize) -> Cow<'_, str> {
+    if s.chars().count() <= max {
+        return Cow::Borrowed(s);
+    }
+    let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    Cow::Owned(cut)
+}
+
+/// How times are shown in tables: the time of day when the whole run is on one UTC date
+/// (stated once, in the heading), the full RFC 3339 time otherwise.
+#[derive(Clone, Debug)]
+pub(crate) struct Times {
+    /// The one UTC date, if there is one.
+    pub(crate) date: Option<String>,
+}
+
+impl Times {
+    /// The style for times from `first` to `last`.
+    pub(crate) fn new(first: Option<SystemTime>, last: Option<SystemTime>) -> Times {
+        let date = match (first, last) {
+            (Some(first), Some(last)) if time::date(first) == time::date(last) => {
+                Some(time::date(first))
+            }
+            (Some(first), None) => Some(time::date(first)),
+            _ => None,
+        };
+        Times { date }
+    }
+
+    /// `at`, shortened if the style allows.
+    pub(crate) fn show(&self, at: SystemTime) -> String {
+        match self.date {
+            Some(_) => time::time_of_day(at),
+            None => time::format(at),
+        }
+    }
+
+    /// A note for the heading of a table: `(times UTC, 2025-03-01)` or `(times UTC)`.
+    pub(crate) fn note(&self) -> String {
+        match &self.date {
+            Some(date) => format!("times UTC, {date}"),
+            None => "times UTC".to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod millis {
+        use super::*;
+
+        #[test]
+        fn picks_a_unit_for_people() {
+            assert_eq!(millis(0.0), "0 ms");
+            assert_eq!(millis(0.4), "0 ms");
+            assert_eq!(millis(250.4), "250 ms");
+            assert_eq!(millis(1900.0), "1.90 s");
+            assert_eq!(millis(59_994.0), "59.99 s");
+            assert_eq!(millis(125_000.0), "2 min 5 s");
+            assert_eq!(millis(-3.0), "0 ms");
+        }
+    }
+
+    mod xml {
+        use super::*;
+
+        #[test]
+        fn escapes_markup_and_quotes() {
+            assert_eq!(
+                xml(r#"<a href="x?a=1&b='2'">"#),
+                "&lt;a href=&quot;x?a=1&amp;b=&apos;2&apos;&quot;&gt;"
+            );
+        }
+
+        #[test]
+        fn leaves_clean_text_borrowed() {
+            assert!(matches!(xml("GET https://api.example/ü"), Cow::Borrowed(_)));
+        }
+
+        #[test]
+        fn replaces_what_xml_cannot_carry_and_keeps_whitespace() {
+            assert_eq!(
+                xml("a\u{0}b\u{1b}c\td\ne\u{85}f"),
+                "a\u{FFFD}b\u{FFFD}c\td\ne\u{FFFD}f"
+            );
+        }
+    }
+
+    mod md {
+        use super::*;
+
+        #[test]
+        fn neutralises_markup_and_column_breaks() {
+            assert_eq!(md("<b>*a*|_b_</b>"), "&lt;b&gt;\\*a\\*\\|\\_b\\_&lt;/b&gt;");
+            assert_eq!(md("two\nlines"), "two lines");
+        }
+
+        #[test]
+        fn code_fences_around_backticks_and_escapes_pipes() {
+            assert_eq!(md_code("GET /a|b"), "`GET /a\\|b`");
+            assert_eq!(md_code("a``b"), "```a``b```");
+            assert_eq!(md_code("`x"), "`` `x ``");
+        }
+    }
+
+    mod shell_words {
+        use super::*;
+
+        #[test]
+        fn quotes_only_what_needs_it() {
+            let words: Vec<String> = ["curl", "-s", "http://a/b?x=1&y", "it's", ""]
+                .map(String::from)
+                .to_vec();
+            assert_eq!(
+                shell_words(&words),
+                r"curl -s 'http://a/b?x=1&y' 'it'\''s' ''"
+            );
+        }
+    }
+
+    mod truncate {
+        use super::*;
+
+        #[test]
+        fn cuts_on_characters() {
+            assert_eq!(truncate("héllo", 5), "héllo");
+            assert_eq!(truncate("héllo world", 5), "héll…");
+        }
+    }
+}
