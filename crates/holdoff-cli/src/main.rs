@@ -9,6 +9,7 @@
 //! - 0: success (for `explain`: the value is valid).
 //! - 1: the command ran and found a problem (for `explain`: the value is malformed).
 //! - 2: usage error (bad option or argument), or the output could not be written.
+//! - 3: a client retried before its permitted time (`run`, `report`).
 #![forbid(unsafe_code)]
 
 mod ca;
@@ -16,6 +17,8 @@ mod config;
 mod duration;
 mod explain;
 mod proxy;
+mod report;
+mod run;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -41,9 +44,15 @@ enum Command {
     /// Run the throttling proxy: forward (HTTP, and HTTPS intercepted for watched URLs) or,
     /// with --upstream, reverse.
     Proxy(Box<proxy::Args>),
+    /// Run a command through a throttling proxy of its own, with a throwaway CA, and fail
+    /// (exit 3) if it retried before a Retry-After had passed.
+    Run(Box<run::Args>),
     /// Work with configuration files: print the JSON Schema, check a file, print a built-in
     /// preset, import Microsoft Dev Proxy's configuration.
     Config(config::Args),
+    /// Write the reports (Markdown, JSON, JUnit XML, HTML) of a saved event log; exit 3 if a
+    /// client retried early.
+    Report(report::Args),
 }
 
 impl Command {
@@ -52,7 +61,9 @@ impl Command {
             Command::Explain(_) => "explain",
             Command::Ca(_) => "ca",
             Command::Proxy(_) => "proxy",
+            Command::Run(_) => "run",
             Command::Config(_) => "config",
+            Command::Report(_) => "report",
         }
     }
 }
@@ -83,7 +94,9 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args, &mut stdout),
         Command::Ca(args) => ca::run(args, &mut stdout),
         Command::Proxy(args) => proxy::run(*args, &mut stdout),
+        Command::Run(args) => run::run(*args),
         Command::Config(args) => config::run(args, &mut stdout),
+        Command::Report(args) => report::run(args, &mut stdout),
     };
     let result = result.and_then(|code| {
         stdout.flush()?;

@@ -1,39 +1,38 @@
 //! `holdoff proxy`: run the proxy until Ctrl-C or SIGTERM, logging every request.
 //!
-//! The flow: [`Args`] (clap) → [`ProxyConfig`] (checked with
-//! [`validate`](ProxyConfig::validate), so that usage errors exit 2 before anything starts) →
-//! a multi-thread tokio runtime → [`ProxyServer::bind`] → one line on stdout,
-//! `listening on http://IP:PORT`, for people and scripts → logs on stderr → on a signal, the
-//! summary on stderr.
+//! The flow: [`Args`] (clap) → [`ProxyConfig`] → [`session::prepare`] (checks the config, so
+//! that usage errors exit 2 before anything starts; loads the faults; opens the event log and
+//! the logs) → a multi-thread tokio runtime → [`session::Prepared::start`] (binds) → one line
+//! on stdout, `listening on http://IP:PORT`, for people and scripts → logs on stderr → on a
+//! signal, the reports and the summary on stderr.
+//!
+//! `holdoff run` shares most of it: the [`Options`] (everything but where to listen, the
+//! reverse-proxy upstream, the CA and the credentials) and the [`session`].
 
 mod faults;
-mod logging;
+pub(crate) mod logging;
+pub(crate) mod session;
 
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use holdoff::clock::{Clock, TokioClock};
-use holdoff_proxy::fault::error::{FaultRng, Rate, RetryAfterForm};
-use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
-use holdoff_proxy::judge::{Judge, JudgeEvent, JudgeStage, KeyMode, Penalty, Verdict};
+use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
+use holdoff_proxy::judge::KeyMode;
+use holdoff_proxy::{CaSource, ConfigError, Credentials, ProxyConfig, Upstream, WatchPattern};
 
-use holdoff_proxy::{
-    CaSource, ConfigError, Credentials, ErrorKind, ProxyConfig, ProxyError, ProxyServer, Stage,
-    Summary, Upstream, WatchPattern,
-};
-
+use crate::report::ReportArgs;
 use crate::{Failure, duration};
 
 const AFTER_HELP: &str = "\
 Clients use it as their proxy: HTTP_PROXY=http://127.0.0.1:8000 HTTPS_PROXY=http://127.0.0.1:8000.
 HTTPS to a watched URL is intercepted with a certificate from holdoff's local CA, which the client
 must trust (see `holdoff ca`); other HTTPS is tunnelled untouched. With --upstream it is a reverse
-proxy instead: clients talk to it as if it were the upstream, and no CA is needed.
+proxy instead: clients talk to it as if it were the upstream, and no CA is needed. To run one
+command through a proxy of its own, with a throwaway CA, see `holdoff run`.
 
 Watched requests meet the faults: error responses, rate limits, latency, mocks and network faults,
 from -c FILE, --preset NAME, --devproxy-config FILE, or holdoff.json / holdoff.yaml in the current
@@ -42,10 +41,12 @@ directory; without any, the `throttle` preset answers half of them with 429 and 
 opens a window; a retry before it ends is judged premature and answered 429 without reaching the
 upstream.
 
-On start it prints one line on stdout, `listening on http://IP:PORT`; logs go to stderr, one line
-per request, starting with the faults in use and their seed. Config and data files are reloaded
-when they change. Ctrl-C or SIGTERM stops accepting, lets requests in flight finish within --grace,
-and prints what the faults did, the judge's verdicts and a summary.
+On start it prints one line on stdout, `listening on http://IP:PORT`; logs go to stderr (or
+--log-file), one line per request, starting with the faults in use and their seed. Config and data
+files are reloaded when they change. Ctrl-C or SIGTERM stops accepting, lets requests in flight
+finish within --grace, writes the reports asked for (--report-json, --report-junit, --report-md,
+--report-html; --events keeps every event as JSON lines while it runs), and prints what the faults
+did, the judge's verdicts and a summary.
 
 Durations: 8s, 500ms, 1m30s, or plain seconds.
 
@@ -55,7 +56,7 @@ readable), 2 for a usage or config error.
 Examples:
   holdoff proxy --urls-to-watch 'https://api.example.com/*'
   holdoff proxy --port 0 --upstream http://127.0.0.1:3000 --preset flaky --seed 7
-  holdoff proxy -c holdoff.yaml -u 'https://api.example.com/*' --failure-rate 20
+  holdoff proxy -c holdoff.yaml -u 'https://api.example.com/*' --report-html report.html
   holdoff proxy --devproxy-config devproxyrc.json
   holdoff proxy --ip-address 0.0.0.0 --proxy-auth alice:s3cret --output json";
 
@@ -71,21 +72,10 @@ pub(crate) struct Args {
     #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     ip_address: IpAddr,
 
-    /// A URL pattern to watch, and to intercept when it is HTTPS: `*` matches anything, a
-    /// leading `!` excludes, the first match wins. Repeat for more. Without any, nothing is
-    /// intercepted (in reverse mode: everything is watched).
-    #[arg(short, long, value_name = "PATTERN", value_parser = parse_pattern)]
-    urls_to_watch: Vec<WatchPattern>,
-
     /// Reverse-proxy mode: send every request to this upstream (http:// or https://, host and
     /// port, no path).
     #[arg(long, value_name = "URL", value_parser = parse_upstream)]
     upstream: Option<Upstream>,
-
-    /// A PEM file of root certificates to trust for upstream TLS, besides the system's (e.g.
-    /// a test server's CA). Repeat for more.
-    #[arg(long, value_name = "PEM")]
-    upstream_ca: Vec<PathBuf>,
 
     /// Where the interception CA is kept (created on first use). Default: the user's data
     /// directory, as `holdoff ca path` shows.
@@ -96,14 +86,47 @@ pub(crate) struct Args {
     #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_credentials)]
     proxy_auth: Option<Credentials>,
 
+    #[command(flatten)]
+    options: Options,
+
+    #[command(flatten)]
+    reports: ReportArgs,
+}
+
+/// What `holdoff proxy` and `holdoff run` share: what is watched, the faults, the judge, the
+/// timeouts, the logs and the event log.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Options {
+    /// A URL pattern to watch, and to intercept when it is HTTPS: `*` matches anything, a
+    /// leading `!` excludes, the first match wins. Repeat for more. Without any (here or in
+    /// the config), `holdoff proxy` intercepts nothing (in reverse mode: watches everything)
+    /// and `holdoff run` watches everything.
+    #[arg(short, long, value_name = "PATTERN", value_parser = parse_pattern)]
+    urls_to_watch: Vec<WatchPattern>,
+
+    /// A PEM file of root certificates to trust for upstream TLS, besides the system's (e.g.
+    /// a test server's CA). Repeat for more.
+    #[arg(long, value_name = "PEM")]
+    upstream_ca: Vec<PathBuf>,
+
     /// The log level (error, warn, info, debug, trace), or a filter such as
     /// `info,holdoff::request=warn`.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     log_level: String,
 
-    /// The log format on stderr: text for people, json for one JSON object per line.
+    /// The log format: text for people, json for one JSON object per line.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Output::Text)]
     output: Output,
+
+    /// Write the log to FILE (created or truncated) instead of stderr. With --output text the
+    /// summary at the end still goes to stderr.
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+
+    /// Keep every event — the start, each verdict, the end — in FILE as JSON lines while the
+    /// proxy runs (`holdoff report FILE` turns it into reports later).
+    #[arg(long, value_name = "FILE")]
+    events: Option<PathBuf>,
 
     /// On shutdown, how long requests in flight may take to finish before they are cut.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
@@ -235,21 +258,29 @@ fn reason(err: &ConfigError) -> String {
     }
 }
 
-impl Args {
-    fn config(&self) -> ProxyConfig {
+impl Options {
+    /// The proxy's settings these options make; the caller sets where it listens and its CA.
+    pub(crate) fn config(&self) -> ProxyConfig {
         let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::new(self.ip_address, self.port);
-        config.upstream = self.upstream.clone();
         config.urls_to_watch = self.urls_to_watch.clone();
         config.upstream_ca = self.upstream_ca.clone();
+        config.grace = self.grace;
+        config.upstream_timeout = self.upstream_timeout;
+        config.idle_timeout = self.idle_timeout;
+        config
+    }
+}
+
+impl Args {
+    fn config(&self) -> ProxyConfig {
+        let mut config = self.options.config();
+        config.listen = SocketAddr::new(self.ip_address, self.port);
+        config.upstream = self.upstream.clone();
         config.ca = match &self.ca_dir {
             Some(dir) => CaSource::Dir(dir.clone()),
             None => CaSource::DefaultDir,
         };
         config.proxy_auth = self.proxy_auth.clone();
-        config.grace = self.grace;
-        config.upstream_timeout = self.upstream_timeout;
-        config.idle_timeout = self.idle_timeout;
         config
     }
 }
@@ -272,357 +303,34 @@ fn usage(err: &ConfigError) -> String {
 }
 
 pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
-    let config = args.config();
-    config
-        .validate()
-        .map_err(|err| Failure::Usage(usage(&err)))?;
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let source = faults::Source::pick(
-        args.config.as_deref(),
-        args.preset.as_deref(),
-        args.devproxy_config.as_deref(),
-        &cwd,
-    );
-    let loaded = match args.pass_through {
-        true => None,
-        false => Some(source.load().map_err(Failure::Usage)?),
-    };
-    let mut config = config;
-    if config.urls_to_watch.is_empty() {
-        if let Some(urls) = loaded
-            .as_ref()
-            .and_then(|l| l.compiled.urls_to_watch.as_ref())
-        {
-            config.urls_to_watch = urls.clone();
-        }
-    }
-    let guard = logging::init(&args.log_level, args.output).map_err(Failure::Usage)?;
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let (prepared, logs) = session::prepare(&args.options, args.config())?;
+    let runtime = match session::runtime() {
         Ok(runtime) => runtime,
-        Err(err) => return Ok(fail(&format!("failed to start the runtime: {err}"))),
+        Err(code) => return Ok(code),
     };
     let code = runtime.block_on(async {
-        let Some(loaded) = loaded else {
-            tracing::info!("passing everything through: no faults, no judge");
-            return serve(config, None, args.output, &guard, out).await;
+        let signal = match shutdown_signal() {
+            Ok(signal) => signal,
+            Err(err) => {
+                return Ok(session::fail(&format!(
+                    "failed to listen for signals: {err}"
+                )));
+            }
         };
-        let mut pipeline = Pipeline::new(&args, &loaded);
-        pipeline.notes = loaded
-            .notes
-            .iter()
-            .map(|note| format!("{source}: {note}"))
-            .collect();
-        pipeline.describe = format!(
-            "faults from {source}: {}",
-            faults::describe(&loaded.compiled.plan)
-        );
-        let reload = tokio::spawn(faults::reload(
-            source.clone(),
-            loaded.files.clone(),
-            pipeline.faults.clone(),
-            pipeline.overrides,
-        ));
-        let code = serve(config, Some(pipeline), args.output, &guard, out).await;
-        reload.abort();
-        code
+        let serving = match prepared.start(None).await {
+            Ok(serving) => serving,
+            Err(early) => return early,
+        };
+        writeln!(out, "listening on http://{}", serving.local_addr())?;
+        out.flush()?;
+        let stopped = serving.stop_when(signal).await;
+        stopped.report(None, &args.reports, &logs);
+        Ok(ExitCode::SUCCESS)
     });
     // Every log line is out before the process exits.
     drop(runtime);
-    drop(guard);
+    drop(logs);
     code
-}
-
-/// The stages every request passes: the judge, then the faults.
-struct Pipeline {
-    judge: Arc<JudgeStage>,
-    faults: Arc<FaultStage>,
-    overrides: faults::Overrides,
-    /// What the faults are and where they come from, logged at start.
-    describe: String,
-    /// What a Dev Proxy config asked for that holdoff does differently, logged at start.
-    notes: Vec<String>,
-}
-
-impl Pipeline {
-    /// The command line's choices over the config's, over the defaults. Needs the runtime.
-    fn new(args: &Args, loaded: &faults::Loaded) -> Pipeline {
-        let compiled = &loaded.compiled;
-        let penalty = match args.judge_penalty {
-            Some(PenaltyArg::None) => Penalty::None,
-            Some(PenaltyArg::Sliding) => Penalty::Sliding,
-            None => compiled.judge_penalty.unwrap_or_default(),
-        };
-        let key = args
-            .judge_key
-            .clone()
-            .or_else(|| compiled.judge_key.clone())
-            .unwrap_or_default();
-        let overrides = faults::Overrides {
-            failure_rate: args.failure_rate,
-            retry_after_form: args.retry_after_form.map(Into::into),
-        };
-        let judge = Judge::new(key, TokioClock.now()).penalty(penalty);
-        let rng = args
-            .seed
-            .or(compiled.seed)
-            .map_or_else(FaultRng::random, FaultRng::new);
-        let plan = overrides.apply(compiled.plan.clone());
-        Pipeline {
-            judge: Arc::new(JudgeStage::new(Arc::new(judge))),
-            faults: Arc::new(FaultStage::new(plan, rng, Arc::new(TokioClock))),
-            overrides,
-            describe: String::new(),
-            notes: Vec::new(),
-        }
-    }
-}
-
-async fn serve(
-    config: ProxyConfig,
-    pipeline: Option<Pipeline>,
-    output: Output,
-    logs: &logging::Guard,
-    out: &mut impl Write,
-) -> Result<ExitCode, Failure> {
-    let port = config.listen.port();
-    let upstream = config.upstream.clone();
-    let watching = config.urls_to_watch.len();
-    let signal = match shutdown_signal() {
-        Ok(signal) => signal,
-        Err(err) => return Ok(fail(&format!("failed to listen for signals: {err}"))),
-    };
-    // The judge goes first: a premature retry is answered before any fault runs, and every
-    // hint a client receives — the faults' included, as the responses unwind — opens a window.
-    let stages: Vec<Arc<dyn Stage>> = match &pipeline {
-        Some(pipeline) => vec![pipeline.judge.clone(), pipeline.faults.clone()],
-        None => Vec::new(),
-    };
-    let server = match ProxyServer::bind(config, stages).await {
-        Ok(server) => server,
-        Err(err) => return start_failed(&err, port),
-    };
-    writeln!(out, "listening on http://{}", server.local_addr())?;
-    out.flush()?;
-
-    match (&upstream, server.ca()) {
-        (Some(upstream), _) => {
-            tracing::info!("reverse proxy: every request goes to {upstream}")
-        }
-        (None, Some(ca)) => {
-            let path = ca.cert_path().map_or_else(
-                || "(in memory)".to_owned(),
-                |path| path.display().to_string(),
-            );
-            tracing::info!(
-                "forward proxy intercepting HTTPS for {watching} watched URL \
-                 pattern(s); clients must trust the CA certificate {path}"
-            );
-        }
-        (None, None) => tracing::info!(
-            "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
-        ),
-    }
-
-    let Some(Pipeline {
-        judge,
-        faults,
-        describe,
-        notes,
-        ..
-    }) = pipeline
-    else {
-        let summary = server.run_until(signal).await;
-        report(&summary, output, logs);
-        return Ok(ExitCode::SUCCESS);
-    };
-    for note in notes {
-        tracing::warn!("{note}");
-    }
-    let seed = faults.seed();
-    tracing::info!(
-        seed,
-        "{describe}; seed {seed} (repeat this run with --seed {seed})"
-    );
-    let evictions = tokio::spawn(evict(judge.clone(), faults.clone()));
-    let summary = server.run_until(signal).await;
-    evictions.abort();
-    report_faults(&faults.counts(), faults.seed(), output, logs);
-    report_verdicts(&judge.events(), output, logs);
-    report(&summary, output, logs);
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Drops windows long past their permitted time and idle rate-limit counters, so memory stays
-/// bounded however long the proxy runs.
-async fn evict(judge: Arc<JudgeStage>, faults: Arc<FaultStage>) {
-    let mut every = tokio::time::interval(Duration::from_secs(30));
-    loop {
-        every.tick().await;
-        let dropped = judge.judge().evict(TokioClock.now());
-        if dropped > 0 {
-            tracing::debug!(dropped, "evicted expired judge windows");
-        }
-        let dropped = faults.evict(TokioClock.now());
-        if dropped > 0 {
-            tracing::debug!(dropped, "evicted idle rate-limit counters");
-        }
-    }
-}
-
-/// What the faults did, one line, with the seed that repeats it.
-fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &logging::Guard) {
-    let line = format!(
-        "holdoff faults: {} error responses, {} rate-limited, {} mocked, {} delayed, {} resets, \
-         {} hangs, {} truncated, {} slowed (seed {seed}).",
-        counts.errors,
-        counts.rate_limited,
-        counts.mocked,
-        counts.delayed,
-        counts.resets,
-        counts.hangs,
-        counts.truncated,
-        counts.slowed
-    );
-    match output {
-        Output::Text => {
-            logs.flush();
-            let _ = writeln!(io::stderr(), "{line}");
-        }
-        Output::Json => tracing::info!(
-            target: "holdoff::faults",
-            errors = counts.errors,
-            rate_limited = counts.rate_limited,
-            mocked = counts.mocked,
-            delayed = counts.delayed,
-            resets = counts.resets,
-            hangs = counts.hangs,
-            truncated = counts.truncated,
-            slowed = counts.slowed,
-            seed,
-            "{line}"
-        ),
-    }
-}
-
-/// What the judge found — the counts, then each premature retry, the worst first — as text
-/// lines or JSON events (target `holdoff::judge`), before the proxy's own summary.
-fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &logging::Guard) {
-    let mut premature: Vec<&JudgeEvent> = events
-        .iter()
-        .filter(|e| e.verdict == Verdict::Premature)
-        .collect();
-    premature.sort_by_key(|e| std::cmp::Reverse(e.by));
-    let compliant = events.len() - premature.len();
-    let line = format!(
-        "holdoff judge: {} premature and {compliant} compliant retr{}.",
-        premature.len(),
-        if events.len() == 1 { "y" } else { "ies" }
-    );
-    match output {
-        Output::Text => {
-            logs.flush();
-            let mut stderr = io::stderr().lock();
-            let _ = writeln!(stderr, "{line}");
-            for event in premature.iter().take(10) {
-                let _ = writeln!(
-                    stderr,
-                    "  premature: {} {} {} came {:.3}s early",
-                    event.client,
-                    event.method,
-                    event.url,
-                    event.by.as_secs_f64()
-                );
-            }
-        }
-        Output::Json => {
-            for event in premature.iter().take(10) {
-                tracing::warn!(
-                    target: "holdoff::judge",
-                    client = %event.client,
-                    method = %event.method,
-                    url = %event.url,
-                    early_ms = event.by.as_millis() as u64,
-                    "premature retry"
-                );
-            }
-            tracing::info!(
-                target: "holdoff::judge",
-                premature = premature.len(),
-                compliant,
-                "{line}"
-            );
-        }
-    }
-}
-
-/// Why the proxy could not start: a usage error (2) or a runtime failure (1).
-fn start_failed(err: &ProxyError, port: u16) -> Result<ExitCode, Failure> {
-    if let Some(config) = err.config() {
-        return Err(Failure::Usage(usage(config)));
-    }
-    let mut message = format!("failed to {err}");
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    if err.kind() == ErrorKind::Bind {
-        let hint = match err.io_kind() {
-            Some(io::ErrorKind::AddrInUse) => Some(format!(
-                "port {port} is in use (another proxy?): pick another with --port, or --port 0 \
-                 for a free one"
-            )),
-            Some(io::ErrorKind::AddrNotAvailable) => {
-                Some("that address is not one of this machine's: check --ip-address".to_owned())
-            }
-            Some(io::ErrorKind::PermissionDenied) => {
-                Some("ports below 1024 need privileges: pick a higher --port".to_owned())
-            }
-            _ => None,
-        };
-        if let Some(hint) = hint {
-            message.push_str("\n  hint: ");
-            message.push_str(&hint);
-        }
-    }
-    Ok(fail(&message))
-}
-
-/// Reports a runtime failure on stderr; exit status 1.
-fn fail(message: &str) -> ExitCode {
-    // With stderr gone there is nobody left to tell.
-    let _ = writeln!(io::stderr(), "holdoff: {message}");
-    ExitCode::from(1)
-}
-
-/// The summary on stderr: a paragraph for people, or one JSON log line.
-fn report(summary: &Summary, output: Output, logs: &logging::Guard) {
-    match output {
-        Output::Text => {
-            // After the log lines before it.
-            logs.flush();
-            let _ = writeln!(io::stderr(), "{summary}");
-        }
-        Output::Json => tracing::info!(
-            target: "holdoff::summary",
-            requests = summary.requests,
-            status_1xx = summary.by_class[0],
-            status_2xx = summary.by_class[1],
-            status_3xx = summary.by_class[2],
-            status_4xx = summary.by_class[3],
-            status_5xx = summary.by_class[4],
-            tunnels = summary.tunnels,
-            intercepted = summary.intercepted,
-            errors = summary.errors,
-            aborted = summary.aborted,
-            cut = summary.cut,
-            uptime_s = summary.uptime.as_secs_f64(),
-            "{summary}"
-        ),
-    }
 }
 
 /// Registers for Ctrl-C (SIGINT) and SIGTERM now, so that a signal sent as soon as the
@@ -710,7 +418,7 @@ mod tests {
                 "json",
             ])
             .unwrap();
-            assert_eq!(args.output, Output::Json);
+            assert_eq!(args.options.output, Output::Json);
             let config = args.config();
             assert_eq!(config.listen, "[::1]:0".parse().unwrap());
             assert_eq!(config.urls_to_watch.len(), 2);

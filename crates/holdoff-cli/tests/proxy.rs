@@ -101,7 +101,10 @@ mod running {
         let log = stderr(&output);
         assert!(log.contains("url=http://127.0.0.1:1/x status=502"), "{log}");
         assert!(log.contains("mode=forward client=127.0.0.1"), "{log}");
-        let summary = log.lines().last().unwrap_or_default();
+        let summary = log
+            .lines()
+            .find(|line| line.starts_with("holdoff proxy: "))
+            .unwrap_or_default();
         assert!(
             summary.starts_with("holdoff proxy: 2 requests in ")
                 && summary.contains("(1 4xx, 1 5xx)")
@@ -128,8 +131,10 @@ mod running {
         assert_eq!(request["status"], 502);
         assert_eq!(request["mode"], "forward");
         assert!(request["duration_ms"].is_number());
-        let summary = lines.last().expect("a summary line");
-        assert_eq!(summary["target"], "holdoff::summary");
+        let summary = lines
+            .iter()
+            .find(|line| line["target"] == "holdoff::summary")
+            .expect("a summary line");
         assert_eq!(summary["requests"], 1);
         assert_eq!(summary["status_5xx"], 1);
     }

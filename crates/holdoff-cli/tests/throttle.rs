@@ -171,7 +171,8 @@ fn two_clients_share_a_window_when_keyed_by_host() {
         stderr.contains("holdoff judge: 1 premature and 0 compliant retry."),
         "{stderr}"
     );
-    assert!(stderr.contains("header:b GET"), "{stderr}");
+    // Among the worst offenders of the summary: `header:b  GET URL  … early`.
+    assert!(stderr.contains("header:b  GET "), "{stderr}");
 }
 
 #[test]
@@ -220,19 +221,15 @@ fn a_changed_data_file_is_reloaded_and_the_judge_keeps_its_windows() {
     assert_eq!(curl(proxy.addr, &[], &throttled), "429");
 
     dir.write("errors.json", &errors_file(503));
-    // The proxy looks at its files once a second: ask new URLs until a 503 shows the change.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut reloaded = false;
-    for i in 0.. {
-        if curl(proxy.addr, &[], &upstream.url(&format!("/fail/{i}"))) == "503" {
-            reloaded = true;
-            break;
+    // The proxy looks at its files once a second: ask new URLs until a 503 shows the change
+    // (giving up after 300 tries, 100 ms apart).
+    let reloaded = (0..300).any(|i| {
+        let changed = curl(proxy.addr, &[], &upstream.url(&format!("/fail/{i}"))) == "503";
+        if !changed {
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        if std::time::Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        changed
+    });
     assert!(reloaded, "errors.json was not reloaded within 30 s");
     // The window the first 429 opened is still there: an immediate retry is premature.
     assert_eq!(curl(proxy.addr, &[], &throttled), "429");

@@ -1,11 +1,14 @@
-//! Logs for `holdoff proxy`: `tracing` events on stderr, as text or JSON lines.
+//! Logs for `holdoff proxy` and `holdoff run`: `tracing` events on stderr or in a file, as
+//! text or JSON lines.
 //!
 //! Lines go through a writer thread, so a request never waits for the terminal: each event is
 //! formatted into its own buffer, queued, and written out in batches, one system call for
 //! many lines under load. The queue is bounded; when it is full, events wait (nothing is
 //! dropped).
 
+use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread;
 
@@ -18,13 +21,13 @@ use super::Output;
 const QUEUE: usize = 16 * 1024;
 
 /// Flushes every queued line when dropped.
-pub(super) struct Guard {
+pub(crate) struct Guard {
     queue: SyncSender<Message>,
 }
 
 impl Guard {
     /// Returns once every line queued so far is written.
-    pub(super) fn flush(&self) {
+    pub(crate) fn flush(&self) {
         let (done, flushed) = sync_channel(1);
         if self.queue.send(Message::Flush(done)).is_ok() {
             let _ = flushed.recv();
@@ -43,29 +46,39 @@ enum Message {
     Flush(SyncSender<()>),
 }
 
-/// Installs the global subscriber: `level` is a level or an `EnvFilter` directive.
+/// Installs the global subscriber: `level` is a level or an `EnvFilter` directive; the lines
+/// go to `file` (created or truncated) if given, else to stderr.
 ///
 /// # Errors
 ///
-/// A message for the user when `level` is not a valid filter or logging cannot be set up.
-pub(super) fn init(level: &str, output: Output) -> Result<Guard, String> {
+/// A message for the user when `level` is not a valid filter, `file` cannot be created, or
+/// logging cannot be set up.
+pub(super) fn init(level: &str, output: Output, file: Option<&Path>) -> Result<Guard, String> {
     let filter = EnvFilter::try_new(level).map_err(|err| {
         format!("invalid --log-level `{level}`: {err} (use error, warn, info, debug or trace)")
     })?;
+    let sink: Box<dyn Write + Send> = match file {
+        Some(path) => Box::new(File::create(path).map_err(|err| {
+            format!(
+                "cannot write the log file {}: {err}; check that its directory exists and is \
+                 writable",
+                path.display()
+            )
+        })?),
+        None => Box::new(io::stderr()),
+    };
+    let colour = file.is_none() && io::stderr().is_terminal();
     let (queue, lines) = sync_channel(QUEUE);
     thread::Builder::new()
         .name("holdoff-log".to_owned())
-        .spawn(move || write_lines(&lines))
+        .spawn(move || write_lines(&lines, sink))
         .map_err(|err| format!("cannot start the log writer: {err}"))?;
     let writer = Queue(queue.clone());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
     let installed = match output {
-        Output::Text => builder
-            .with_target(false)
-            .with_ansi(io::stderr().is_terminal())
-            .try_init(),
+        Output::Text => builder.with_target(false).with_ansi(colour).try_init(),
         Output::Json => builder
             .json()
             .flatten_event(true)
@@ -78,24 +91,24 @@ pub(super) fn init(level: &str, output: Output) -> Result<Guard, String> {
 }
 
 /// The writer thread: writes lines as they come, flushing whenever the queue runs dry.
-fn write_lines(lines: &Receiver<Message>) {
-    let mut stderr = BufWriter::with_capacity(64 * 1024, io::stderr());
+fn write_lines(lines: &Receiver<Message>, sink: Box<dyn Write + Send>) {
+    let mut out = BufWriter::with_capacity(64 * 1024, sink);
     while let Ok(first) = lines.recv() {
         let mut next = Some(first);
         while let Some(message) = next {
             match message {
-                // Nothing to do if stderr is gone.
+                // Nothing to do if stderr (or the disk) is gone.
                 Message::Line(line) => {
-                    let _ = stderr.write_all(&line);
+                    let _ = out.write_all(&line);
                 }
                 Message::Flush(done) => {
-                    let _ = stderr.flush();
+                    let _ = out.flush();
                     let _ = done.send(());
                 }
             }
             next = lines.try_recv().ok();
         }
-        let _ = stderr.flush();
+        let _ = out.flush();
     }
 }
 

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// `holdoff proxy --port 0 ARGS…`, stopped with SIGTERM by [`Proxy::stop`].
 pub struct Proxy {
@@ -55,14 +55,28 @@ impl Proxy {
     }
 
     /// SIGTERM, then everything it wrote to stderr.
-    pub fn stop(self) -> String {
+    pub fn stop(mut self) -> String {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .expect("run kill");
         assert!(status.success());
-        let output: Output = self.child.wait_with_output().expect("wait for holdoff");
-        String::from_utf8_lossy(&output.stderr).into_owned()
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        let _ = self.child.wait();
+        stderr
+    }
+}
+
+impl Drop for Proxy {
+    /// A test that fails before [`Proxy::stop`] leaves no proxy running.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 

@@ -1,0 +1,556 @@
+//! One run of the proxy, from options to reports: what `holdoff proxy` and `holdoff run`
+//! share.
+//!
+//! [`prepare`] does everything that can fail as a usage error before anything starts (the
+//! config checked, the faults loaded, the event log and the logs opened);
+//! [`Prepared::start`] binds and starts recording; [`Serving::stop_when`] serves until a
+//! future completes, then drains; [`Stopped::report`] records the end, writes the reports and
+//! prints the summaries.
+
+use std::future::Future;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use holdoff::clock::{Clock, TokioClock};
+use holdoff_proxy::fault::error::FaultRng;
+use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
+use holdoff_proxy::judge::{Judge, JudgeEvent, JudgeStage, KeyMode, Penalty, Verdict};
+use holdoff_proxy::report::{Recorder, Report, RunInfo};
+use holdoff_proxy::{ErrorKind, ProxyConfig, ProxyError, ProxyServer, Stage, Summary};
+use tokio::task::JoinHandle;
+
+use super::logging::{self, Guard};
+use super::{Options, Output, PenaltyArg, faults, usage};
+use crate::Failure;
+use crate::report::ReportArgs;
+
+/// How a command ends before its proxy serves: an exit code, or a failure `main` reports.
+pub(crate) type Early = Result<ExitCode, Failure>;
+
+/// A proxy ready to start: its settings checked, its faults loaded, its event log open.
+pub(crate) struct Prepared {
+    config: ProxyConfig,
+    /// `None` with `--pass-through`.
+    faults: Option<(faults::Source, faults::Loaded)>,
+    judge_key: Option<KeyMode>,
+    judge_penalty: Option<PenaltyArg>,
+    seed: Option<u64>,
+    overrides: faults::Overrides,
+    recorder: Arc<Recorder>,
+    output: Output,
+}
+
+/// Checks `config` (the proxy's settings from `options` and the command's own), loads the
+/// faults, opens the event log, and sets up the logs, whose guard must outlive the runtime.
+///
+/// URL patterns on the command line win; without any, the config file's.
+///
+/// # Errors
+///
+/// [`Failure::Usage`] for a setting that cannot work, a config that does not load, an event
+/// log or log file that cannot be written, or a bad log level.
+pub(crate) fn prepare(
+    options: &Options,
+    mut config: ProxyConfig,
+) -> Result<(Prepared, Guard), Failure> {
+    config
+        .validate()
+        .map_err(|err| Failure::Usage(usage(&err)))?;
+    let faults = match options.pass_through {
+        true => None,
+        false => {
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let source = faults::Source::pick(
+                options.config.as_deref(),
+                options.preset.as_deref(),
+                options.devproxy_config.as_deref(),
+                &cwd,
+            );
+            let loaded = source.load().map_err(Failure::Usage)?;
+            Some((source, loaded))
+        }
+    };
+    if config.urls_to_watch.is_empty() {
+        if let Some(urls) = faults
+            .as_ref()
+            .and_then(|(_, loaded)| loaded.compiled.urls_to_watch.as_ref())
+        {
+            config.urls_to_watch = urls.clone();
+        }
+    }
+    let recorder = Recorder::new(options.events.as_deref()).map_err(|err| {
+        let path = options
+            .events
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""));
+        Failure::Usage(format!(
+            "cannot write the event log {}: {err}; check that its directory exists and is \
+             writable",
+            path.display()
+        ))
+    })?;
+    let logs = logging::init(
+        &options.log_level,
+        options.output,
+        options.log_file.as_deref(),
+    )
+    .map_err(Failure::Usage)?;
+    let prepared = Prepared {
+        config,
+        faults,
+        judge_key: options.judge_key.clone(),
+        judge_penalty: options.judge_penalty,
+        seed: options.seed,
+        overrides: faults::Overrides {
+            failure_rate: options.failure_rate,
+            retry_after_form: options.retry_after_form.map(Into::into),
+        },
+        recorder: Arc::new(recorder),
+        output: options.output,
+    };
+    Ok((prepared, logs))
+}
+
+/// The multi-thread runtime the proxy runs on, or exit status 1 saying why there is none.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| fail(&format!("failed to start the runtime: {err}")))
+}
+
+impl Prepared {
+    /// Watches `patterns` when neither the command line nor the config named any.
+    pub(crate) fn watch_by_default(&mut self, patterns: Vec<holdoff_proxy::WatchPattern>) {
+        if self.config.urls_to_watch.is_empty() {
+            self.config.urls_to_watch = patterns;
+        }
+    }
+
+    /// Binds, logs what the proxy does, and records the start; `command` is what `holdoff run`
+    /// runs.
+    ///
+    /// # Errors
+    ///
+    /// Exit status 1 when the proxy cannot start (the address is in use, the CA cannot be
+    /// read), or a usage error for a setting the server refused.
+    pub(crate) async fn start(self, command: Option<Vec<String>>) -> Result<Serving, Early> {
+        let Prepared {
+            config,
+            faults,
+            judge_key,
+            judge_penalty,
+            seed,
+            overrides,
+            recorder,
+            output,
+        } = self;
+        let port = config.listen.port();
+        let upstream = config.upstream.clone();
+        let watching = config.urls_to_watch.len();
+
+        let mut tasks = Vec::new();
+        // What a Dev Proxy config asked for that holdoff does differently, and what the faults
+        // are: logged once the proxy listens.
+        let mut notes = Vec::new();
+        let mut describe = String::new();
+        let (stages, source) = match faults {
+            None => (None, "pass-through".to_owned()),
+            Some((source, loaded)) => {
+                let compiled = &loaded.compiled;
+                let penalty = match judge_penalty {
+                    Some(PenaltyArg::None) => Penalty::None,
+                    Some(PenaltyArg::Sliding) => Penalty::Sliding,
+                    None => compiled.judge_penalty.unwrap_or_default(),
+                };
+                let key = judge_key
+                    .or_else(|| compiled.judge_key.clone())
+                    .unwrap_or_default();
+                let judge = Judge::new(key, TokioClock.now()).penalty(penalty);
+                let rng = seed
+                    .or(compiled.seed)
+                    .map_or_else(FaultRng::random, FaultRng::new);
+                let plan = overrides.apply(compiled.plan.clone());
+                describe = format!("faults from {source}: {}", faults::describe(&plan));
+                let stages = Stages {
+                    judge: Arc::new(
+                        JudgeStage::new(Arc::new(judge)).with_recorder(Arc::clone(&recorder)),
+                    ),
+                    faults: Arc::new(FaultStage::new(plan, rng, Arc::new(TokioClock))),
+                };
+                notes = loaded
+                    .notes
+                    .iter()
+                    .map(|note| format!("{source}: {note}"))
+                    .collect();
+                tasks.push(tokio::spawn(faults::reload(
+                    source.clone(),
+                    loaded.files.clone(),
+                    Arc::clone(&stages.faults),
+                    overrides,
+                )));
+                (Some(stages), source.to_string())
+            }
+        };
+
+        // The judge goes first: a premature retry is answered before any fault runs, and every
+        // hint a client receives — the faults' included, as the responses unwind — opens a
+        // window.
+        let pipeline: Vec<Arc<dyn Stage>> = match &stages {
+            Some(stages) => vec![stages.judge.clone(), stages.faults.clone()],
+            None => Vec::new(),
+        };
+        let server = match ProxyServer::bind(config, pipeline).await {
+            Ok(server) => server,
+            Err(err) => {
+                for task in tasks {
+                    task.abort();
+                }
+                return Err(start_failed(&err, port));
+            }
+        };
+
+        match (&upstream, server.ca()) {
+            (Some(upstream), _) => {
+                tracing::info!("reverse proxy: every request goes to {upstream}")
+            }
+            (None, Some(ca)) => {
+                let path = ca.cert_path().map_or_else(
+                    || "(in memory)".to_owned(),
+                    |path| path.display().to_string(),
+                );
+                tracing::info!(
+                    "forward proxy intercepting HTTPS for {watching} watched URL \
+                     pattern(s); clients must trust the CA certificate {path}"
+                );
+            }
+            (None, None) => tracing::info!(
+                "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
+            ),
+        }
+        match &stages {
+            None => tracing::info!("passing everything through: no faults, no judge"),
+            Some(stages) => {
+                for note in notes {
+                    tracing::warn!("{note}");
+                }
+                let seed = stages.faults.seed();
+                tracing::info!(
+                    seed,
+                    "{describe}; seed {seed} (repeat this run with --seed {seed})"
+                );
+                tasks.push(tokio::spawn(evict(
+                    Arc::clone(&stages.judge),
+                    Arc::clone(&stages.faults),
+                )));
+            }
+        }
+
+        let judge_key = stages
+            .as_ref()
+            .map(|stages| stages.judge.judge().mode().name())
+            .unwrap_or_default();
+        recorder.start(
+            TokioClock.wall_now(),
+            RunInfo {
+                seed: stages.as_ref().map(|stages| stages.faults.seed()),
+                source,
+                command,
+                proxy_url: format!("http://{}", server.local_addr()),
+                judge_key,
+            },
+        );
+        Ok(Serving {
+            server,
+            stages,
+            tasks,
+            recorder,
+            output,
+        })
+    }
+}
+
+/// The stages every request passes: the judge, then the faults.
+struct Stages {
+    judge: Arc<JudgeStage>,
+    faults: Arc<FaultStage>,
+}
+
+/// A proxy accepting connections.
+pub(crate) struct Serving {
+    server: ProxyServer,
+    stages: Option<Stages>,
+    /// Reloading the faults and evicting old windows, for as long as it serves.
+    tasks: Vec<JoinHandle<()>>,
+    recorder: Arc<Recorder>,
+    output: Output,
+}
+
+impl Serving {
+    /// Where it listens.
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Serves until `signal` completes, then stops accepting and lets the requests in flight
+    /// finish within the grace period.
+    pub(crate) async fn stop_when(self, signal: impl Future<Output = ()>) -> Stopped {
+        let summary = self.server.run_until(signal).await;
+        for task in self.tasks {
+            task.abort();
+        }
+        Stopped {
+            summary,
+            stages: self.stages,
+            recorder: self.recorder,
+            output: self.output,
+        }
+    }
+}
+
+/// A proxy that has stopped, with what it saw.
+pub(crate) struct Stopped {
+    summary: Summary,
+    stages: Option<Stages>,
+    recorder: Arc<Recorder>,
+    output: Output,
+}
+
+impl Stopped {
+    /// Records the end (with the command's exit code, for `holdoff run`), writes every report
+    /// `reports` asks for, and prints what the faults did, the judge's verdicts, the proxy's
+    /// summary and the reports' summary on stderr (as log events with `--output json`).
+    ///
+    /// Returns whether any retry was premature.
+    pub(crate) fn report(self, exit_code: Option<i32>, reports: &ReportArgs, logs: &Guard) -> bool {
+        let counts = self
+            .stages
+            .as_ref()
+            .map(|stages| stages.faults.counts())
+            .unwrap_or_default();
+        self.recorder.finish(
+            TokioClock.wall_now(),
+            self.summary.requests,
+            counts,
+            exit_code,
+        );
+        if let Some(stages) = &self.stages {
+            report_faults(&counts, stages.faults.seed(), self.output, logs);
+            report_verdicts(&stages.judge.events(), self.output, logs);
+        }
+        report_summary(&self.summary, self.output, logs);
+
+        let report = Report::from_events(&self.recorder.events());
+        let written = reports.write_all(&report);
+        let summary = report.terminal_summary(&written);
+        match self.output {
+            Output::Text => {
+                logs.flush();
+                let _ = write!(io::stderr(), "{summary}");
+            }
+            Output::Json => {
+                for (format, path) in &written {
+                    tracing::info!(
+                        target: "holdoff::report",
+                        format = format.name(),
+                        path = %path.display(),
+                        "wrote the {format} report {}",
+                        path.display()
+                    );
+                }
+                tracing::info!(
+                    target: "holdoff::report",
+                    verdict = if report.passed() { "pass" } else { "fail" },
+                    requests = report.requests(),
+                    throttled = report.throttled(),
+                    compliant = report.compliant(),
+                    premature = report.premature(),
+                    "{}",
+                    summary.lines().next().unwrap_or_default()
+                );
+            }
+        }
+        !report.passed()
+    }
+}
+
+impl Stopped {
+    /// Records the end without reports or summaries: `holdoff run`'s command never ran, or
+    /// could not be waited for.
+    pub(crate) fn abandon(self, exit_code: i32) {
+        let counts = self
+            .stages
+            .as_ref()
+            .map(|stages| stages.faults.counts())
+            .unwrap_or_default();
+        self.recorder.finish(
+            TokioClock.wall_now(),
+            self.summary.requests,
+            counts,
+            Some(exit_code),
+        );
+    }
+}
+
+/// Drops windows long past their permitted time and idle rate-limit counters, so memory stays
+/// bounded however long the proxy runs.
+async fn evict(judge: Arc<JudgeStage>, faults: Arc<FaultStage>) {
+    let mut every = tokio::time::interval(Duration::from_secs(30));
+    loop {
+        every.tick().await;
+        let dropped = judge.judge().evict(TokioClock.now());
+        if dropped > 0 {
+            tracing::debug!(dropped, "evicted expired judge windows");
+        }
+        let dropped = faults.evict(TokioClock.now());
+        if dropped > 0 {
+            tracing::debug!(dropped, "evicted idle rate-limit counters");
+        }
+    }
+}
+
+/// What the faults did, one line, with the seed that repeats it.
+fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &Guard) {
+    let line = format!(
+        "holdoff faults: {} error responses, {} rate-limited, {} mocked, {} delayed, {} resets, \
+         {} hangs, {} truncated, {} slowed (seed {seed}).",
+        counts.errors,
+        counts.rate_limited,
+        counts.mocked,
+        counts.delayed,
+        counts.resets,
+        counts.hangs,
+        counts.truncated,
+        counts.slowed
+    );
+    match output {
+        Output::Text => {
+            logs.flush();
+            let _ = writeln!(io::stderr(), "{line}");
+        }
+        Output::Json => tracing::info!(
+            target: "holdoff::faults",
+            errors = counts.errors,
+            rate_limited = counts.rate_limited,
+            mocked = counts.mocked,
+            delayed = counts.delayed,
+            resets = counts.resets,
+            hangs = counts.hangs,
+            truncated = counts.truncated,
+            slowed = counts.slowed,
+            seed,
+            "{line}"
+        ),
+    }
+}
+
+/// What the judge found: the counts, as a text line (the report's summary lists the worst
+/// premature retries), or as JSON events (target `holdoff::judge`) with each premature retry,
+/// the worst first.
+fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &Guard) {
+    let mut premature: Vec<&JudgeEvent> = events
+        .iter()
+        .filter(|e| e.verdict == Verdict::Premature)
+        .collect();
+    premature.sort_by_key(|e| std::cmp::Reverse(e.by));
+    let compliant = events.len() - premature.len();
+    let line = format!(
+        "holdoff judge: {} premature and {compliant} compliant retr{}.",
+        premature.len(),
+        if events.len() == 1 { "y" } else { "ies" }
+    );
+    match output {
+        Output::Text => {
+            logs.flush();
+            let _ = writeln!(io::stderr(), "{line}");
+        }
+        Output::Json => {
+            for event in premature.iter().take(10) {
+                tracing::warn!(
+                    target: "holdoff::judge",
+                    client = %event.client,
+                    method = %event.method,
+                    url = %event.url,
+                    early_ms = event.by.as_millis() as u64,
+                    "premature retry"
+                );
+            }
+            tracing::info!(
+                target: "holdoff::judge",
+                premature = premature.len(),
+                compliant,
+                "{line}"
+            );
+        }
+    }
+}
+
+/// The proxy's summary: a paragraph for people, or one JSON log line.
+fn report_summary(summary: &Summary, output: Output, logs: &Guard) {
+    match output {
+        Output::Text => {
+            // After the log lines before it.
+            logs.flush();
+            let _ = writeln!(io::stderr(), "{summary}");
+        }
+        Output::Json => tracing::info!(
+            target: "holdoff::summary",
+            requests = summary.requests,
+            status_1xx = summary.by_class[0],
+            status_2xx = summary.by_class[1],
+            status_3xx = summary.by_class[2],
+            status_4xx = summary.by_class[3],
+            status_5xx = summary.by_class[4],
+            tunnels = summary.tunnels,
+            intercepted = summary.intercepted,
+            errors = summary.errors,
+            aborted = summary.aborted,
+            cut = summary.cut,
+            uptime_s = summary.uptime.as_secs_f64(),
+            "{summary}"
+        ),
+    }
+}
+
+/// Why the proxy could not start: a usage error (2) or a runtime failure (1).
+fn start_failed(err: &ProxyError, port: u16) -> Early {
+    if let Some(config) = err.config() {
+        return Err(Failure::Usage(usage(config)));
+    }
+    let mut message = format!("failed to {err}");
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    if err.kind() == ErrorKind::Bind {
+        let hint = match err.io_kind() {
+            Some(io::ErrorKind::AddrInUse) => Some(format!(
+                "port {port} is in use (another proxy?): pick another with --port, or --port 0 \
+                 for a free one"
+            )),
+            Some(io::ErrorKind::AddrNotAvailable) => {
+                Some("that address is not one of this machine's: check --ip-address".to_owned())
+            }
+            Some(io::ErrorKind::PermissionDenied) => {
+                Some("ports below 1024 need privileges: pick a higher --port".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(hint) = hint {
+            message.push_str("\n  hint: ");
+            message.push_str(&hint);
+        }
+    }
+    Ok(fail(&message))
+}
+
+/// Reports a runtime failure on stderr; exit status 1.
+pub(crate) fn fail(message: &str) -> ExitCode {
+    // With stderr gone there is nobody left to tell.
+    let _ = writeln!(io::stderr(), "holdoff: {message}");
+    ExitCode::from(1)
+}

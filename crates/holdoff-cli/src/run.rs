@@ -1,0 +1,531 @@
+//! `holdoff run -- COMMAND`: run one command through a proxy of its own, and judge it.
+//!
+//! The flow: a temporary directory with a throwaway CA and a CA bundle → the proxy, as
+//! `holdoff proxy` runs it ([`session`]), on a free loopback port → the command, with the
+//! proxy and CA variables set, its signals forwarded → the proxy stopped → the reports → the
+//! exit status: 3 if any retry was premature, else the command's own.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, ExitStatus};
+use std::sync::Arc;
+
+use holdoff_proxy::CaSource;
+use holdoff_proxy::tls::CertificateAuthority;
+use tokio::process::{Child, Command};
+
+use crate::Failure;
+use crate::proxy::{Options, session};
+use crate::report::{EXIT_PREMATURE, ReportArgs};
+
+const AFTER_HELP: &str = "\
+It starts a proxy of its own on a free loopback port, with a throwaway CA made in a temporary
+directory (never your CA, never installed anywhere, removed at the end), runs COMMAND with the
+variables below set, waits for it, stops the proxy, writes the reports and exits.
+
+Watched URLs are the -u patterns, else those of the config. Without any, everything is watched:
+every request the command sends through the proxy meets the faults and the judge, and HTTPS to
+every host is intercepted (the command trusts the throwaway CA through its environment). Narrow
+it with -u, e.g. -u 'https://api.example.com/*'. The faults are those of `holdoff proxy`: without
+a config, the `throttle` preset answers half the watched requests with 429 (-f 0: none).
+
+The command's environment, besides holdoff's own:
+  HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
+                         the proxy's URL, http://127.0.0.1:PORT
+  NO_PROXY no_proxy      removed, unless --keep-no-proxy
+  SSL_CERT_FILE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE AWS_CA_BUNDLE GIT_SSL_CAINFO CARGO_HTTP_CAINFO
+                         a CA bundle: the system's roots and the throwaway CA, so that hosts
+                         tunnelled untouched still verify
+  NODE_EXTRA_CA_CERTS HOLDOFF_CA_CERT
+                         the throwaway CA's certificate alone
+  NODE_USE_ENV_PROXY=1   makes the fetch and http of Node.js 24 (and 22.21) use the proxy
+  HOLDOFF_PROXY_URL      the proxy's URL
+Clients that ignore the proxy variables must be pointed at HOLDOFF_PROXY_URL themselves: fetch in
+Node.js before 22.21 (undici's EnvHttpProxyAgent as the global dispatcher does it), Java, urllib3
+(ProxyManager), and Go for loopback URLs, which it never proxies.
+
+The command's input and output are holdoff's own; the proxy logs on stderr (or --log-file), and
+the summary follows when the command is done. SIGINT, SIGTERM and SIGHUP are passed on to the
+command (Ctrl-C in a terminal reaches it directly); when it exits, the proxy lets the requests in
+flight finish within --grace.
+
+Exit status:
+  0    the command succeeded and no client retried early
+  3    a client retried before its Retry-After had passed, even if the command succeeded
+  N    otherwise the command's own status (128+S when signal S ended it)
+  1    the proxy could not start
+  2    a usage or config error
+  126  the command was found but could not be run (not executable)
+  127  the command was not found
+The command's own status can be any of these too: the summary, or the JSON report, tells.
+
+Examples:
+  holdoff run -- npm test
+  holdoff run -u 'https://api.example.com/*' --report-junit holdoff.xml -- pytest -q
+  holdoff run --preset github --seed 7 --report-html report.html -- ./sync.sh";
+
+/// The exit status when the command was found but could not be run, as a shell has it.
+const EXIT_CANNOT_EXECUTE: u8 = 126;
+/// The exit status when the command was not found, as a shell has it.
+const EXIT_NOT_FOUND: u8 = 127;
+
+/// Variables that name the proxy.
+const PROXY_VARS: [&str; 7] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "HOLDOFF_PROXY_URL",
+];
+
+/// Variables that name a CA bundle replacing the system's roots.
+const BUNDLE_VARS: [&str; 6] = [
+    "SSL_CERT_FILE",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "AWS_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "CARGO_HTTP_CAINFO",
+];
+
+/// Variables that name certificates to trust besides the system's roots.
+const EXTRA_CA_VARS: [&str; 2] = ["NODE_EXTRA_CA_CERTS", "HOLDOFF_CA_CERT"];
+
+/// Where Debian, Ubuntu and Alpine keep the system's roots as one PEM file.
+const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// Run a command through a throttling proxy of its own, and fail if it retried too early.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    options: Options,
+
+    /// Leave NO_PROXY and no_proxy as they are: hosts they name bypass the proxy, unjudged.
+    #[arg(long)]
+    keep_no_proxy: bool,
+
+    /// The command to run, after `--`, and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+
+    // Last: its help heading applies to the arguments after it.
+    #[command(flatten)]
+    reports: ReportArgs,
+}
+
+/// Runs `holdoff run`; it writes nothing on stdout, which is the command's.
+pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("holdoff-run-");
+    // Only its owner may look inside, where the CA's key is (itself 0600).
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    let dir = match builder.tempdir() {
+        Ok(dir) => dir,
+        Err(err) => {
+            return Ok(session::fail(&format!(
+                "failed to create a temporary directory for the throwaway CA in {}: {err}; \
+                 point TMPDIR at a writable directory",
+                std::env::temp_dir().display()
+            )));
+        }
+    };
+    let trust = match Trust::create(dir.path()) {
+        Ok(trust) => trust,
+        Err(message) => return Ok(session::fail(&message)),
+    };
+
+    let mut config = args.options.config();
+    config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    config.ca = CaSource::Provided(Arc::clone(&trust.ca));
+    let (mut prepared, logs) = session::prepare(&args.options, config)?;
+    // `*` always parses; were it ever not to, nothing would be watched.
+    prepared.watch_by_default("*".parse().into_iter().collect());
+
+    let runtime = match session::runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return Ok(code),
+    };
+    let command: Vec<String> = args
+        .command
+        .iter()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let code = runtime.block_on(async {
+        // Registered before the command starts, so that from then on a signal meant for it
+        // does not end holdoff instead.
+        let mut signals = match Signals::new() {
+            Ok(signals) => signals,
+            Err(err) => {
+                return Ok(session::fail(&format!(
+                    "failed to listen for signals: {err}"
+                )));
+            }
+        };
+        let serving = match prepared.start(Some(command.clone())).await {
+            Ok(serving) => serving,
+            Err(early) => return early,
+        };
+        let proxy_url = format!("http://{}", serving.local_addr());
+        tracing::info!(
+            "running `{}` through the proxy {proxy_url}, trusting the throwaway CA {}",
+            command.join(" "),
+            trust.cert.display()
+        );
+        let spawned = environment(&args, &proxy_url, &trust).spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(err) => {
+                let code = cannot_spawn(&command[0], &err);
+                let stopped = serving.stop_when(std::future::ready(())).await;
+                stopped.abandon(i32::from(code));
+                return Ok(ExitCode::from(code));
+            }
+        };
+        // The proxy serves until the command exits.
+        let mut waited = None;
+        let exited = async {
+            let status = signals.forward_until_exit(&mut child).await;
+            match &status {
+                Ok(status) => tracing::info!(
+                    "`{}` exited with status {}; stopping the proxy",
+                    command[0],
+                    status_code(*status)
+                ),
+                Err(_) => {
+                    // Nothing is left to wait for it: it must not outlive its proxy unseen.
+                    let _ = child.start_kill();
+                }
+            }
+            waited = Some(status);
+        };
+        let stopped = serving.stop_when(exited).await;
+        let own = match waited {
+            Some(Ok(status)) => status_code(status),
+            Some(Err(err)) => {
+                stopped.abandon(1);
+                return Ok(session::fail(&format!(
+                    "failed to wait for `{}`: {err}",
+                    command[0]
+                )));
+            }
+            // The server stops only when the command exits; were it to stop on its own, the
+            // command must not outlive its proxy.
+            None => {
+                let _ = child.start_kill();
+                stopped.abandon(1);
+                return Ok(session::fail("the proxy stopped before the command exited"));
+            }
+        };
+        let premature = stopped.report(Some(i32::from(own)), &args.reports, &logs);
+        Ok(ExitCode::from(exit_code(premature, own)))
+    });
+    // Every log line is out before the process exits, and the CA's key is gone.
+    drop(runtime);
+    drop(logs);
+    if let Err(err) = dir.close() {
+        let _ = writeln!(
+            io::stderr(),
+            "holdoff: failed to remove the throwaway CA's temporary directory: {err}"
+        );
+    }
+    code
+}
+
+/// The throwaway CA, and the files the command is told to trust.
+struct Trust {
+    ca: Arc<CertificateAuthority>,
+    /// The CA's certificate alone.
+    cert: PathBuf,
+    /// The system's roots and the CA's certificate.
+    bundle: PathBuf,
+}
+
+impl Trust {
+    /// Creates the CA in `dir` and writes the bundle beside it.
+    ///
+    /// # Errors
+    ///
+    /// A message for the user when either cannot be made.
+    fn create(dir: &Path) -> Result<Trust, String> {
+        let ca = CertificateAuthority::load_or_create(dir)
+            .map_err(|err| format!("failed to create the throwaway CA: {}", chain(&err)))?;
+        let cert = CertificateAuthority::cert_file(dir);
+        let bundle = dir.join("ca-bundle.pem");
+        let mut text = system_roots();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(ca.cert_pem());
+        fs::write(&bundle, text).map_err(|err| {
+            format!(
+                "failed to write the CA bundle {}: {err}; point TMPDIR at a writable directory",
+                bundle.display()
+            )
+        })?;
+        Ok(Trust {
+            ca: Arc::new(ca),
+            cert,
+            bundle,
+        })
+    }
+}
+
+/// The system's root certificates as PEM text: the bundle `SSL_CERT_FILE` names if holdoff was
+/// given one, else Debian's bundle, else what rustls-native-certs finds (macOS's keychain,
+/// Windows' store, other distributions' files). Empty if there are none: the command then
+/// trusts the throwaway CA alone, and hosts tunnelled untouched will not verify.
+fn system_roots() -> String {
+    let inherited = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from);
+    for path in inherited
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([Path::new(SYSTEM_BUNDLE)])
+    {
+        if let Ok(text) = fs::read_to_string(path) {
+            return text;
+        }
+    }
+    let found = rustls_native_certs::load_native_certs();
+    if found.certs.is_empty() {
+        tracing::warn!(
+            "found none of the system's root certificates: the command trusts only the \
+             throwaway CA, so HTTPS to hosts that are not watched will fail to verify"
+        );
+    }
+    found
+        .certs
+        .iter()
+        .map(|cert| pem("CERTIFICATE", cert))
+        .collect()
+}
+
+/// `bytes` as a PEM block with `label`.
+fn pem(label: &str, bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut base64 = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, byte)| n | u32::from(*byte) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                base64.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                base64.push('=');
+            }
+        }
+    }
+    let mut text = format!("-----BEGIN {label}-----\n");
+    // 64 characters a line (RFC 7468); base64 is ASCII, so every split is on a char boundary.
+    let mut rest = base64.as_str();
+    while !rest.is_empty() {
+        let (line, tail) = rest.split_at(rest.len().min(64));
+        text.push_str(line);
+        text.push('\n');
+        rest = tail;
+    }
+    text.push_str(&format!("-----END {label}-----\n"));
+    text
+}
+
+/// The command, with the proxy and CA variables set.
+fn environment(args: &Args, proxy_url: &str, trust: &Trust) -> Command {
+    let mut command = Command::new(&args.command[0]);
+    command.args(&args.command[1..]);
+    for var in PROXY_VARS {
+        command.env(var, proxy_url);
+    }
+    if !args.keep_no_proxy {
+        command.env_remove("NO_PROXY").env_remove("no_proxy");
+    }
+    for var in BUNDLE_VARS {
+        command.env(var, &trust.bundle);
+    }
+    for var in EXTRA_CA_VARS {
+        command.env(var, &trust.cert);
+    }
+    command.env("NODE_USE_ENV_PROXY", "1");
+    command
+}
+
+/// Says why the command did not start, and returns the shell's exit status for it.
+fn cannot_spawn(program: &str, err: &io::Error) -> u8 {
+    let (code, why) = match err.kind() {
+        io::ErrorKind::NotFound => (
+            EXIT_NOT_FOUND,
+            "command not found; check its name, and that it is installed and on PATH".to_owned(),
+        ),
+        io::ErrorKind::PermissionDenied => (
+            EXIT_CANNOT_EXECUTE,
+            "permission denied; is it an executable file (chmod +x)?".to_owned(),
+        ),
+        _ => (EXIT_CANNOT_EXECUTE, err.to_string()),
+    };
+    let _ = writeln!(io::stderr(), "holdoff: cannot run `{program}`: {why}");
+    code
+}
+
+/// The command's exit status as a shell reports it: its code, or 128 + the signal that ended
+/// it.
+fn status_code(status: ExitStatus) -> u8 {
+    if let Some(code) = status.code() {
+        // Only Windows has codes past 255; they are failures all the same.
+        return u8::try_from(code).unwrap_or(1);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return u8::try_from(128 + signal).unwrap_or(255);
+        }
+    }
+    1
+}
+
+/// 3 if a retry was premature, else the command's own status.
+fn exit_code(premature: bool, own: u8) -> u8 {
+    match premature {
+        true => EXIT_PREMATURE,
+        false => own,
+    }
+}
+
+/// An error and its causes, `: `-separated.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
+}
+
+/// The signals passed on to the command.
+#[cfg(unix)]
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl Signals {
+    fn new() -> io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Waits for `child` to exit, passing on every signal holdoff receives meanwhile.
+    async fn forward_until_exit(&mut self, child: &mut Child) -> io::Result<ExitStatus> {
+        use rustix::process::Signal;
+        loop {
+            let signal = tokio::select! {
+                status = child.wait() => return status,
+                Some(()) = self.interrupt.recv() => {
+                    // Ctrl-C in a terminal goes to its whole foreground process group, the
+                    // command included: a second SIGINT would make many programs skip their
+                    // cleanup.
+                    if in_terminal_foreground() {
+                        continue;
+                    }
+                    Signal::INT
+                }
+                Some(()) = self.terminate.recv() => Signal::TERM,
+                Some(()) = self.hangup.recv() => Signal::HUP,
+            };
+            // `id` is `None` once the child is reaped, so this never signals a stranger that
+            // took its pid.
+            let Some(pid) = child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .and_then(rustix::process::Pid::from_raw)
+            else {
+                continue;
+            };
+            tracing::info!("passing {signal:?} on to the command (pid {pid:?})");
+            if let Err(err) = rustix::process::kill_process(pid, signal) {
+                tracing::warn!("failed to pass {signal:?} on to the command: {err}");
+            }
+        }
+    }
+}
+
+/// Whether holdoff runs in the foreground of a terminal, where the terminal signals the whole
+/// process group.
+#[cfg(unix)]
+fn in_terminal_foreground() -> bool {
+    rustix::termios::tcgetpgrp(io::stdin()).is_ok_and(|group| group == rustix::process::getpgrp())
+}
+
+/// Ctrl-C reaches every process attached to the console, the command included: holdoff only
+/// keeps waiting for it.
+#[cfg(not(unix))]
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn new() -> io::Result<Signals> {
+        Ok(Signals)
+    }
+
+    async fn forward_until_exit(&mut self, child: &mut Child) -> io::Result<ExitStatus> {
+        loop {
+            tokio::select! {
+                status = child.wait() => return status,
+                Ok(()) = tokio::signal::ctrl_c() => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod pem {
+        use super::*;
+
+        #[test]
+        fn encodes_base64_in_lines_of_64_with_padding() {
+            assert_eq!(
+                pem("X", b"Man"),
+                "-----BEGIN X-----\nTWFu\n-----END X-----\n"
+            );
+            assert_eq!(
+                pem("X", b"Ma"),
+                "-----BEGIN X-----\nTWE=\n-----END X-----\n"
+            );
+            assert_eq!(pem("X", b"M"), "-----BEGIN X-----\nTQ==\n-----END X-----\n");
+            let long = pem("CERTIFICATE", &[0xff; 60]);
+            let lines: Vec<&str> = long.lines().collect();
+            assert_eq!(lines.len(), 4, "{long}");
+            assert_eq!(lines[1], "/".repeat(64));
+            assert_eq!(lines[2], "/".repeat(16));
+        }
+    }
+
+    mod exit_code {
+        use super::*;
+
+        #[test]
+        fn is_3_for_a_premature_retry_whatever_the_command_did() {
+            assert_eq!(exit_code(true, 0), 3);
+            assert_eq!(exit_code(true, 7), 3);
+            assert_eq!(exit_code(false, 0), 0);
+            assert_eq!(exit_code(false, 7), 7);
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! `holdoff run -- COMMAND` with real clients — curl, a shell, Python's urllib3, Node's fetch —
+//! against upstreams on loopback, plain and HTTPS. The clients find the proxy and trust its
+//! throwaway CA through the environment `run` sets, and nothing else.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use holdoff_testkit::{Reply, TestServer};
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+use rustls::ServerConfig;
+use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use serde_json::Value;
+use support::{TempDir, runtime};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+/// Watches every plain-HTTP URL on loopback, whatever its port.
+const WATCH: &str = "http://127.0.0.1:*/*";
+
+/// A config whose only fault is one mock: the first request to `SCHEME://127.0.0.1:*/api` gets
+/// 429 with `Retry-After: @dynamic=SECONDS`.
+fn first_request_throttled(scheme: &str, seconds: u64) -> String {
+    format!(
+        r#"{{
+  "mocks": {{
+    "mocks": [{{
+      "request": {{ "url": "{scheme}://127.0.0.1:*/api", "nth": 1 }},
+      "response": {{
+        "statusCode": 429,
+        "headers": [{{ "name": "Retry-After", "value": "@dynamic={seconds}" }}],
+        "body": "slow down"
+      }}
+    }}]
+  }}
+}}"#
+    )
+}
+
+/// `holdoff run ARGS…` in `dir`, with `--log-level warn`, waiting for it to exit.
+fn holdoff_run(dir: &Path, args: &[&str]) -> Output {
+    holdoff_run_with(dir, args, &[])
+}
+
+/// [`holdoff_run`] with `env` set for holdoff (and so for the command).
+fn holdoff_run_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args(["run", "--log-level", "warn"])
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run holdoff")
+}
+
+/// Everything about an output, for assertion messages.
+fn show(output: &Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The JSON report at `path`.
+fn json_report(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|err| panic!("read the JSON report {}: {err}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("parse the JSON report: {err}\n{text}"))
+}
+
+#[test]
+fn curl_retrying_after_a_429_passes_with_one_compliant_retry() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/api", Reply::ok("hello"));
+    let dir = TempDir::new("run-curl");
+    let config = dir.write("holdoff.json", &first_request_throttled("http", 1));
+    let report = dir.path().join("report.json");
+    let body = dir.path().join("body");
+
+    let output = holdoff_run(
+        dir.path(),
+        &[
+            "-u",
+            WATCH,
+            "--seed",
+            "7",
+            "-c",
+            &config,
+            "--report-json",
+            &report.display().to_string(),
+            "--",
+            "curl",
+            "--retry",
+            "3",
+            "-sS",
+            "-o",
+            &body.display().to_string(),
+            &upstream.url("/api"),
+        ],
+    );
+
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    assert_eq!(std::fs::read_to_string(&body).unwrap_or_default(), "hello");
+    assert_eq!(
+        upstream.requests_to("/api").len(),
+        1,
+        "the 429 was the proxy's"
+    );
+    let report = json_report(&report);
+    assert_eq!(report["verdict"], "pass", "{report:#}");
+    assert_eq!(report["retries"]["compliant"], 1, "{report:#}");
+    assert_eq!(report["retries"]["premature"], 0, "{report:#}");
+}
+
+#[test]
+fn an_immediate_retry_exits_3_and_the_report_says_where_and_how_early() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/api", Reply::ok("hello"));
+    let dir = TempDir::new("run-premature");
+    let config = dir.write("holdoff.json", &first_request_throttled("http", 30));
+    let report = dir.path().join("report.json");
+    let url = upstream.url("/api");
+
+    // Both curls succeed as far as the shell is concerned: only holdoff sees the problem.
+    let output = holdoff_run(
+        dir.path(),
+        &[
+            "-u",
+            WATCH,
+            "-c",
+            &config,
+            "--report-json",
+            &report.display().to_string(),
+            "--",
+            "sh",
+            "-c",
+            r#"curl -sS -o /dev/null "$1" && curl -sS -o /dev/null "$1""#,
+            "sh",
+            &url,
+        ],
+    );
+
+    assert_eq!(output.status.code(), Some(3), "{}", show(&output));
+    assert!(
+        upstream.requests().is_empty(),
+        "nothing reached the upstream"
+    );
+    let report = json_report(&report);
+    assert_eq!(report["verdict"], "fail", "{report:#}");
+    assert_eq!(report["retries"]["premature"], 1, "{report:#}");
+    let violation = &report["violations"][0];
+    assert_eq!(violation["url"], url.as_str(), "{report:#}");
+    assert_eq!(violation["method"], "GET", "{report:#}");
+    let early = violation["early_by_ms"].as_f64().unwrap_or(0.0);
+    assert!(early > 0.0, "early_by_ms in {report:#}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(&url), "the summary names the URL: {stderr}");
+}
+
+#[test]
+fn a_failing_command_without_violations_keeps_its_own_exit_status() {
+    let dir = TempDir::new("run-exit");
+    let output = holdoff_run(dir.path(), &["--", "sh", "-c", "exit 7"]);
+    assert_eq!(output.status.code(), Some(7), "{}", show(&output));
+}
+
+#[test]
+fn a_command_killed_by_a_signal_exits_128_plus_the_signal() {
+    let dir = TempDir::new("run-killed");
+    let output = holdoff_run(dir.path(), &["--", "sh", "-c", "kill -KILL $$"]);
+    assert_eq!(output.status.code(), Some(128 + 9), "{}", show(&output));
+}
+
+#[test]
+fn a_missing_command_exits_127_and_says_so() {
+    let dir = TempDir::new("run-missing");
+    let output = holdoff_run(dir.path(), &["--", "holdoff-no-such-command", "--flag"]);
+    assert_eq!(output.status.code(), Some(127), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot run `holdoff-no-such-command`: command not found"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn without_a_command_it_is_a_usage_error() {
+    let dir = TempDir::new("run-usage");
+    for args in [&[][..], &["-u", WATCH][..], &["--"][..]] {
+        let output = holdoff_run(dir.path(), args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("<COMMAND>"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_config_that_does_not_load_is_a_usage_error() {
+    let dir = TempDir::new("run-bad-config");
+    let config = dir.write("holdoff.json", "{ \"mocks\": 3 }");
+    let output = holdoff_run(dir.path(), &["-c", &config, "--", "true"]);
+    assert_eq!(output.status.code(), Some(2), "{}", show(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("holdoff.json"),
+        "{}",
+        show(&output)
+    );
+}
+
+/// Prints the variables `run` sets, one `NAME=value` a line (`-` when unset).
+const PRINT_ENV: &str = r#"for v in HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy \
+  HOLDOFF_PROXY_URL NO_PROXY no_proxy SSL_CERT_FILE CURL_CA_BUNDLE REQUESTS_CA_BUNDLE \
+  AWS_CA_BUNDLE GIT_SSL_CAINFO CARGO_HTTP_CAINFO NODE_EXTRA_CA_CERTS HOLDOFF_CA_CERT \
+  NODE_USE_ENV_PROXY; do eval "echo $v=\${$v:--}"; done
+cat "$SSL_CERT_FILE" > "$1/bundle.pem"; cat "$HOLDOFF_CA_CERT" > "$1/ca.pem""#;
+
+/// The variables as [`PRINT_ENV`] printed them.
+fn printed_env(output: &Output) -> std::collections::HashMap<String, String> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_command_gets_the_proxy_and_a_bundle_with_the_throwaway_ca() {
+    let dir = TempDir::new("run-env");
+    let out = dir.path().display().to_string();
+    let output = holdoff_run_with(
+        dir.path(),
+        &["--", "sh", "-c", PRINT_ENV, "sh", &out],
+        &[("NO_PROXY", "localhost"), ("no_proxy", "127.0.0.1")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let env = printed_env(&output);
+
+    let proxy = &env["HOLDOFF_PROXY_URL"];
+    let addr: SocketAddr = proxy
+        .strip_prefix("http://")
+        .and_then(|addr| addr.parse().ok())
+        .unwrap_or_else(|| panic!("HOLDOFF_PROXY_URL={proxy}"));
+    assert_eq!(addr.ip(), Ipv4Addr::LOCALHOST);
+    assert_ne!(addr.port(), 0);
+    for var in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        assert_eq!(&env[var], proxy, "{var}");
+    }
+    assert_eq!(env["NO_PROXY"], "-");
+    assert_eq!(env["no_proxy"], "-");
+    assert_eq!(env["NODE_USE_ENV_PROXY"], "1");
+
+    let bundle = &env["SSL_CERT_FILE"];
+    for var in [
+        "CURL_CA_BUNDLE",
+        "REQUESTS_CA_BUNDLE",
+        "AWS_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+        "CARGO_HTTP_CAINFO",
+    ] {
+        assert_eq!(&env[var], bundle, "{var}");
+    }
+    let ca = &env["HOLDOFF_CA_CERT"];
+    assert_eq!(&env["NODE_EXTRA_CA_CERTS"], ca);
+    let ca_pem = std::fs::read_to_string(dir.path().join("ca.pem")).expect("the CA was copied");
+    let bundle_pem =
+        std::fs::read_to_string(dir.path().join("bundle.pem")).expect("the bundle was copied");
+    assert!(
+        ca_pem.starts_with("-----BEGIN CERTIFICATE-----"),
+        "{ca_pem}"
+    );
+    assert!(!ca_pem.contains("PRIVATE KEY"));
+    assert!(bundle_pem.ends_with(&ca_pem), "the bundle ends with the CA");
+    assert!(
+        bundle_pem.matches("BEGIN CERTIFICATE").count() > 1,
+        "the bundle has the system's roots too"
+    );
+    assert!(!bundle_pem.contains("PRIVATE KEY"));
+
+    // The temporary directory, the CA's key with it, is gone.
+    let ca_dir = Path::new(ca).parent().expect("the CA's directory");
+    assert!(!ca_dir.exists(), "{} was left behind", ca_dir.display());
+    assert!(!Path::new(bundle).exists());
+}
+
+#[test]
+fn keep_no_proxy_leaves_no_proxy_alone() {
+    let dir = TempDir::new("run-keep-no-proxy");
+    let out = dir.path().display().to_string();
+    let output = holdoff_run_with(
+        dir.path(),
+        &["--keep-no-proxy", "--", "sh", "-c", PRINT_ENV, "sh", &out],
+        &[("NO_PROXY", "example.com"), ("no_proxy", "example.org")],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let env = printed_env(&output);
+    assert_eq!(env["NO_PROXY"], "example.com");
+    assert_eq!(env["no_proxy"], "example.org");
+}
+
+#[test]
+fn sigterm_is_passed_on_to_the_command() {
+    let dir = TempDir::new("run-sigterm");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args(["run", "--log-level", "warn", "--", "sh", "-c"])
+        // `wait` returns as soon as a trapped signal arrives; the trap then stops the sleep.
+        .arg(r#"trap 'kill $pid; exit 42' TERM; sleep 60 & pid=$!; echo ready; wait"#)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start holdoff run");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("read the command's stdout");
+    assert_eq!(line, "ready\n");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    let output = child.wait_with_output().expect("wait for holdoff");
+    assert_eq!(output.status.code(), Some(42), "{}", show(&output));
+}
+
+/// A test CA's certificate file and an HTTPS upstream on loopback whose certificate it
+/// signed, answering every request `200 hello`.
+struct TlsUpstream {
+    addr: SocketAddr,
+    ca: PathBuf,
+    _dir: TempDir,
+}
+
+impl TlsUpstream {
+    async fn start() -> TlsUpstream {
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "holdoff run test upstream CA");
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca.self_signed(&ca_key).expect("self-sign the CA");
+        let dir = TempDir::new("run-upstream-ca");
+        let ca_path = dir.path().join("upstream-ca.pem");
+        std::fs::write(&ca_path, ca_cert.pem()).expect("write the CA");
+
+        let key = KeyPair::generate().expect("leaf key");
+        let mut leaf = CertificateParams::new(vec!["localhost".to_owned()]).expect("leaf");
+        leaf.subject_alt_names
+            .push(SanType::IpAddress(Ipv4Addr::LOCALHOST.into()));
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let issuer = Issuer::from_params(&ca, &ca_key);
+        let cert = leaf.signed_by(&key, &issuer).expect("sign the leaf");
+        let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let mut config = ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)
+            .expect("TLS server config");
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind the upstream");
+        let addr = listener.local_addr().expect("its address");
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = service_fn(|_: Request<Incoming>| async {
+                        Ok::<_, hyper::Error>(Response::new(Full::new(Bytes::from("hello"))))
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        TlsUpstream {
+            addr,
+            ca: ca_path,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://{}{path}", self.addr)
+    }
+}
+
+/// Runs `client…` under `holdoff run` against an HTTPS upstream whose first request to `/api`
+/// is throttled for 1 s, and checks it passes with one compliant retry.
+fn https_client_is_compliant(name: &str, client: &[&str], env: &[(&str, &str)]) {
+    let rt = runtime();
+    let upstream = rt.block_on(async { TlsUpstream::start().await });
+    let dir = TempDir::new(name);
+    let config = dir.write("holdoff.json", &first_request_throttled("https", 1));
+    let report = dir.path().join("report.json");
+    let url = upstream.url("/api");
+    let mut args = vec![
+        "-u".to_owned(),
+        "https://127.0.0.1:*/*".to_owned(),
+        "-c".to_owned(),
+        config,
+        "--upstream-ca".to_owned(),
+        upstream.ca.display().to_string(),
+        "--report-json".to_owned(),
+        report.display().to_string(),
+        "--".to_owned(),
+    ];
+    args.extend(client.iter().map(|arg| (*arg).to_owned()));
+    args.push(url);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let output = holdoff_run_with(dir.path(), &args, env);
+
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "200 hello",
+        "{}",
+        show(&output)
+    );
+    let report = json_report(&report);
+    assert_eq!(report["verdict"], "pass", "{report:#}");
+    assert_eq!(report["retries"]["compliant"], 1, "{report:#}");
+    assert_eq!(report["retries"]["premature"], 0, "{report:#}");
+}
+
+/// urllib3 honouring Retry-After. It reads no proxy variables itself: a ProxyManager is
+/// what its users write; the CA bundle comes from the environment too.
+const URLLIB3_CLIENT: &str = r#"
+import os, sys, urllib3
+from urllib3.util.retry import Retry
+retry = Retry(total=3, status_forcelist=[429], respect_retry_after_header=True, backoff_factor=0)
+http = urllib3.ProxyManager(os.environ["HTTPS_PROXY"], ca_certs=os.environ["REQUESTS_CA_BUNDLE"], retries=retry)
+response = http.request("GET", sys.argv[1])
+print(response.status, response.data.decode())
+"#;
+
+#[test]
+fn urllib3_over_https_trusts_the_throwaway_ca_through_the_environment() {
+    https_client_is_compliant("run-urllib3", &["python3", "-c", URLLIB3_CLIENT], &[]);
+}
+
+/// Node's fetch, retrying a 429 after its Retry-After (seconds). With `HOLDOFF_TEST_UNDICI`
+/// set, undici's EnvHttpProxyAgent becomes fetch's dispatcher first: Node before 22.21 has no
+/// NODE_USE_ENV_PROXY.
+const NODE_CLIENT: &str = r#"
+if (process.env.HOLDOFF_TEST_UNDICI) {
+  const { setGlobalDispatcher, EnvHttpProxyAgent } = require(process.env.HOLDOFF_TEST_UNDICI);
+  setGlobalDispatcher(new EnvHttpProxyAgent());
+}
+(async () => {
+  const url = process.argv[1];
+  for (let attempt = 0; attempt < 4; attempt++) {
+    const response = await fetch(url);
+    const body = await response.text();
+    if (response.status !== 429) {
+      console.log(response.status, body);
+      return;
+    }
+    const seconds = Number(response.headers.get("retry-after"));
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  }
+  process.exitCode = 1;
+})().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
+"#;
+
+/// Node's version, `(major, minor)`.
+///
+/// # Panics
+///
+/// If `node` is not installed: scripts/test installs it.
+fn node_version() -> (u32, u32) {
+    let output = Command::new("node")
+        .arg("--version")
+        .output()
+        .expect("Node.js is needed for this test: run ./scripts/test, which installs it");
+    let version = String::from_utf8_lossy(&output.stdout);
+    let mut parts = version.trim().trim_start_matches('v').split('.');
+    let mut next = || parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    (next(), next())
+}
+
+/// undici, for Node without NODE_USE_ENV_PROXY: where scripts/test installs it, or
+/// `HOLDOFF_TEST_UNDICI`.
+fn undici() -> String {
+    if let Ok(path) = std::env::var("HOLDOFF_TEST_UNDICI") {
+        return path;
+    }
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/node-clients/node_modules/undici");
+    assert!(
+        path.is_dir(),
+        "this Node.js has no NODE_USE_ENV_PROXY, and undici is not installed at {}: run \
+         ./scripts/test, which installs it (npm install --prefix target/node-clients undici@6)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+#[test]
+fn node_fetch_over_https_trusts_the_throwaway_ca_through_the_environment() {
+    let (major, minor) = node_version();
+    let env_proxy = major >= 24 || (major == 22 && minor >= 21);
+    let undici = if env_proxy { None } else { Some(undici()) };
+    let env: Vec<(&str, &str)> = undici
+        .iter()
+        .map(|path| ("HOLDOFF_TEST_UNDICI", path.as_str()))
+        .collect();
+    https_client_is_compliant("run-node", &["node", "-e", NODE_CLIENT], &env);
+}
+
+/// The watched patterns are the -u ones; without any, everything is — HTTPS to any host
+/// included, so curl trusting only the environment's bundle still verifies.
+#[test]
+fn without_patterns_everything_is_watched() {
+    let rt = runtime();
+    let upstream = rt.block_on(async { TlsUpstream::start().await });
+    let dir = TempDir::new("run-watch-all");
+    let config = dir.write("holdoff.json", &first_request_throttled("https", 30));
+    let report = dir.path().join("report.json");
+    let url = upstream.url("/api");
+    let upstream_ca = upstream.ca.display().to_string();
+    let report_arg = report.display().to_string();
+
+    let output = holdoff_run(
+        dir.path(),
+        &[
+            "-c",
+            &config,
+            "--upstream-ca",
+            &upstream_ca,
+            "--report-json",
+            &report_arg,
+            "--",
+            "sh",
+            "-c",
+            r#"curl -sS -o /dev/null -w '%{http_code} ' "$1"; curl -sS -o /dev/null -w '%{http_code}' "$1""#,
+            "sh",
+            &url,
+        ],
+    );
+
+    assert_eq!(output.status.code(), Some(3), "{}", show(&output));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "429 429");
+    assert_eq!(json_report(&report)["retries"]["premature"], 1);
+}
