@@ -41,7 +41,8 @@ directory; without any, the `throttle` preset answers half of them with 429 and 
 opens a window; a retry before it ends is judged premature and answered 429 without reaching the
 upstream.
 
-On start it prints one line on stdout, `listening on http://IP:PORT`; logs go to stderr (or
+On start it prints one line on stdout, `listening on http://IP:PORT` (then `control API on
+http://IP:PORT/` and `metrics on http://IP:PORT/` when asked for); logs go to stderr (or
 --log-file), one line per request, starting with the faults in use and their seed. Config and data
 files are reloaded when they change. Ctrl-C or SIGTERM stops accepting, lets requests in flight
 finish within --grace, writes the reports asked for (--report-json, --report-junit, --report-md,
@@ -97,6 +98,15 @@ pub(crate) struct Args {
 /// timeouts, the logs and the event log.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Options {
+    /// Serve the control API on this loopback port (0 picks one; the log says which):
+    /// /status, /windows, /recording/start|stop, /ca.pem and /metrics.
+    #[arg(long, value_name = "PORT")]
+    pub(crate) control_port: Option<u16>,
+
+    /// Serve Prometheus metrics (/metrics) on this loopback port (0 picks one).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) metrics_port: Option<u16>,
+
     /// A URL pattern to watch, and to intercept when it is HTTPS: `*` matches anything, a
     /// leading `!` excludes, the first match wins. Repeat for more. Without any (here or in
     /// the config), `holdoff proxy` intercepts nothing (in reverse mode: watches everything)
@@ -322,6 +332,9 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
             Err(early) => return early,
         };
         writeln!(out, "listening on http://{}", serving.local_addr())?;
+        for (what, addr) in serving.endpoints() {
+            writeln!(out, "{what} on http://{addr}/")?;
+        }
         out.flush()?;
         let stopped = serving.stop_when(signal).await;
         stopped.report(None, &args.reports, &logs);

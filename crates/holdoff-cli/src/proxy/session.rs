@@ -9,17 +9,19 @@
 
 use std::future::Future;
 use std::io::{self, Write};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
+use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
 use holdoff_proxy::fault::error::FaultRng;
 use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeEvent, JudgeStage, KeyMode, Penalty, Verdict};
 use holdoff_proxy::report::{Recorder, Report, RunInfo};
 use holdoff_proxy::{ErrorKind, ProxyConfig, ProxyError, ProxyServer, Stage, Summary};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::logging::{self, Guard};
@@ -41,6 +43,9 @@ pub(crate) struct Prepared {
     overrides: faults::Overrides,
     recorder: Arc<Recorder>,
     output: Output,
+    /// `--control-port` and `--metrics-port`.
+    control_port: Option<u16>,
+    metrics_port: Option<u16>,
 }
 
 /// Checks `config` (the proxy's settings from `options` and the command's own), loads the
@@ -110,6 +115,8 @@ pub(crate) fn prepare(
         },
         recorder: Arc::new(recorder),
         output: options.output,
+        control_port: options.control_port,
+        metrics_port: options.metrics_port,
     };
     Ok((prepared, logs))
 }
@@ -147,6 +154,8 @@ impl Prepared {
             overrides,
             recorder,
             output,
+            control_port,
+            metrics_port,
         } = self;
         let port = config.listen.port();
         let upstream = config.upstream.clone();
@@ -199,10 +208,24 @@ impl Prepared {
         // The judge goes first: a premature retry is answered before any fault runs, and every
         // hint a client receives — the faults' included, as the responses unwind — opens a
         // window.
-        let pipeline: Vec<Arc<dyn Stage>> = match &stages {
+        let mut pipeline: Vec<Arc<dyn Stage>> = match &stages {
             Some(stages) => vec![stages.judge.clone(), stages.faults.clone()],
             None => Vec::new(),
         };
+        // Metrics first, so they time every request and see every final answer; the window
+        // book before the judge, to label the windows it opens.
+        let observed = (control_port.is_some() || metrics_port.is_some()).then(|| {
+            let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
+            let book = stages
+                .as_ref()
+                .map(|stages| Arc::new(WindowBook::new(Arc::clone(stages.judge.judge()))));
+            let mut front: Vec<Arc<dyn Stage>> = vec![metrics.clone()];
+            if let Some(book) = &book {
+                front.push(book.clone());
+            }
+            pipeline.splice(0..0, front);
+            (metrics, book)
+        });
         let server = match ProxyServer::bind(config, pipeline).await {
             Ok(server) => server,
             Err(err) => {
@@ -230,6 +253,52 @@ impl Prepared {
             (None, None) => tracing::info!(
                 "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
             ),
+        }
+        let mut endpoints = Vec::new();
+        if let Some((metrics, book)) = observed {
+            let mut control = Control::new(metrics).recording(recorder.clone());
+            if let Some(stages) = &stages {
+                control = control
+                    .judge(Arc::clone(&stages.judge))
+                    .faults(Arc::clone(&stages.faults));
+            }
+            if let Some(book) = book {
+                control = control.windows(book);
+            }
+            if let Some(ca) = server.ca() {
+                control = control.ca_pem(ca.cert_pem());
+            }
+            for (port, what) in [(control_port, "control API"), (metrics_port, "metrics")] {
+                let Some(port) = port else { continue };
+                let listener = match TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await {
+                    Ok(listener) => listener,
+                    Err(err) => {
+                        for task in tasks {
+                            task.abort();
+                        }
+                        return Err(Ok(fail(&format!(
+                            "failed to listen for the {what} on 127.0.0.1:{port}: {err}; pick \
+                             another port, or 0 for a free one"
+                        ))));
+                    }
+                };
+                let addr = listener
+                    .local_addr()
+                    .map_or_else(|_| format!("127.0.0.1:{port}"), |addr| addr.to_string());
+                endpoints.push((what, addr.clone()));
+                let control = control.clone();
+                let pending = std::future::pending::<()>();
+                tasks.push(match what {
+                    "metrics" => {
+                        tracing::info!("metrics on http://{addr}/metrics");
+                        tokio::spawn(control.serve_metrics(listener, pending))
+                    }
+                    _ => {
+                        tracing::info!("control API on http://{addr}/ (status, windows, recording, ca.pem, metrics)");
+                        tokio::spawn(control.serve(listener, pending))
+                    }
+                });
+            }
         }
         match &stages {
             None => tracing::info!("passing everything through: no faults, no judge"),
@@ -265,6 +334,7 @@ impl Prepared {
         );
         Ok(Serving {
             server,
+            endpoints,
             stages,
             tasks,
             recorder,
@@ -282,6 +352,8 @@ struct Stages {
 /// A proxy accepting connections.
 pub(crate) struct Serving {
     server: ProxyServer,
+    /// `("control API" | "metrics", address)` for each side server asked for.
+    endpoints: Vec<(&'static str, String)>,
     stages: Option<Stages>,
     /// Reloading the faults and evicting old windows, for as long as it serves.
     tasks: Vec<JoinHandle<()>>,
@@ -293,6 +365,12 @@ impl Serving {
     /// Where it listens.
     pub(crate) fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()
+    }
+
+    /// The control API's and the metrics' addresses, when asked for: `("control API",
+    /// "127.0.0.1:PORT")`, `("metrics", …)`.
+    pub(crate) fn endpoints(&self) -> &[(&'static str, String)] {
+        &self.endpoints
     }
 
     /// Serves until `signal` completes, then stops accepting and lets the requests in flight

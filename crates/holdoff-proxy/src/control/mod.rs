@@ -103,6 +103,16 @@ pub trait RecordingSwitch: Send + Sync + 'static {
     fn set(&self, on: bool);
 }
 
+/// The event recorder is a switch: off, it records no throttles and no verdicts.
+impl RecordingSwitch for crate::report::Recorder {
+    fn is_on(&self) -> bool {
+        self.is_recording()
+    }
+    fn set(&self, on: bool) {
+        self.set_recording(on);
+    }
+}
+
 impl RecordingSwitch for AtomicBool {
     fn is_on(&self) -> bool {
         self.load(Ordering::Relaxed)

@@ -1,0 +1,79 @@
+//! `holdoff proxy --control-port 0 --metrics-port 0`: the control API and the metrics, read
+//! with curl while the proxy runs.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use holdoff_testkit::{Reply, TestServer};
+use support::runtime;
+
+/// `curl -s [-X METHOD] URL`: the body.
+fn get(method: &str, url: &str) -> String {
+    let output = Command::new("curl")
+        .args(["-s", "-X", method, url])
+        .output()
+        .expect("curl is needed for these tests: run ./scripts/test, which installs it");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_control_api_and_the_metrics_describe_the_running_proxy() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.script("/api", [Reply::too_many_requests("60")]);
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args([
+            "proxy",
+            "--port",
+            "0",
+            "--log-level",
+            "warn",
+            "--pass-through",
+        ])
+        .args(["--upstream", &format!("http://{}", upstream.addr())])
+        .args(["--control-port", "0", "--metrics-port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start holdoff proxy");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut next = |prefix: &str| {
+        let line = lines.next().and_then(Result::ok).unwrap_or_default();
+        line.strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
+            .trim_end_matches('/')
+            .to_owned()
+    };
+    let proxy = next("listening on ");
+    let control = next("control API on ");
+    let metrics = next("metrics on ");
+
+    // Pass-through: no judge, so the upstream's 429 opens no window.
+    assert!(get("GET", &format!("{proxy}/api")).is_empty());
+    get("GET", &format!("{proxy}/other"));
+
+    let status: serde_json::Value =
+        serde_json::from_str(&get("GET", &format!("{control}/status"))).expect("JSON status");
+    assert_eq!(status["requests"], 2, "{status}");
+    assert_eq!(status["recording"], true, "{status}");
+    let stopped: serde_json::Value =
+        serde_json::from_str(&get("POST", &format!("{control}/recording/stop"))).expect("JSON");
+    assert_eq!(stopped["recording"], false, "{stopped}");
+    assert!(get("GET", &format!("{control}/ca.pem")).contains("no CA"));
+
+    let scrape = get("GET", &format!("{metrics}/metrics"));
+    assert!(
+        scrape.contains("holdoff_responses_total{class=\"4xx\"} 1"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("holdoff_responses_total{class=\"2xx\"} 1"),
+        "{scrape}"
+    );
+
+    let _ = child.kill();
+    let _ = child.wait();
+}
