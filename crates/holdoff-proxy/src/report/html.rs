@@ -547,7 +547,7 @@ fn histogram(out: &mut String, report: &Report) -> fmt::Result {
 
 fn violations(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, r#"<section id="violations">"#)?;
-    writeln!(out, "<h2>Premature retries, the earliest first</h2>")?;
+    writeln!(out, "<h2>Premature retries, the most premature first</h2>")?;
     let worst = report.worst();
     if worst.is_empty() {
         writeln!(out, r#"<p class="note">None.</p></section>"#)?;

@@ -109,7 +109,7 @@ fn violations(out: &mut String, report: &Report) -> fmt::Result {
     let times = report.times();
     writeln!(
         out,
-        "### Premature retries, the earliest first ({})\n",
+        "### Premature retries, the most premature first ({})\n",
         times.note()
     )?;
     writeln!(
