@@ -84,7 +84,10 @@ fn a_shell_loop_retrying_at_once_is_premature_every_time() {
         stderr.contains("holdoff judge: 3 premature and 0 compliant retries."),
         "{stderr}"
     );
-    assert!(stderr.contains("1 error responses"), "{stderr}");
+    assert!(
+        stderr.contains("holdoff faults: 1 error response,"),
+        "{stderr}"
+    );
 }
 
 /// A urllib3 client through the proxy that retries 429s honouring `Retry-After`; prints the

@@ -493,14 +493,14 @@ async fn evict(judge: Arc<JudgeStage>, faults: Arc<FaultStage>) {
 /// What the faults did, one line, with the seed that repeats it.
 fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &Guard) {
     let line = format!(
-        "holdoff faults: {} error responses, {} rate-limited, {} mocked, {} delayed, {} resets, \
-         {} hangs, {} truncated, {} slowed (seed {seed}).",
-        counts.errors,
+        "holdoff faults: {}, {} rate-limited, {} mocked, {} delayed, {}, {}, {} truncated, {} \
+         slowed (seed {seed}).",
+        plural(counts.errors, "error response", "error responses"),
         counts.rate_limited,
         counts.mocked,
         counts.delayed,
-        counts.resets,
-        counts.hangs,
+        plural(counts.resets, "reset", "resets"),
+        plural(counts.hangs, "hang", "hangs"),
         counts.truncated,
         counts.slowed
     );
@@ -631,4 +631,9 @@ pub(crate) fn fail(message: &str) -> ExitCode {
     // With stderr gone there is nobody left to tell.
     let _ = writeln!(io::stderr(), "holdoff: {message}");
     ExitCode::from(1)
+}
+
+/// `1 reset`, `2 resets`.
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
