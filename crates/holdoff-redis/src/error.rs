@@ -1,0 +1,72 @@
+//! The crate's error: what failed, with the Redis client's error as the source.
+
+use std::fmt;
+
+/// Why a Redis operation failed.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    source: Option<redis::RedisError>,
+}
+
+/// What kind of failure an [`Error`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The Redis URL could not be understood (it is never echoed: it may hold a password).
+    InvalidUrl,
+    /// Redis did not answer within the configured timeout.
+    Timeout,
+    /// Redis could not be reached, or the connection broke.
+    Connection,
+    /// Redis answered with an error or with a value of the wrong shape.
+    Response,
+}
+
+impl Error {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub(crate) fn new(kind: ErrorKind) -> Error {
+        Error { kind, source: None }
+    }
+
+    pub(crate) fn from_redis(error: redis::RedisError) -> Error {
+        let kind = if error.is_timeout() {
+            ErrorKind::Timeout
+        } else if error.is_io_error()
+            || error.is_connection_refusal()
+            || error.is_connection_dropped()
+            || error.is_unrecoverable_error()
+        {
+            ErrorKind::Connection
+        } else {
+            ErrorKind::Response
+        };
+        Error {
+            kind,
+            source: Some(error),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.kind {
+            ErrorKind::InvalidUrl => "parse the redis url",
+            ErrorKind::Timeout => "get an answer from redis in time",
+            ErrorKind::Connection => "reach redis",
+            ErrorKind::Response => "get a usable answer from redis",
+        })
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

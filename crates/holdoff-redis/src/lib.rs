@@ -1,0 +1,49 @@
+//! Redis-backed state for holdoff: a gate that a fleet of processes shares.
+//!
+//! Many workers behind one API quota must respect one server's `Retry-After` together: when
+//! any of them learns "not before T", all of them wait. [`RedisGate`] is a
+//! [`GateStore`](holdoff::gate::GateStore) that keeps T in Redis, so a
+//! [`Gate`](holdoff::gate::Gate) over it works across processes without changing callers.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use holdoff::gate::Gate;
+//! use holdoff_redis::{FailureMode, RedisGate};
+//! use std::time::Duration;
+//!
+//! # async fn example() -> Result<(), holdoff_redis::Error> {
+//! let store = RedisGate::builder("redis://127.0.0.1:6379/0")
+//!     .prefix("myapp:gate:")
+//!     .timeout(Duration::from_millis(200))
+//!     .on_failure(FailureMode::FailClosed { hold: Duration::from_secs(1) })
+//!     .build()?;
+//! let gate = Arc::new(Gate::new(store));
+//! // Share `gate` with a `holdoff::retry::Retrier`, a tower policy or the reqwest middleware.
+//! # Ok(()) }
+//! ```
+//!
+//! # Time
+//!
+//! Redis holds wall-clock milliseconds; each process turns them into an instant on its own
+//! monotonic clock when it reads them (see [`RedisGate`]), and [`RedisGate::skew`] reports
+//! how far its wall clock is from Redis's.
+//!
+//! # Failures
+//!
+//! Every operation is bounded by a timeout. While Redis is unreachable the gate answers by
+//! its [`FailureMode`], logs the change of state once, counts failures, and reconnects by
+//! itself.
+//!
+//! # Features
+//!
+//! - `tls`: `rediss://` URLs, through rustls with the platform's root certificates.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod gate;
+mod url;
+
+pub use error::{Error, ErrorKind};
+pub use gate::{FailureMode, RedisGate, RedisGateBuilder};

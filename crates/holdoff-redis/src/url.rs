@@ -1,0 +1,59 @@
+//! Redis URLs with their password hidden, for `Debug`, logs and errors.
+
+/// `url` with the password (if any) replaced by `***`.
+///
+/// Handles `redis://[user][:password@]host…` and the `rediss://` and `redis+unix://` forms
+/// alike: whatever sits between the scheme and the last `@` of the authority is user
+/// information, and everything after its first `:` is the password.
+pub(crate) fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        // Not a URL we understand: show nothing of it rather than risk a password.
+        return "<unparsed url>".to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &rest[..at];
+    let user = match userinfo.find(':') {
+        Some(colon) => &userinfo[..colon],
+        // `redis://secret@host` is read by some clients as a bare password: hide it too.
+        None => "",
+    };
+    format!("{}{user}:***{}", &url[..scheme_end], &rest[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    mod redact {
+        use super::super::redact;
+
+        #[test]
+        fn hides_the_password_and_keeps_the_rest() {
+            assert_eq!(
+                redact("redis://alice:s3cr:et@10.0.0.1:6380/2"),
+                "redis://alice:***@10.0.0.1:6380/2"
+            );
+            assert_eq!(
+                redact("rediss://:hunter2@cache.example/0"),
+                "rediss://:***@cache.example/0"
+            );
+            assert_eq!(redact("redis://hunter2@h/0"), "redis://:***@h/0");
+        }
+
+        #[test]
+        fn leaves_a_url_without_credentials_alone() {
+            assert_eq!(
+                redact("redis://127.0.0.1:6379/0"),
+                "redis://127.0.0.1:6379/0"
+            );
+            assert_eq!(redact("redis://h/0?x=a@b"), "redis://h/0?x=a@b");
+        }
+
+        #[test]
+        fn shows_nothing_of_what_it_cannot_parse() {
+            assert_eq!(redact("hunter2"), "<unparsed url>");
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! `RedisGate` against a real `redis-server` that each test starts on a free loopback port.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use holdoff::Policy;
+use holdoff::clock::{Clock, SystemClock, TokioClock};
+use holdoff::gate::{Gate, GateStore, NotBefore};
+use holdoff::retry::Retrier;
+use holdoff_redis::{ErrorKind, FailureMode, RedisGate};
+use holdoff_testkit::{Reply, TestServer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A `redis-server` of this test's own, killed on drop, its data in a temporary directory.
+struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            child: None,
+            port: 0,
+            dir: tempfile::tempdir().expect("temporary directory"),
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        // Redis has no `--port 0`: take a port the kernel says is free, release it, and try
+        // again with another if someone else took it in between.
+        for _ in 0..10 {
+            server.port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port();
+            if server.spawn() {
+                return server;
+            }
+        }
+        panic!("could not start redis-server on a free loopback port");
+    }
+
+    /// Starts the server on `self.port`; false if it exited (the port was taken).
+    fn spawn(&mut self) -> bool {
+        let mut child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (scripts/test installs it)");
+        let started = SystemClock.now();
+        while SystemClock.now() - started < Duration::from_secs(10) {
+            if child.try_wait().expect("redis-server status").is_some() {
+                return false;
+            }
+            if let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) {
+                // Any reply (PONG or NOAUTH) means it is serving.
+                let mut reply = [0u8; 1];
+                if stream.write_all(b"PING\r\n").is_ok()
+                    && stream.read(&mut reply).unwrap_or(0) == 1
+                {
+                    self.child = Some(child);
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port, as an operator would after a crash.
+    fn restart(&mut self) {
+        self.kill();
+        for _ in 0..50 {
+            if self.spawn() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("could not restart redis-server on port {}", self.port);
+    }
+
+    /// A plain connection for looking at what the gate left in Redis.
+    async fn inspect(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .expect("url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the test redis-server")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn sleep(by: Duration) {
+    TokioClock.sleep_until(TokioClock.now() + by).await;
+}
+
+/// Milliseconds since the epoch, rounded up as the gate stores them.
+fn millis(at: SystemTime) -> u128 {
+    let nanos = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_nanos();
+    nanos.div_ceil(1_000_000)
+}
+
+mod raise {
+    use super::*;
+
+    #[tokio::test]
+    async fn keeps_the_later_time_and_expires_the_key_at_it() {
+        let redis = RedisServer::start();
+        let gate = RedisGate::builder(redis.url()).build().expect("gate");
+        let now = TokioClock.wall_now();
+        let later = now + Duration::from_secs(5);
+
+        assert!(gate.try_raise("api", later).await.expect("raise"));
+        assert!(
+            !gate
+                .try_raise("api", now + Duration::from_secs(2))
+                .await
+                .expect("raise")
+        );
+
+        let stored = gate.try_get("api").await.expect("get").expect("closed");
+        // Stored in whole milliseconds, rounded up.
+        assert!(stored >= later);
+        assert_eq!(millis(stored), millis(later));
+        let mut inspect = redis.inspect().await;
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg("holdoff:gate:api")
+            .query_async(&mut inspect)
+            .await
+            .expect("PTTL");
+        assert!(pttl > 0 && pttl <= 5_001, "PTTL {pttl}");
+    }
+
+    #[tokio::test]
+    async fn leaves_nothing_behind_once_the_window_has_passed() {
+        let redis = RedisServer::start();
+        let gate = RedisGate::builder(redis.url()).build().expect("gate");
+        let soon = TokioClock.wall_now() + Duration::from_millis(100);
+        gate.try_raise("api", soon).await.expect("raise");
+        sleep(Duration::from_millis(300)).await;
+        let mut inspect = redis.inspect().await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut inspect)
+            .await
+            .expect("KEYS");
+        assert!(keys.is_empty(), "left behind: {keys:?}");
+        assert_eq!(gate.try_get("api").await.expect("get"), None);
+    }
+}
+
+mod get {
+    use super::*;
+
+    #[tokio::test]
+    async fn answers_the_wall_time_that_gate_turns_into_a_local_instant() {
+        let redis = RedisServer::start();
+        let store = RedisGate::builder(redis.url()).build().expect("gate");
+        let until_wall = TokioClock.wall_now() + Duration::from_secs(3);
+        store
+            .raise("api", TokioClock.now(), until_wall)
+            .await
+            .expect("infallible");
+        let Ok(Some(NotBefore::Wall(wall))) = store.get("api").await else {
+            panic!("expected a wall time");
+        };
+        assert_eq!(millis(wall), millis(until_wall));
+
+        let gate = Gate::new(store);
+        let opens = gate
+            .opens_at("api", &TokioClock)
+            .await
+            .expect("infallible")
+            .expect("closed");
+        let ahead = opens - TokioClock.now();
+        assert!(
+            ahead > Duration::from_millis(2_500) && ahead <= Duration::from_millis(3_001),
+            "{ahead:?}"
+        );
+        assert_eq!(
+            gate.opens_at("other", &TokioClock)
+                .await
+                .expect("infallible"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn prefixes_isolate_gates() {
+        let redis = RedisServer::start();
+        let a = RedisGate::builder(redis.url())
+            .prefix("a:")
+            .build()
+            .expect("gate");
+        let b = RedisGate::builder(redis.url())
+            .prefix("b:")
+            .build()
+            .expect("gate");
+        a.try_raise("api", TokioClock.wall_now() + Duration::from_secs(5))
+            .await
+            .expect("raise");
+        assert!(a.try_get("api").await.expect("get").is_some());
+        assert_eq!(b.try_get("api").await.expect("get"), None);
+        assert_eq!(a.redis_key("api"), "a:api");
+    }
+
+    #[tokio::test]
+    async fn times_out_instead_of_hanging_on_a_silent_server() {
+        // Accepts connections and never answers.
+        let silent = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind");
+        let url = format!("redis://{}/0", silent.local_addr().expect("addr"));
+        let _held = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = silent.accept().await {
+                held.push(stream);
+            }
+        });
+        let gate = RedisGate::builder(url)
+            .timeout(Duration::from_millis(200))
+            .build()
+            .expect("gate");
+        let started = TokioClock.now();
+        let error = gate.try_get("api").await.expect_err("no answer");
+        assert_eq!(error.kind(), ErrorKind::Timeout);
+        assert!(TokioClock.now() - started < Duration::from_secs(2));
+        assert_eq!(gate.errors(), 1);
+        assert!(!gate.is_healthy());
+    }
+}
+
+mod password {
+    use super::*;
+
+    #[tokio::test]
+    async fn is_used_and_never_shown() {
+        let redis = RedisServer::start_with(&["--requirepass", "hunter2"]);
+        let url = format!("redis://:hunter2@127.0.0.1:{}/0", redis.port);
+        let gate = RedisGate::builder(&url).build().expect("gate");
+        gate.try_raise("api", TokioClock.wall_now() + Duration::from_secs(1))
+            .await
+            .expect("authenticated");
+        assert!(!format!("{gate:?}").contains("hunter2"));
+        assert_eq!(
+            gate.url(),
+            format!("redis://:***@127.0.0.1:{}/0", redis.port)
+        );
+
+        let wrong = RedisGate::builder(format!("redis://:wrong-pass@127.0.0.1:{}/0", redis.port))
+            .build()
+            .expect("gate");
+        let error = wrong.try_get("api").await.expect_err("wrong password");
+        let mut text = format!("{error} {error:?}");
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            text += &cause.to_string();
+            source = cause.source();
+        }
+        assert!(!text.contains("wrong-pass"), "{text}");
+        assert!(!format!("{:?}", RedisGate::builder(&url)).contains("hunter2"));
+    }
+}
+
+mod skew {
+    use super::*;
+
+    #[tokio::test]
+    async fn is_small_against_a_redis_on_the_same_machine() {
+        let redis = RedisServer::start();
+        let gate = RedisGate::builder(redis.url()).build().expect("gate");
+        let (holdoff::Skew::Ahead(by) | holdoff::Skew::Behind(by)) =
+            gate.skew().await.expect("TIME");
+        assert!(by < Duration::from_millis(100), "{by:?}");
+    }
+}
+
+mod redis_killed {
+    use super::*;
+
+    /// Polls until `gate` reaches Redis again: recovery must come without help.
+    async fn wait_until_healthy(gate: &RedisGate) {
+        let started = TokioClock.now();
+        while gate.try_get("probe").await.is_err() {
+            assert!(
+                TokioClock.now() - started < Duration::from_secs(10),
+                "no recovery"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+        assert!(gate.is_healthy());
+    }
+
+    #[tokio::test]
+    async fn fail_open_answers_from_local_state_counts_and_recovers() {
+        let mut redis = RedisServer::start();
+        let gate = RedisGate::builder(redis.url())
+            .timeout(Duration::from_millis(200))
+            .on_failure(FailureMode::FailOpen)
+            .build()
+            .expect("gate");
+        let in_redis = TokioClock.wall_now() + Duration::from_secs(30);
+        gate.try_raise("theirs", in_redis).await.expect("raise");
+        assert!(gate.try_get("theirs").await.expect("get").is_some());
+
+        redis.kill();
+        // Raised by another process, so unknown here: open.
+        assert_eq!(gate.get("theirs").await, Ok(None));
+        assert!(gate.errors() >= 1);
+        assert!(!gate.is_healthy());
+        // Raised by this process while Redis is away: it still holds here.
+        let mine = TokioClock.now() + Duration::from_secs(5);
+        gate.raise("mine", mine, TokioClock.wall_now() + Duration::from_secs(5))
+            .await
+            .expect("infallible");
+        assert_eq!(gate.get("mine").await, Ok(Some(NotBefore::Instant(mine))));
+        let errors = gate.errors();
+        assert!(errors >= 3, "{errors}");
+
+        redis.restart();
+        wait_until_healthy(&gate).await;
+        // A new, empty Redis (nothing is saved): the gate works on it.
+        assert!(gate.try_raise("theirs", in_redis).await.expect("raise"));
+        assert!(gate.try_get("theirs").await.expect("get").is_some());
+    }
+
+    #[tokio::test]
+    async fn fail_closed_holds_every_key_and_recovers() {
+        let mut redis = RedisServer::start();
+        let hold = Duration::from_secs(2);
+        let gate = RedisGate::builder(redis.url())
+            .timeout(Duration::from_millis(200))
+            .on_failure(FailureMode::FailClosed { hold })
+            .build()
+            .expect("gate");
+        assert_eq!(gate.get("api").await, Ok(None));
+
+        redis.kill();
+        let before = TokioClock.now();
+        let Ok(Some(NotBefore::Instant(at))) = gate.get("api").await else {
+            panic!("fail-closed must answer closed");
+        };
+        assert!(at >= before + hold && at <= TokioClock.now() + hold);
+        assert!(gate.errors() >= 1);
+
+        redis.restart();
+        wait_until_healthy(&gate).await;
+        assert_eq!(gate.get("api").await, Ok(None));
+    }
+}
+
+/// Four processes share one key: one learns `Retry-After: 2`, and none of them calls the
+/// server again before the permitted time.
+mod fleet {
+    use super::*;
+
+    const URL: &str = "HOLDOFF_REDIS_TEST_URL";
+    const TARGET: &str = "HOLDOFF_REDIS_TEST_TARGET";
+
+    /// The worker: one call through a `Retrier` with the Redis gate. It runs only when the
+    /// `fleet` test starts this test binary as a child process with the variables set.
+    #[tokio::test]
+    async fn worker_process() {
+        let (Ok(url), Ok(target)) = (std::env::var(URL), std::env::var(TARGET)) else {
+            return;
+        };
+        let store = RedisGate::builder(url).build().expect("gate");
+        let gate = Arc::new(Gate::new(store));
+        let outcome = Retrier::<_, _, std::io::Error>::new(Policy::default())
+            .gate(gate, "fleet-key")
+            .run(|_| get(&target))
+            .await;
+        assert!(outcome.is_success(), "worker did not get through");
+    }
+
+    /// A minimal HTTP/1.1 GET, one connection per request.
+    async fn get(addr: &str) -> Result<http::Response<()>, std::io::Error> {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(
+                format!("GET /x HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+            )
+            .await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        let text = String::from_utf8_lossy(&raw);
+        let head = text.split("\r\n\r\n").next().unwrap_or_default();
+        let mut lines = head.split("\r\n");
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| std::io::Error::other("no status line"))?;
+        let mut response = http::Response::builder().status(status);
+        for line in lines {
+            if let Some((name, value)) = line.split_once(':') {
+                response = response.header(name.trim(), value.trim());
+            }
+        }
+        response.body(()).map_err(std::io::Error::other)
+    }
+
+    fn spawn_worker(redis: &RedisServer, server: &TestServer) -> tokio::process::Child {
+        tokio::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["fleet::worker_process", "--exact", "--test-threads=1"])
+            .env(URL, redis.url())
+            .env(TARGET, server.addr().to_string())
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn worker")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_worker_calls_before_the_permitted_time() {
+        let redis = RedisServer::start();
+        let server = TestServer::start().await;
+        server.script("/x", [Reply::too_many_requests("2")]);
+        server.set_default("/x", Reply::ok("ok"));
+        let watcher = RedisGate::builder(redis.url()).build().expect("gate");
+
+        // The first worker meets the 429 and closes the gate for everyone...
+        let mut workers = vec![spawn_worker(&redis, &server)];
+        let started = TokioClock.now();
+        while watcher.try_get("fleet-key").await.expect("get").is_none() {
+            assert!(
+                TokioClock.now() - started < Duration::from_secs(20),
+                "gate never closed"
+            );
+            sleep(Duration::from_millis(10)).await;
+        }
+        // ...and the other three start while it is closed.
+        workers.extend((0..3).map(|_| spawn_worker(&redis, &server)));
+        for mut worker in workers {
+            let status = tokio::time::timeout(Duration::from_secs(30), worker.wait())
+                .await
+                .expect("worker finished in time")
+                .expect("worker status");
+            assert!(status.success(), "worker failed: {status}");
+        }
+
+        let requests = server.requests_to("/x");
+        assert_eq!(requests.len(), 5, "one 429, then one success per worker");
+        // The 429 left the server after its request arrived, so arrival + 2 s is no later
+        // than the permitted time.
+        let permitted = requests[0].at + Duration::from_secs(2);
+        for request in &requests[1..] {
+            assert!(
+                request.at >= permitted,
+                "a request came {:?} early",
+                permitted - request.at
+            );
+        }
+    }
+}
