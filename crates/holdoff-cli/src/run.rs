@@ -306,34 +306,10 @@ fn system_roots() -> String {
         .collect()
 }
 
-/// `bytes` as a PEM block with `label`.
+/// `bytes` as a PEM block with `label`, 64 characters a line (RFC 7468).
 fn pem(label: &str, bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut base64 = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, byte)| n | u32::from(*byte) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                base64.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
-            } else {
-                base64.push('=');
-            }
-        }
-    }
-    let mut text = format!("-----BEGIN {label}-----\n");
-    // 64 characters a line (RFC 7468); base64 is ASCII, so every split is on a char boundary.
-    let mut rest = base64.as_str();
-    while !rest.is_empty() {
-        let (line, tail) = rest.split_at(rest.len().min(64));
-        text.push_str(line);
-        text.push('\n');
-        rest = tail;
-    }
-    text.push_str(&format!("-----END {label}-----\n"));
-    text
+    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+    pem::encode_config(&pem::Pem::new(label, bytes), config)
 }
 
 /// The command, with the proxy and CA variables set.
