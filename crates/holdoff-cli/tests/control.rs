@@ -23,23 +23,25 @@ fn the_control_api_and_the_metrics_describe_the_running_proxy() {
     let rt = runtime();
     let upstream = rt.block_on(TestServer::start());
     upstream.script("/api", [Reply::too_many_requests("60")]);
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
-        .args([
-            "proxy",
-            "--port",
-            "0",
-            "--log-level",
-            "warn",
-            "--pass-through",
-        ])
-        .args(["--upstream", &format!("http://{}", upstream.addr())])
-        .args(["--control-port", "0", "--metrics-port", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start holdoff proxy");
-    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut child = KillOnDrop(
+        Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+            .args([
+                "proxy",
+                "--port",
+                "0",
+                "--log-level",
+                "warn",
+                "--pass-through",
+            ])
+            .args(["--upstream", &format!("http://{}", upstream.addr())])
+            .args(["--control-port", "0", "--metrics-port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start holdoff proxy"),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().expect("piped")).lines();
     let mut next = |prefix: &str| {
         let line = lines.next().and_then(Result::ok).unwrap_or_default();
         line.strip_prefix(prefix)
@@ -73,7 +75,14 @@ fn the_control_api_and_the_metrics_describe_the_running_proxy() {
         scrape.contains("holdoff_responses_total{class=\"2xx\"} 1"),
         "{scrape}"
     );
+}
 
-    let _ = child.kill();
-    let _ = child.wait();
+/// The proxy, killed when the test ends, passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
