@@ -1,51 +1,19 @@
 //! The judge inside the real proxy: hints from a real upstream open windows, and a retry that
 //! comes too early is answered 429 without reaching the upstream.
 
-use std::net::{Ipv4Addr, SocketAddr};
+mod support;
+
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
-use holdoff_proxy::{ProxyConfig, ProxyServer, Stage};
 use holdoff_testkit::{Reply, TestServer};
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use support::get_as as get;
 
 async fn proxy(judge: Arc<JudgeStage>) -> (SocketAddr, holdoff_proxy::ShutdownHandle) {
-    let mut config = ProxyConfig::default();
-    config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    let stages: Vec<Arc<dyn Stage>> = vec![judge];
-    let server = ProxyServer::bind(config, stages).await.expect("bind");
-    let addr = server.local_addr();
-    let handle = server.shutdown_handle();
-    tokio::spawn(server.run());
-    (addr, handle)
-}
-
-/// One absolute-form GET through the proxy on a new connection, as `client`.
-async fn get(proxy: SocketAddr, url: &str, client: &str) -> Response<Bytes> {
-    let uri: http::Uri = url.parse().expect("url");
-    let request = Request::get(url)
-        .header(
-            http::header::HOST,
-            uri.authority().expect("authority").as_str(),
-        )
-        .header("x-holdoff-client", client)
-        .body(Full::new(Bytes::new()))
-        .expect("request");
-    let stream = TcpStream::connect(proxy).await.expect("connect");
-    let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection);
-    let response = sender.send_request(request).await.expect("response");
-    let (parts, body) = response.into_parts();
-    Response::from_parts(parts, body.collect().await.expect("body").to_bytes())
+    support::in_process(vec![judge]).await
 }
 
 fn stage(mode: KeyMode) -> Arc<JudgeStage> {

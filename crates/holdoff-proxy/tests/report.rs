@@ -5,6 +5,8 @@
 //! The HTML report is checked in a real browser by `scripts/check-html-report`. Last, the
 //! judge in a real proxy feeds a recorder.
 
+mod support;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -116,41 +118,17 @@ mod recorder {
 }
 
 mod judge {
-    use std::net::{Ipv4Addr, SocketAddr};
+    use std::net::SocketAddr;
 
-    use bytes::Bytes;
     use holdoff::clock::{Clock, TokioClock};
     use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
-    use holdoff_proxy::{ProxyConfig, ProxyServer, Stage};
     use holdoff_testkit::{Reply, TestServer};
-    use http::Request;
-    use http_body_util::{BodyExt, Full};
-    use hyper::client::conn::http1;
-    use hyper_util::rt::TokioIo;
-    use tokio::net::TcpStream;
 
     use super::*;
 
-    /// One absolute-form GET through the proxy on a new connection, as `client`; the status.
+    /// One GET through the proxy as `client`: the status.
     async fn get(proxy: SocketAddr, url: &str, client: &str) -> u16 {
-        let uri: http::Uri = url.parse().expect("url");
-        let request = Request::get(url)
-            .header(
-                http::header::HOST,
-                uri.authority().expect("authority").as_str(),
-            )
-            .header("x-holdoff-client", client)
-            .body(Full::new(Bytes::new()))
-            .expect("request");
-        let stream = TcpStream::connect(proxy).await.expect("connect");
-        let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        let response = sender.send_request(request).await.expect("response");
-        let status = response.status().as_u16();
-        response.into_body().collect().await.expect("body");
-        status
+        support::get_as(proxy, url, client).await.status().as_u16()
     }
 
     #[tokio::test]
@@ -166,12 +144,7 @@ mod judge {
         let recorder = Arc::new(Recorder::new(None).expect("recorder"));
         let judge = JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), TokioClock.now())))
             .with_recorder(recorder.clone());
-        let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let stages: Vec<Arc<dyn Stage>> = vec![Arc::new(judge)];
-        let server = ProxyServer::bind(config, stages).await.expect("bind");
-        let (addr, handle) = (server.local_addr(), server.shutdown_handle());
-        tokio::spawn(server.run());
+        let (addr, handle) = support::in_process(vec![Arc::new(judge)]).await;
         let url = upstream.url("/items");
 
         let before = TokioClock.wall_now();

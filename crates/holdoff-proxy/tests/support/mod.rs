@@ -652,3 +652,43 @@ pub(crate) async fn closes_within<S: AsyncRead + Unpin>(stream: &mut S, within: 
     };
     tokio::time::timeout(within, drained).await.is_ok()
 }
+
+/// The proxy in this process, on a free loopback port, with `stages`: its address and the
+/// handle that stops it.
+pub(crate) async fn in_process(
+    stages: Vec<Arc<dyn holdoff_proxy::Stage>>,
+) -> (SocketAddr, holdoff_proxy::ShutdownHandle) {
+    let mut config = holdoff_proxy::ProxyConfig::default();
+    config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let server = holdoff_proxy::ProxyServer::bind(config, stages)
+        .await
+        .expect("bind");
+    let addr = server.local_addr();
+    let handle = server.shutdown_handle();
+    tokio::spawn(server.run());
+    (addr, handle)
+}
+
+/// One absolute-form GET through the proxy on a new connection, as `client`
+/// (`X-Holdoff-Client`), with its body read.
+pub(crate) async fn get_as(proxy: SocketAddr, url: &str, client: &str) -> Response<Bytes> {
+    let uri: http::Uri = url.parse().expect("url");
+    let request = Request::get(url)
+        .header(
+            http::header::HOST,
+            uri.authority().expect("authority").as_str(),
+        )
+        .header("x-holdoff-client", client)
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let stream = tokio::net::TcpStream::connect(proxy)
+        .await
+        .expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let response = sender.send_request(request).await.expect("response");
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, body.collect().await.expect("body").to_bytes())
+}
