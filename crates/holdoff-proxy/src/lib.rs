@@ -80,6 +80,7 @@ pub mod fault;
 pub mod judge;
 mod proxy;
 pub mod report;
+pub mod shared;
 pub mod tls;
 
 pub use body::{Body, BoxError};

@@ -87,6 +87,13 @@ pub struct KeyParts<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WindowKey(u64, u64);
 
+impl fmt::Display for WindowKey {
+    /// 32 lowercase hex digits: the name of the window in a shared store.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}{:016x}", self.0, self.1)
+    }
+}
+
 impl WindowKey {
     /// Which of `shards` maps the key belongs in: the digest is uniform, so its low bits do.
     pub(crate) fn shard(self, shards: usize) -> usize {

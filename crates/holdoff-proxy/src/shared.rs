@@ -1,0 +1,203 @@
+//! State that several proxy replicas share: the judge's open windows and the rate limiters'
+//! counters.
+//!
+//! One proxy keeps both in memory. Replicas in front of the same API share them through a
+//! [`SharedState`] store (`holdoff-redis` provides one in Redis), so that a retry sent to
+//! replica B too soon after a throttle from replica A is still caught, and a limit of N per
+//! window admits N requests across all the replicas together.
+//!
+//! # Time
+//!
+//! A store keeps time on its own clock (Redis's `TIME`), never the replicas': a window is
+//! opened with the wait that is left, not a timestamp, and a check answers in durations
+//! measured against the store's now. Replicas on different machines therefore agree without
+//! comparing their clocks.
+//!
+//! # Failures
+//!
+//! Each replica keeps its own in-memory state as well, always. While the store fails,
+//! [`SharedStore`] answers by its [`OnFailure`] mode — carry on with the replica's own state,
+//! or answer as throttled — logs the change of state once (not once per request), counts the
+//! failures, and goes back to the store by itself as soon as an operation succeeds again.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::fault::ratelimit::{Limit, Taken};
+use crate::judge::{Penalty, WindowKey};
+
+/// Why a store operation failed (unreachable, timed out, a bad answer).
+pub type StateError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What a store operation yields, later.
+pub type StateFuture<T> = Pin<Box<dyn Future<Output = Result<T, StateError>> + Send + 'static>>;
+
+/// A store of windows and counters that several proxies share.
+///
+/// Every operation is atomic in the store (two replicas checking the same key at once see one
+/// verdict each, in some order) and bounded by the store's own timeout. Keys are namespaced by
+/// the store and expire by themselves: nothing is left behind once a window closes or a
+/// counter goes idle.
+pub trait SharedState: Send + Sync + fmt::Debug + 'static {
+    /// Judges a request under `key` arriving now (the store's now): like
+    /// [`Judge::check`](crate::judge::Judge::check), with `penalty` applied to a premature
+    /// request's window.
+    fn check(&self, key: WindowKey, penalty: Penalty) -> StateFuture<SharedCheck>;
+
+    /// A hint reached a client: keep `key` closed for `wait` from now (the store's now). An
+    /// open window keeps the later of the two permitted times. The window is kept for
+    /// `retention` past its permitted time, for a late retry to close it, then expires.
+    fn open(&self, key: WindowKey, wait: Duration, retention: Duration) -> StateFuture<()>;
+
+    /// Counts a request of `limit.cost` under the counter `counter` (see [`CounterKey`]):
+    /// like [`RateLimiter::take`](crate::fault::ratelimit::RateLimiter::take), with fixed
+    /// windows aligned to the Unix epoch on the store's clock.
+    fn take(&self, counter: &CounterKey, limit: Limit) -> StateFuture<Taken>;
+
+    /// Where the state is, for logs: e.g. `redis://127.0.0.1:6379/0`, never with a password.
+    fn location(&self) -> String;
+}
+
+/// What a store found for a request, in durations against the store's now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedCheck {
+    /// No window is open under the key.
+    Open,
+    /// Before the permitted time; the window stays open.
+    Premature {
+        /// How long ago the window was opened.
+        since_throttle: Duration,
+        /// How early the request came, against the permitted time it broke.
+        early_by: Duration,
+        /// How long until a retry is permitted now (later than `early_by` under a sliding
+        /// penalty).
+        permitted_in: Duration,
+    },
+    /// At or after the permitted time; the window is closed.
+    Compliant {
+        /// How long ago the window was opened.
+        since_throttle: Duration,
+        /// How long after the permitted time the request came.
+        late_by: Duration,
+    },
+}
+
+/// The name of one rate-limit counter: the rule, then whose counter it is.
+///
+/// The rule part is a digest of what the rule counts (limit, window, cost, algorithm, URL
+/// pattern, method, scope), so replicas with the same rule share its counters, and a rule
+/// edited in a config file starts fresh ones.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CounterKey {
+    /// The rule's digest, 32 lowercase hex digits.
+    pub rule: String,
+    /// The client's identity for a per-client limit; empty for a shared one.
+    pub scope: String,
+}
+
+impl fmt::Display for CounterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.rule, self.scope)
+    }
+}
+
+/// What the proxy answers while its [`SharedState`] store fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnFailure {
+    /// Carry on with this replica's own state (windows it opened, requests it counted), and
+    /// say so loudly. Traffic flows; a retry sent to another replica may go unjudged.
+    #[default]
+    FailOpen,
+    /// Answer every watched request `503` with `Retry-After: hold`, without forwarding it,
+    /// until the store is back.
+    FailClosed {
+        /// The wait sent with each refusal.
+        hold: Duration,
+    },
+}
+
+/// A [`SharedState`] store with its failure mode, health and failure count; shared by the
+/// judge and the fault stage of one proxy.
+#[derive(Debug)]
+pub struct SharedStore {
+    state: Arc<dyn SharedState>,
+    on_failure: OnFailure,
+    /// Whether the last operation succeeded (so a change is logged once).
+    up: AtomicBool,
+    failures: AtomicU64,
+}
+
+impl SharedStore {
+    /// `state`, answering by `on_failure` while it fails.
+    pub fn new(state: Arc<dyn SharedState>, on_failure: OnFailure) -> SharedStore {
+        SharedStore {
+            state,
+            on_failure,
+            up: AtomicBool::new(true),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    /// The store.
+    pub fn state(&self) -> &Arc<dyn SharedState> {
+        &self.state
+    }
+
+    /// The failure mode.
+    pub fn on_failure(&self) -> OnFailure {
+        self.on_failure
+    }
+
+    /// Whether the last operation succeeded (true before the first).
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// How many operations have failed so far.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Notes an operation's outcome, logging when the store goes down or comes back, and
+    /// hands back its value.
+    pub fn settle<T>(&self, outcome: Result<T, StateError>) -> Option<T> {
+        match outcome {
+            Ok(value) => {
+                if !self.up.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        target: "holdoff::shared",
+                        state = %self.state.location(),
+                        "shared state is reachable again; judging and rate limiting with it"
+                    );
+                }
+                Some(value)
+            }
+            Err(error) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                if self.up.swap(false, Ordering::Relaxed) {
+                    let then = match self.on_failure {
+                        OnFailure::FailOpen => {
+                            "failing open: this replica judges and rate-limits with its own state until it is back".to_owned()
+                        }
+                        OnFailure::FailClosed { hold } => format!(
+                            "failing closed: watched requests get 503 with Retry-After: {} until it is back",
+                            crate::fault::ratelimit::ceil_secs(hold)
+                        ),
+                    };
+                    tracing::error!(
+                        target: "holdoff::shared",
+                        state = %self.state.location(),
+                        error = %error,
+                        "shared state failed; {then}"
+                    );
+                }
+                None
+            }
+        }
+    }
+}
