@@ -88,4 +88,6 @@ pub use config::{
     CaSource, ConfigError, Credentials, DEFAULT_PORT, ProxyConfig, Upstream, WatchPattern,
 };
 pub use error::{ErrorKind, ProxyError};
-pub use proxy::{Action, ClientId, Mode, ProxyServer, RequestMeta, ShutdownHandle, Stage, Summary};
+pub use proxy::{
+    Action, ClientId, Finish, Mode, ProxyServer, RequestMeta, ShutdownHandle, Stage, Summary,
+};

@@ -414,6 +414,29 @@ mod validation {
     }
 
     #[test]
+    fn state_that_is_not_a_redis_url() {
+        // The URL may hold a password: the message never quotes it.
+        let errors = json(r#"{"state": {"redis": "http://user:hunter2@127.0.0.1:6379"}}"#);
+        assert!(!errors.contains("hunter2"), "{errors}");
+        assert_snapshot!(errors);
+    }
+
+    #[test]
+    fn state_with_a_zero_timeout_an_empty_prefix_and_a_hold_without_failing_closed() {
+        assert_snapshot!(json(
+            r#"{"state": {"redis": "redis://127.0.0.1:6379/0", "timeoutMs": 0, "prefix": "",
+                "holdSeconds": 5}}"#
+        ));
+    }
+
+    #[test]
+    fn state_with_an_unknown_failure_mode() {
+        assert_snapshot!(json(
+            r#"{"state": {"redis": "redis://127.0.0.1:6379/0", "onFailure": "fail-shut"}}"#
+        ));
+    }
+
+    #[test]
     fn every_problem_at_once() {
         assert_snapshot!(yaml(
             r"urlsToWatch: ['']

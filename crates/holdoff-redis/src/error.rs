@@ -21,6 +21,9 @@ pub enum ErrorKind {
     Connection,
     /// Redis answered with an error or with a value of the wrong shape.
     Response,
+    /// The operation asks for something this version cannot do in Redis (a rate-limit
+    /// algorithm it does not know).
+    Unsupported,
 }
 
 impl Error {
@@ -59,6 +62,9 @@ impl fmt::Display for Error {
             ErrorKind::Timeout => "get an answer from redis in time",
             ErrorKind::Connection => "reach redis",
             ErrorKind::Response => "get a usable answer from redis",
+            ErrorKind::Unsupported => {
+                "count with a rate-limit algorithm redis state does not support"
+            }
         })
     }
 }

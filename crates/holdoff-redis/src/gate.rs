@@ -10,10 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 use holdoff::Skew;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::gate::{GateStore, MemoryGateStore, NotBefore};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 
 use crate::error::{Error, ErrorKind};
-use crate::url::redact;
+use crate::url::{connect, redact};
 
 /// Keeps the later of the stored time and the given one, and makes the key expire at it.
 ///
@@ -104,18 +104,7 @@ impl RedisGateBuilder {
     /// [`ErrorKind::InvalidUrl`] if the URL is not a Redis URL this build can use (a
     /// `rediss://` URL needs the `tls` feature).
     pub fn build(self) -> Result<RedisGate, Error> {
-        // The client's own error may quote the URL, password included: drop it.
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|_| Error::new(ErrorKind::InvalidUrl))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            // Few, short retries: the caller's timeout bounds each operation anyway, and the
-            // next operation starts a fresh reconnection.
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(200));
-        let connection =
-            ConnectionManager::new_lazy_with_config(client, config).map_err(Error::from_redis)?;
+        let connection = connect(&self.url, self.timeout)?;
         Ok(RedisGate {
             connection,
             raise: redis::Script::new(RAISE),

@@ -1,9 +1,14 @@
-//! Redis-backed state for holdoff: a gate that a fleet of processes shares.
+//! Redis-backed state for holdoff: a gate that a fleet of processes shares, and the state
+//! that replicas of the proxy share.
 //!
 //! Many workers behind one API quota must respect one server's `Retry-After` together: when
 //! any of them learns "not before T", all of them wait. [`RedisGate`] is a
 //! [`GateStore`](holdoff::gate::GateStore) that keeps T in Redis, so a
 //! [`Gate`](holdoff::gate::Gate) over it works across processes without changing callers.
+//!
+//! With the `proxy` feature, `RedisState` is a `holdoff_proxy::shared::SharedState` in
+//! Redis: the judge's open windows and the rate limiters' counters, shared by proxy replicas
+//! in front of one API, each operation one atomic script on Redis's clock.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -26,24 +31,31 @@
 //!
 //! Redis holds wall-clock milliseconds; each process turns them into an instant on its own
 //! monotonic clock when it reads them (see [`RedisGate`]), and [`RedisGate::skew`] reports
-//! how far its wall clock is from Redis's.
+//! how far its wall clock is from Redis's. `RedisState` reads no process's clock: its
+//! scripts read Redis's `TIME`, and it answers in durations.
 //!
 //! # Failures
 //!
 //! Every operation is bounded by a timeout. While Redis is unreachable the gate answers by
 //! its [`FailureMode`], logs the change of state once, counts failures, and reconnects by
-//! itself.
+//! itself. `RedisState` returns the error, for the proxy's `SharedStore` to answer by its own
+//! failure mode, and reconnects by itself too.
 //!
 //! # Features
 //!
 //! - `tls`: `rediss://` URLs, through rustls with the platform's root certificates.
+//! - `proxy` (off by default): `RedisState`, with a dependency on `holdoff-proxy`.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod error;
 mod gate;
+#[cfg(feature = "proxy")]
+mod state;
 mod url;
 
 pub use error::{Error, ErrorKind};
 pub use gate::{FailureMode, RedisGate, RedisGateBuilder};
+#[cfg(feature = "proxy")]
+pub use state::{RedisState, RedisStateBuilder};

@@ -1,4 +1,28 @@
-//! Redis URLs with their password hidden, for `Debug`, logs and errors.
+//! Redis URLs: connecting to one, and showing one with its password hidden, for `Debug`,
+//! logs and errors.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::error::{Error, ErrorKind};
+
+/// A connection to `url` that connects on first use, not here, and reconnects by itself after
+/// a failure; connecting and each answer bounded by `timeout`.
+///
+/// Must be called inside a tokio runtime (the connection's background tasks run on it).
+pub(crate) fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, Error> {
+    // The client's own error may quote the URL, password included: drop it.
+    let client = redis::Client::open(url).map_err(|_| Error::new(ErrorKind::InvalidUrl))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        // Few, short retries: the caller's timeout bounds each operation anyway, and the next
+        // operation starts a fresh reconnection.
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(200));
+    ConnectionManager::new_lazy_with_config(client, config).map_err(Error::from_redis)
+}
 
 /// `url` with the password (if any) replaced by `***`.
 ///

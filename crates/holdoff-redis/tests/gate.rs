@@ -1,125 +1,17 @@
 //! `RedisGate` against a real `redis-server` that each test starts on a free loopback port.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use holdoff::Policy;
-use holdoff::clock::{Clock, SystemClock, TokioClock};
+use holdoff::clock::{Clock, TokioClock};
 use holdoff::gate::{Gate, GateStore, NotBefore};
 use holdoff::retry::Retrier;
 use holdoff_redis::{ErrorKind, FailureMode, RedisGate};
+use holdoff_testkit::redis::{RedisServer, inspect, silent_server};
 use holdoff_testkit::{Reply, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A `redis-server` of this test's own, killed on drop, its data in a temporary directory.
-struct RedisServer {
-    child: Option<Child>,
-    port: u16,
-    dir: tempfile::TempDir,
-    extra: Vec<String>,
-}
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        RedisServer::start_with(&[])
-    }
-
-    fn start_with(extra: &[&str]) -> RedisServer {
-        let mut server = RedisServer {
-            child: None,
-            port: 0,
-            dir: tempfile::tempdir().expect("temporary directory"),
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
-        };
-        // Redis has no `--port 0`: take a port the kernel says is free, release it, and try
-        // again with another if someone else took it in between.
-        for _ in 0..10 {
-            server.port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                .and_then(|l| l.local_addr())
-                .expect("free port")
-                .port();
-            if server.spawn() {
-                return server;
-            }
-        }
-        panic!("could not start redis-server on a free loopback port");
-    }
-
-    /// Starts the server on `self.port`; false if it exited (the port was taken).
-    fn spawn(&mut self) -> bool {
-        let mut child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (scripts/test installs it)");
-        let started = SystemClock.now();
-        while SystemClock.now() - started < Duration::from_secs(10) {
-            if child.try_wait().expect("redis-server status").is_some() {
-                return false;
-            }
-            if let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port)) {
-                // Any reply (PONG or NOAUTH) means it is serving.
-                let mut reply = [0u8; 1];
-                if stream.write_all(b"PING\r\n").is_ok()
-                    && stream.read(&mut reply).unwrap_or(0) == 1
-                {
-                    self.child = Some(child);
-                    return true;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Starts it again on the same port, as an operator would after a crash.
-    fn restart(&mut self) {
-        self.kill();
-        for _ in 0..50 {
-            if self.spawn() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("could not restart redis-server on port {}", self.port);
-    }
-
-    /// A plain connection for looking at what the gate left in Redis.
-    async fn inspect(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
-            .expect("url")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect to the test redis-server")
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 async fn sleep(by: Duration) {
     TokioClock.sleep_until(TokioClock.now() + by).await;
@@ -156,10 +48,10 @@ mod raise {
         // Stored in whole milliseconds, rounded up.
         assert!(stored >= later);
         assert_eq!(millis(stored), millis(later));
-        let mut inspect = redis.inspect().await;
+        let mut connection = inspect(&redis).await;
         let pttl: i64 = redis::cmd("PTTL")
             .arg("holdoff:gate:api")
-            .query_async(&mut inspect)
+            .query_async(&mut connection)
             .await
             .expect("PTTL");
         assert!(pttl > 0 && pttl <= 5_001, "PTTL {pttl}");
@@ -172,10 +64,10 @@ mod raise {
         let soon = TokioClock.wall_now() + Duration::from_millis(100);
         gate.try_raise("api", soon).await.expect("raise");
         sleep(Duration::from_millis(300)).await;
-        let mut inspect = redis.inspect().await;
+        let mut connection = inspect(&redis).await;
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg("*")
-            .query_async(&mut inspect)
+            .query_async(&mut connection)
             .await
             .expect("KEYS");
         assert!(keys.is_empty(), "left behind: {keys:?}");
@@ -240,17 +132,7 @@ mod get {
 
     #[tokio::test]
     async fn times_out_instead_of_hanging_on_a_silent_server() {
-        // Accepts connections and never answers.
-        let silent = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .expect("bind");
-        let url = format!("redis://{}/0", silent.local_addr().expect("addr"));
-        let _held = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = silent.accept().await {
-                held.push(stream);
-            }
-        });
+        let (url, _held) = silent_server().await;
         let gate = RedisGate::builder(url)
             .timeout(Duration::from_millis(200))
             .build()
@@ -270,7 +152,7 @@ mod password {
     #[tokio::test]
     async fn is_used_and_never_shown() {
         let redis = RedisServer::start_with(&["--requirepass", "hunter2"]);
-        let url = format!("redis://:hunter2@127.0.0.1:{}/0", redis.port);
+        let url = format!("redis://:hunter2@127.0.0.1:{}/0", redis.port());
         let gate = RedisGate::builder(&url).build().expect("gate");
         gate.try_raise("api", TokioClock.wall_now() + Duration::from_secs(1))
             .await
@@ -278,10 +160,10 @@ mod password {
         assert!(!format!("{gate:?}").contains("hunter2"));
         assert_eq!(
             gate.url(),
-            format!("redis://:***@127.0.0.1:{}/0", redis.port)
+            format!("redis://:***@127.0.0.1:{}/0", redis.port())
         );
 
-        let wrong = RedisGate::builder(format!("redis://:wrong-pass@127.0.0.1:{}/0", redis.port))
+        let wrong = RedisGate::builder(format!("redis://:wrong-pass@127.0.0.1:{}/0", redis.port()))
             .build()
             .expect("gate");
         let error = wrong.try_get("api").await.expect_err("wrong password");
@@ -337,7 +219,7 @@ mod redis_killed {
         gate.try_raise("theirs", in_redis).await.expect("raise");
         assert!(gate.try_get("theirs").await.expect("get").is_some());
 
-        redis.kill();
+        redis.stop();
         // Raised by another process, so unknown here: open.
         assert_eq!(gate.get("theirs").await, Ok(None));
         assert!(gate.errors() >= 1);
@@ -369,7 +251,7 @@ mod redis_killed {
             .expect("gate");
         assert_eq!(gate.get("api").await, Ok(None));
 
-        redis.kill();
+        redis.stop();
         let before = TokioClock.now();
         let Ok(Some(NotBefore::Instant(at))) = gate.get("api").await else {
             panic!("fail-closed must answer closed");

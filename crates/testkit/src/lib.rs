@@ -1,4 +1,5 @@
-//! Test fixtures for holdoff: a scripted HTTP upstream on loopback.
+//! Test fixtures for holdoff: a scripted HTTP upstream on loopback, and a real `redis-server`
+//! ([`redis::RedisServer`]).
 //!
 //! [`TestServer`] is a real HTTP/1.1 server (hyper) on `127.0.0.1`, on a port the OS picks.
 //! A test scripts what each path answers — a `429` with `Retry-After`, a `503` with a skewed
@@ -61,6 +62,7 @@
 #![deny(missing_docs)]
 
 mod recorded;
+pub mod redis;
 mod reply;
 mod server;
 mod socket;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors};
+use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors, StateConfig};
 use holdoff_proxy::config::{devproxy, load, preset};
 use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
 use holdoff_proxy::fault::plan::FaultPlan;
@@ -182,6 +182,7 @@ pub(crate) async fn reload(
     mut files: Vec<PathBuf>,
     stage: Arc<FaultStage>,
     overrides: Overrides,
+    mut state: Option<StateConfig>,
 ) {
     if files.is_empty() {
         return;
@@ -198,6 +199,13 @@ pub(crate) async fn reload(
         seen = now;
         match source.load() {
             Ok(loaded) => {
+                if loaded.compiled.state != state {
+                    tracing::warn!(
+                        "{source}: the `state` section changed; it takes effect when the proxy \
+                         restarts (the running proxy keeps its shared state)"
+                    );
+                    state = loaded.compiled.state;
+                }
                 let plan = overrides.apply(loaded.compiled.plan);
                 tracing::info!("reloaded {source}: {}", describe(&plan));
                 stage.replace_plan(plan);

@@ -15,12 +15,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
+use holdoff_proxy::config::compile::StateConfig;
 use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
 use holdoff_proxy::fault::error::FaultRng;
 use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeEvent, JudgeStage, KeyMode, Penalty, Verdict};
 use holdoff_proxy::report::{Recorder, Report, RunInfo};
+use holdoff_proxy::shared::{OnFailure, SharedState, SharedStore};
 use holdoff_proxy::{ErrorKind, ProxyConfig, ProxyError, ProxyServer, Stage, Summary};
+use holdoff_redis::RedisState;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -184,11 +187,19 @@ impl Prepared {
                     .map_or_else(FaultRng::random, FaultRng::new);
                 let plan = overrides.apply(compiled.plan.clone());
                 describe = format!("faults from {source}: {}", faults::describe(&plan));
+                let mut judge =
+                    JudgeStage::new(Arc::new(judge)).with_recorder(Arc::clone(&recorder));
+                let mut fault_stage = FaultStage::new(plan, rng, Arc::new(TokioClock));
+                if let Some(state) = &compiled.state {
+                    let store = shared_store(state).map_err(|message| {
+                        Err(Failure::Usage(format!("{source}: state.redis: {message}")))
+                    })?;
+                    judge = judge.with_shared(Arc::clone(&store));
+                    fault_stage = fault_stage.with_shared(store);
+                }
                 let stages = Stages {
-                    judge: Arc::new(
-                        JudgeStage::new(Arc::new(judge)).with_recorder(Arc::clone(&recorder)),
-                    ),
-                    faults: Arc::new(FaultStage::new(plan, rng, Arc::new(TokioClock))),
+                    judge: Arc::new(judge),
+                    faults: Arc::new(fault_stage),
                 };
                 notes = loaded
                     .notes
@@ -200,6 +211,7 @@ impl Prepared {
                     loaded.files.clone(),
                     Arc::clone(&stages.faults),
                     overrides,
+                    compiled.state.clone(),
                 )));
                 (Some(stages), source.to_string())
             }
@@ -341,6 +353,36 @@ impl Prepared {
             output,
         })
     }
+}
+
+/// The store of the `state` section: Redis, shared with other replicas; logs where.
+fn shared_store(state: &StateConfig) -> Result<Arc<SharedStore>, String> {
+    let redis = RedisState::builder(&state.redis)
+        .prefix(state.prefix.clone())
+        .timeout(state.timeout)
+        .build()
+        .map_err(|err| {
+            format!(
+                "cannot use this Redis URL ({err}); write redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], \
+                 or rediss://… for TLS"
+            )
+        })?;
+    let mode = match state.on_failure {
+        OnFailure::FailClosed { hold } => format!(
+            "fail-closed: 503 with Retry-After: {}s while it is unreachable",
+            holdoff_proxy::fault::ratelimit::ceil_secs(hold)
+        ),
+        _ => "fail-open: this replica's own state while it is unreachable".to_owned(),
+    };
+    tracing::info!(
+        "sharing the judge's windows and the rate limits' counters in {} (keys {}*; {mode})",
+        redis.location(),
+        state.prefix,
+    );
+    Ok(Arc::new(SharedStore::new(
+        Arc::new(redis),
+        state.on_failure,
+    )))
 }
 
 /// The stages every request passes: the judge, then the faults.

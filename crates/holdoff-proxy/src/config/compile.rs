@@ -17,8 +17,8 @@ use serde::de::DeserializeOwned;
 use super::WatchPattern;
 use super::file::{
     RawAlgorithm, RawConfig, RawErrorRule, RawErrorsFile, RawHeaderStyle, RawHeaders, RawLatency,
-    RawMock, RawMocksFile, RawNetworkFault, RawPenalty, RawRateLimit, RawRequestMatch,
-    RawResetFormat, RawResponse, RawRetryAfterForm, RawScope,
+    RawMock, RawMocksFile, RawNetworkFault, RawOnFailure, RawPenalty, RawRateLimit,
+    RawRequestMatch, RawResetFormat, RawResponse, RawRetryAfterForm, RawScope, RawState,
 };
 use super::load;
 use crate::fault::error::{ErrorResponse, HeaderTemplate, Rate, RetryAfterForm};
@@ -28,6 +28,7 @@ use crate::fault::plan::{
 };
 use crate::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
 use crate::judge::{KeyMode, Penalty};
+use crate::shared::OnFailure;
 
 /// The seconds a bare `@dynamic` draws from when `errors.dynamicRange` is not set.
 pub const DEFAULT_DYNAMIC_RANGE: RangeInclusive<u64> = 2..=5;
@@ -120,7 +121,41 @@ pub struct Compiled {
     /// Every data file read (errors file, mocks file, `@file` bodies), absolute paths, so the
     /// caller can watch them for changes.
     pub data_files: Vec<PathBuf>,
+    /// `state`, if the file sets it: where state shared with other replicas lives.
+    pub state: Option<StateConfig>,
 }
+
+/// Where the judge's windows and the rate limiters' counters are shared with other replicas.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateConfig {
+    /// The Redis URL (it may hold a password: never log it as it is).
+    pub redis: String,
+    /// The key prefix.
+    pub prefix: String,
+    /// The timeout of one operation.
+    pub timeout: Duration,
+    /// What to do while Redis fails.
+    pub on_failure: OnFailure,
+}
+
+impl fmt::Debug for StateConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateConfig")
+            .field("redis", &"…")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("on_failure", &self.on_failure)
+            .finish()
+    }
+}
+
+/// The default key prefix in a shared store.
+pub const DEFAULT_STATE_PREFIX: &str = "holdoff:";
+/// The default timeout of one shared-store operation.
+pub const DEFAULT_STATE_TIMEOUT: Duration = Duration::from_millis(500);
+/// The default `Retry-After` of a fail-closed `503`.
+pub const DEFAULT_STATE_HOLD: Duration = Duration::from_secs(5);
 
 /// Checks and compiles `raw`, read from `file`; relative paths in it (the errors and mocks
 /// files, `@file` bodies) are resolved against `base_dir`.
@@ -357,6 +392,7 @@ impl Compiler {
             }
         }
 
+        let state = raw.state.as_ref().and_then(|state| self.state(at, state));
         Compiled {
             plan,
             urls_to_watch,
@@ -364,7 +400,71 @@ impl Compiler {
             judge_key,
             judge_penalty,
             data_files: Vec::new(),
+            state,
         }
+    }
+
+    /// Checks `state`. The URL is checked for its form only (connecting is the proxy's job),
+    /// and never quoted back: it may hold a password.
+    fn state(&mut self, at: Origin<'_>, raw: &RawState) -> Option<StateConfig> {
+        let mut ok = true;
+        let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
+            .iter()
+            .any(|scheme| {
+                raw.redis.len() > scheme.len()
+                    && raw.redis[..scheme.len()].eq_ignore_ascii_case(scheme)
+            });
+        if !scheme_ok {
+            ok = false;
+            self.error(
+                at,
+                "state.redis",
+                "expected a Redis URL: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://… \
+                 for TLS",
+            );
+        }
+        if raw.timeout_ms == Some(0) {
+            ok = false;
+            self.error(
+                at,
+                "state.timeoutMs",
+                "must be more than 0: how long one Redis operation may take, in milliseconds",
+            );
+        }
+        let on_failure = match (raw.on_failure, raw.hold_seconds) {
+            (Some(RawOnFailure::FailClosed), hold) => OnFailure::FailClosed {
+                hold: hold.map_or(DEFAULT_STATE_HOLD, Duration::from_secs),
+            },
+            (_, Some(_)) => {
+                ok = false;
+                self.error(
+                    at,
+                    "state.holdSeconds",
+                    "applies only with \"onFailure\": \"fail-closed\"; remove it or set onFailure",
+                );
+                OnFailure::FailOpen
+            }
+            _ => OnFailure::FailOpen,
+        };
+        if raw.prefix.as_deref() == Some("") {
+            ok = false;
+            self.error(
+                at,
+                "state.prefix",
+                "must not be empty: every key holdoff writes starts with it (default \"holdoff:\")",
+            );
+        }
+        ok.then(|| StateConfig {
+            redis: raw.redis.clone(),
+            prefix: raw
+                .prefix
+                .clone()
+                .unwrap_or_else(|| DEFAULT_STATE_PREFIX.to_owned()),
+            timeout: raw
+                .timeout_ms
+                .map_or(DEFAULT_STATE_TIMEOUT, Duration::from_millis),
+            on_failure,
+        })
     }
 
     /// Reads and parses the data file `name` (given at `path`, relative to the naming file's

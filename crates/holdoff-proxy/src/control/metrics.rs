@@ -306,6 +306,22 @@ impl Collector for Scrape {
                 None,
                 MetricType::Gauge,
             )?)?;
+            if let Some(store) = judge.shared() {
+                ConstCounter::new(store.failures()).encode(encoder.encode_descriptor(
+                    "holdoff_shared_state_failures",
+                    "Operations on the state shared with other replicas (Redis) that failed or \
+                     timed out.",
+                    None,
+                    MetricType::Counter,
+                )?)?;
+                ConstGauge::new(i64::from(store.is_up())).encode(encoder.encode_descriptor(
+                    "holdoff_shared_state_up",
+                    "1 while the last operation on the shared state succeeded, 0 while the \
+                     proxy answers by its failure mode.",
+                    None,
+                    MetricType::Gauge,
+                )?)?;
+            }
         }
         let mut histogram = encoder.encode_descriptor(
             "holdoff_response_seconds",

@@ -103,7 +103,7 @@ impl RateLimiter {
         } = self.limit;
         let window_ns = window.as_nanos();
         if window_ns == 0 || limit == 0 || cost > limit {
-            return never_fits(window);
+            return Taken::never_fits(window);
         }
         let at = now.saturating_duration_since(self.epoch).as_nanos();
         let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
@@ -112,7 +112,7 @@ impl RateLimiter {
         }
         // Inserted just above, so never missing; were it missing, refusing beats panicking.
         let Some(state) = counters.get_mut(key) else {
-            return never_fits(window);
+            return Taken::never_fits(window);
         };
         match algorithm {
             Algorithm::FixedWindow => fixed(state, at, window_ns, limit, cost),
@@ -136,13 +136,18 @@ impl RateLimiter {
     }
 }
 
-/// A request whose cost can never fit (a zero limit or window, or a cost above the limit).
-fn never_fits(window: Duration) -> Taken {
-    Taken {
-        allowed: false,
-        remaining: 0,
-        reset: window,
-        retry_after: Some(window.max(Duration::from_secs(1))),
+impl Taken {
+    /// The answer to a request whose cost can never fit under a limit with this `window` (a
+    /// zero limit or window, or a cost above the limit): refused, retry after a window (at
+    /// least a second). Config validation refuses such limits first; a shared store answers
+    /// them alike without asking.
+    pub fn never_fits(window: Duration) -> Taken {
+        Taken {
+            allowed: false,
+            remaining: 0,
+            reset: window,
+            retry_after: Some(window.max(Duration::from_secs(1))),
+        }
     }
 }
 

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -28,7 +28,9 @@ use rand::Rng;
 use super::body::{self, Slowed, Truncated};
 use super::error::{ErrorResponse, FaultRng, HeaderTemplate, Rendered, RetryAfterForm};
 use super::plan::{FaultPlan, NetworkFault, Outcome, RateLimitRule, RequestMatch, Scope};
-use super::ratelimit::{self, RateLimiter, Taken, ceil_secs};
+use super::ratelimit::{self, Limit, RateLimiter, Taken, ceil_secs};
+use crate::judge::fail_closed_answer;
+use crate::shared::{CounterKey, OnFailure, SharedStore};
 use crate::{Action, Body, RequestMeta, Stage};
 
 /// The most of a request body read to look for a fragment; a larger body matches no
@@ -145,6 +147,8 @@ struct Inner {
     pending: Mutex<HashMap<u64, Pending>>,
     /// The map's length, so that `on_response` takes no lock while it is empty.
     pending_len: AtomicUsize,
+    /// The store rate-limit counters are shared with other proxies in, if any.
+    shared: OnceLock<Arc<SharedStore>>,
 }
 
 /// A plan with its run-time state.
@@ -152,6 +156,8 @@ struct Armed {
     plan: FaultPlan,
     /// One per rate-limit rule, in order.
     limiters: Box<[Arc<RateLimiter>]>,
+    /// One per rate-limit rule, in order: its counters' name in a shared store.
+    counter_names: Box<[String]>,
     /// Matches so far, one per mock, in order (for `nth`).
     mock_hits: Box<[AtomicU64]>,
     /// Whether the plan does nothing at all.
@@ -206,8 +212,18 @@ impl FaultStage {
                 counts: Default::default(),
                 pending: Mutex::default(),
                 pending_len: AtomicUsize::new(0),
+                shared: OnceLock::new(),
             }),
         }
+    }
+
+    /// Counts rate limits in `store`, shared with other proxies, too: a limit of N per
+    /// window then admits N requests across every proxy that shares the store. This stage's
+    /// own limiters keep counting as well, for failing open.
+    pub fn with_shared(self, store: Arc<SharedStore>) -> FaultStage {
+        // Set once, here, before the stage serves: a second call keeps the first store.
+        let _ = self.inner.shared.set(store);
+        self
     }
 
     /// Swaps in a new plan (a data file changed) without losing the RNG, and keeping the rate
@@ -361,6 +377,7 @@ impl Armed {
                 }
             })
             .collect();
+        let counter_names = plan.rate_limits.iter().map(counter_name).collect();
         let mock_hits = plan.mocks.iter().map(|_| AtomicU64::new(0)).collect();
         let idle = plan.latency.is_none()
             && plan.mocks.is_empty()
@@ -370,10 +387,30 @@ impl Armed {
         Armed {
             plan,
             limiters,
+            counter_names,
             mock_hits,
             idle,
         }
     }
+}
+
+/// The name of a rule's counters in a shared store: a digest of what [`same_counter`]
+/// compares, so replicas with the same rule share counters and an edited rule starts afresh.
+fn counter_name(rule: &RateLimitRule) -> String {
+    let Limit {
+        algorithm,
+        limit,
+        window,
+        cost,
+    } = rule.limit;
+    let text = format!(
+        "{algorithm:?}\n{limit}\n{}\n{cost}\n{}\n{}\n{:?}",
+        window.as_nanos(),
+        rule.url.as_ref().map_or("*", |url| url.as_str()),
+        rule.method.as_ref().map_or("*", |method| method.as_str()),
+        rule.scope,
+    );
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
 }
 
 /// Whether two rate-limit rules count the same thing the same way.
@@ -475,7 +512,11 @@ impl Inner {
             };
         }
         if from <= Step::RateLimits {
-            request = match self.rate_limit(armed, request, meta, url) {
+            if let Some(store) = self.shared.get() {
+                return self.rate_limit_shared(store, armed, request, meta, url, read);
+            }
+            let taken = self.take_local(armed, meta, url);
+            request = match self.conclude_limits(armed, request, meta, taken) {
                 Flow::Next(request) => request,
                 Flow::Done(action) => return action,
             };
@@ -617,47 +658,112 @@ impl Inner {
         Flow::Next(request)
     }
 
-    /// Counts the request under every rate limit it matches; the first that refuses answers.
-    /// An allowed request leaves the limits' headers for its response.
-    fn rate_limit(
+    /// Counts the request under every rate limit it matches, in this proxy's limiters:
+    /// each matching rule's index and what its limiter decided.
+    fn take_local(&self, armed: &Armed, meta: &RequestMeta, url: &str) -> Vec<(usize, Taken)> {
+        let mut matching = armed
+            .plan
+            .rate_limits
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| limit_matches(rule, meta, url))
+            .peekable();
+        if matching.peek().is_none() {
+            return Vec::new();
+        }
+        let now = self.clock.now();
+        let mut client: Option<String> = None;
+        matching
+            .map(|(index, rule)| {
+                let key = match rule.scope {
+                    Scope::Client => client
+                        .get_or_insert_with(|| meta.client.to_string())
+                        .as_str(),
+                    Scope::Shared => "",
+                };
+                (index, armed.limiters[index].take(key, now))
+            })
+            .collect()
+    }
+
+    /// Counts the request in this proxy's limiters and in the shared store, then goes on with
+    /// the store's answers (or, while it fails, by its failure mode).
+    fn rate_limit_shared(
+        self: &Arc<Self>,
+        store: &Arc<SharedStore>,
+        armed: &Arc<Armed>,
+        request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        read: Read,
+    ) -> Action {
+        let local = self.take_local(armed, meta, url);
+        if local.is_empty() {
+            return self.error(armed, request, meta, url, read);
+        }
+        let store = Arc::clone(store);
+        let (this, armed, meta, url) = self.keep(armed, meta, url);
+        Action::later(async move {
+            let client = meta.client.to_string();
+            let mut taken = Vec::with_capacity(local.len());
+            for (index, mine) in local {
+                let rule = &armed.plan.rate_limits[index];
+                let counter = CounterKey {
+                    rule: armed.counter_names[index].clone(),
+                    scope: match rule.scope {
+                        Scope::Client => client.clone(),
+                        Scope::Shared => String::new(),
+                    },
+                };
+                let outcome = store.state().take(&counter, rule.limit).await;
+                match store.settle(outcome) {
+                    Some(theirs) => taken.push((index, theirs)),
+                    None => match store.on_failure() {
+                        OnFailure::FailClosed { hold } => {
+                            this.forget(meta.id);
+                            return Action::Respond(fail_closed_answer(hold));
+                        }
+                        _ => taken.push((index, mine)),
+                    },
+                }
+            }
+            match this.conclude_limits(&armed, request, &meta, taken) {
+                Flow::Next(request) => this.error(&armed, request, &meta, &url, read),
+                Flow::Done(action) => action,
+            }
+        })
+    }
+
+    /// The first limit that refused answers; otherwise an allowed request leaves the limits'
+    /// headers for its response.
+    fn conclude_limits(
         &self,
         armed: &Armed,
         request: Request<Body>,
         meta: &RequestMeta,
-        url: &str,
+        taken: Vec<(usize, Taken)>,
     ) -> Flow {
-        let plan = &armed.plan;
-        let mut matching = plan
-            .rate_limits
-            .iter()
-            .zip(armed.limiters.iter())
-            .filter(|(rule, _)| limit_matches(rule, meta, url))
-            .peekable();
-        if matching.peek().is_none() {
+        if taken.is_empty() {
             return Flow::Next(request);
         }
-        let now = self.clock.now();
+        let plan = &armed.plan;
         let wall = self.clock.wall_now();
-        let mut client: Option<String> = None;
-        let mut refused: Option<(&RateLimitRule, Taken)> = None;
+        if let Some((rule, taken)) = taken
+            .iter()
+            .map(|(index, taken)| (&plan.rate_limits[*index], taken))
+            .find(|(_, taken)| !taken.allowed)
+        {
+            let response = self.refusal(plan.retry_after_form, rule, taken, wall);
+            let wait = taken.retry_after.unwrap_or(taken.reset);
+            self.record(Kind::RateLimited, meta, Some(response.status()), Some(wait));
+            self.forget(meta.id);
+            return Flow::Done(Action::Respond(response));
+        }
         let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
-        for (rule, limiter) in matching {
-            let key = match rule.scope {
-                Scope::Client => client
-                    .get_or_insert_with(|| meta.client.to_string())
-                    .as_str(),
-                Scope::Shared => "",
-            };
-            let taken = limiter.take(key, now);
-            if refused.is_some() {
-                continue;
-            }
-            if !taken.allowed {
-                refused = Some((rule, taken));
-                continue;
-            }
+        for (index, taken) in &taken {
+            let rule = &plan.rate_limits[*index];
             for (name, value) in
-                ratelimit::headers(&rule.limit, &taken, rule.headers, rule.reset_format, wall)
+                ratelimit::headers(&rule.limit, taken, rule.headers, rule.reset_format, wall)
             {
                 // Two limits in the same style: the first one's numbers are sent.
                 if !headers.iter().any(|(known, _)| *known == name) {
@@ -665,21 +771,10 @@ impl Inner {
                 }
             }
         }
-        match refused {
-            Some((rule, taken)) => {
-                let response = self.refusal(plan.retry_after_form, rule, &taken, wall);
-                let wait = taken.retry_after.unwrap_or(taken.reset);
-                self.record(Kind::RateLimited, meta, Some(response.status()), Some(wait));
-                self.forget(meta.id);
-                Flow::Done(Action::Respond(response))
-            }
-            None => {
-                if !headers.is_empty() {
-                    self.leave(meta.id, |left| left.headers = headers);
-                }
-                Flow::Next(request)
-            }
+        if !headers.is_empty() {
+            self.leave(meta.id, |left| left.headers = headers);
         }
+        Flow::Next(request)
     }
 
     /// The answer past a limit: its `when_exceeded` with every `@dynamic` set to the wait, or

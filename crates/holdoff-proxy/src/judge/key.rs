@@ -101,16 +101,25 @@ impl WindowKey {
     }
 }
 
-/// Builds [`WindowKey`]s with per-process random seeds.
+/// Builds [`WindowKey`]s: with per-process random seeds, or, for windows in a store several
+/// processes share, with a hash every process computes alike.
 #[derive(Clone, Debug)]
-pub(crate) struct KeyHasher {
-    first: std::collections::hash_map::RandomState,
-    second: std::collections::hash_map::RandomState,
+pub(crate) enum KeyHasher {
+    /// Two SipHash digests with random keys: unguessable, so a client cannot aim at another's
+    /// window, but meaningful only inside this process.
+    Random {
+        first: std::collections::hash_map::RandomState,
+        second: std::collections::hash_map::RandomState,
+    },
+    /// XXH3-128, unseeded: fixed by its specification, so every replica (of any holdoff
+    /// version) names a window alike. `DefaultHasher` would not do: its algorithm may change
+    /// between Rust releases.
+    Stable,
 }
 
 impl KeyHasher {
     pub(crate) fn new() -> KeyHasher {
-        KeyHasher {
+        KeyHasher::Random {
             first: std::collections::hash_map::RandomState::new(),
             second: std::collections::hash_map::RandomState::new(),
         }
@@ -132,44 +141,59 @@ impl KeyHasher {
     /// The key of parts given as text written on demand: the digest of exactly the bytes
     /// [`KeyHasher::key`] would hash for their display forms, without building them.
     pub(crate) fn key_of(&self, mode: &KeyMode, parts: &KeyText<'_>) -> WindowKey {
-        let digest = |state: &std::collections::hash_map::RandomState| {
-            let mut h = Sink(state.build_hasher());
-            // A separator byte that cannot appear in a URL keeps "a"+"bc" apart from "ab"+"c".
-            // The hasher is a byte stream, so text written in pieces hashes as if whole.
-            let mut feed = |part: &dyn fmt::Display| {
-                let _ = write!(h, "{part}");
-                h.0.write_u8(0xff);
-            };
-            match mode {
-                KeyMode::ClientMethodUrl => {
-                    feed(parts.client);
-                    feed(&parts.method);
-                    feed(parts.url);
+        match self {
+            KeyHasher::Random { first, second } => {
+                let digest = |state: &std::collections::hash_map::RandomState| {
+                    let mut h = Sink(state.build_hasher());
+                    feed(&mut h, mode, parts);
+                    h.0.finish()
+                };
+                WindowKey(digest(first), digest(second))
+            }
+            KeyHasher::Stable => {
+                let mut h = Sink(xxhash_rust::xxh3::Xxh3Default::new());
+                feed(&mut h, mode, parts);
+                let digest = h.0.digest128();
+                WindowKey((digest >> 64) as u64, digest as u64)
+            }
+        }
+    }
+}
+
+/// Writes the parts `mode` selects into `h`, each followed by a separator byte that cannot
+/// appear in a URL, which keeps "a"+"bc" apart from "ab"+"c". The hasher is a byte stream, so
+/// text written in pieces hashes as if whole.
+fn feed<H: Hasher>(h: &mut Sink<H>, mode: &KeyMode, parts: &KeyText<'_>) {
+    let mut part = |part: &dyn fmt::Display| {
+        let _ = write!(h, "{part}");
+        h.0.write_u8(0xff);
+    };
+    match mode {
+        KeyMode::ClientMethodUrl => {
+            part(parts.client);
+            part(&parts.method);
+            part(parts.url);
+        }
+        KeyMode::MethodUrl => {
+            part(&parts.method);
+            part(parts.url);
+        }
+        KeyMode::Url => part(parts.url),
+        KeyMode::Host => part(parts.origin),
+        KeyMode::Header(_) => {
+            match parts.header {
+                Some(value) => {
+                    part(&"h");
+                    part(&value);
                 }
-                KeyMode::MethodUrl => {
-                    feed(&parts.method);
-                    feed(parts.url);
-                }
-                KeyMode::Url => feed(parts.url),
-                KeyMode::Host => feed(parts.origin),
-                KeyMode::Header(_) => {
-                    match parts.header {
-                        Some(value) => {
-                            feed(&"h");
-                            feed(&value);
-                        }
-                        None => {
-                            feed(&"c");
-                            feed(parts.client);
-                        }
-                    }
-                    feed(&parts.method);
-                    feed(parts.url);
+                None => {
+                    part(&"c");
+                    part(parts.client);
                 }
             }
-            h.0.finish()
-        };
-        WindowKey(digest(&self.first), digest(&self.second))
+            part(&parts.method);
+            part(parts.url);
+        }
     }
 }
 

@@ -19,11 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use key::KeyHasher;
-pub(crate) use key::KeyText;
+pub(crate) use key::{KeyHasher, KeyText};
 pub use key::{KeyMode, KeyParts, WindowKey};
 pub use stage::{JudgeEvent, JudgeStage, Verdict};
-pub(crate) use stage::{Origin, wall_of};
+pub(crate) use stage::{Origin, fail_closed_answer, wall_of};
 
 const SHARDS: usize = 32;
 
@@ -133,6 +132,29 @@ impl Judge {
     /// The key mode.
     pub fn mode(&self) -> &KeyMode {
         &self.mode
+    }
+
+    /// What a premature retry does to its window.
+    pub fn penalty_mode(&self) -> Penalty {
+        self.penalty
+    }
+
+    /// How long a window stays after its permitted time.
+    pub fn retention_period(&self) -> Duration {
+        self.retention
+    }
+
+    /// Closes the window under `key`, if one is open (a shared store judged it elsewhere).
+    pub(crate) fn close(&self, key: WindowKey) {
+        self.shard(key)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+    }
+
+    /// Counts a verdict made elsewhere (by a shared store) in [`Judge::verdicts`].
+    pub(crate) fn count(&self, premature: bool) {
+        self.verdicts[usize::from(!premature)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The key a request falls under.

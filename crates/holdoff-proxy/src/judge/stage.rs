@@ -10,10 +10,11 @@ use holdoff::{Attempt, JitterDraw, Policy, Receipt, ResponseInfo};
 use http::{Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
-use super::{Check, Judge, KeyText, WindowKey};
+use super::{Check, Judge, KeyHasher, KeyText, WindowKey};
 use crate::fault::ratelimit::ceil_secs;
 use crate::report::{Event, Recorder};
-use crate::{Action, Body, RequestMeta, Stage};
+use crate::shared::{OnFailure, SharedCheck, SharedStore};
+use crate::{Action, Body, Finish, RequestMeta, Stage};
 
 /// What the judge found, for the log and the reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,69 +53,33 @@ struct JudgeAnswer;
 
 /// The judge stage. Put it first, so that premature retries never reach a fault or the
 /// upstream.
+///
+/// With [`JudgeStage::with_shared`], windows live in a store several proxies share as well as
+/// in this proxy's own [`Judge`]: each request is judged by the store (one round trip), and a
+/// window a hint opens is written there before the response reaches the client.
 #[derive(Debug)]
 pub struct JudgeStage {
     judge: Arc<Judge>,
-    events: Arc<Mutex<Vec<JudgeEvent>>>,
+    verdicts: Verdicts,
     hints: Policy,
     /// In header mode, the header's value per request id, from the request to its response.
     pending_headers: Mutex<std::collections::HashMap<u64, String>>,
+    /// The store other proxies share, if any.
+    shared: Option<Arc<SharedStore>>,
+}
+
+/// Where verdicts go: the stage's list, the log, and the recorder if it records.
+#[derive(Clone, Debug, Default)]
+struct Verdicts {
+    events: Arc<Mutex<Vec<JudgeEvent>>>,
     /// Where throttles and verdicts go for the event log and the reports, if anywhere.
     recorder: Option<Arc<Recorder>>,
 }
 
-impl JudgeStage {
-    /// A stage judging with `judge`.
-    pub fn new(judge: Arc<Judge>) -> JudgeStage {
-        JudgeStage {
-            judge,
-            events: Arc::default(),
-            hints: Policy::default(),
-            pending_headers: Mutex::default(),
-            recorder: None,
-        }
-    }
-
-    /// Records every throttle (a window opening) and every verdict in `recorder` too, for
-    /// the event log and the reports.
-    pub fn with_recorder(mut self, recorder: Arc<Recorder>) -> JudgeStage {
-        self.recorder = Some(recorder);
-        self
-    }
-
-    /// The recorder set with [`JudgeStage::with_recorder`].
-    pub fn recorder(&self) -> Option<&Arc<Recorder>> {
-        self.recorder.as_ref()
-    }
-
+impl Verdicts {
     /// The recorder, when it is set and recording: events are built only then.
     fn recording(&self) -> Option<&Recorder> {
         self.recorder.as_deref().filter(|r| r.is_recording())
-    }
-
-    /// Every verdict so far, in order.
-    pub fn events(&self) -> Vec<JudgeEvent> {
-        self.events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// The judge.
-    pub fn judge(&self) -> &Arc<Judge> {
-        &self.judge
-    }
-
-    /// The request's window key, hashed from its client id and URL as they display, without
-    /// formatting either into a string.
-    fn key(&self, meta: &RequestMeta, request_header: Option<&str>) -> WindowKey {
-        self.judge.key_of(&KeyText {
-            client: &meta.client,
-            method: meta.method.as_str(),
-            url: &meta.uri,
-            origin: &Origin(&meta.uri),
-            header: request_header,
-        })
     }
 
     fn record(&self, verdict: Verdict, meta: &RequestMeta, times: [Instant; 2], by: Duration) {
@@ -147,6 +112,240 @@ impl JudgeStage {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(event);
+    }
+
+    /// Records `check`'s verdict on the request, and answers a premature one.
+    fn act(&self, check: Check, request: Request<Body>, meta: &RequestMeta) -> Action {
+        match check {
+            Check::Open => Action::Continue(request),
+            Check::Compliant {
+                throttled_at,
+                permitted_at,
+                late_by,
+            } => {
+                self.record(
+                    Verdict::Compliant,
+                    meta,
+                    [throttled_at, permitted_at],
+                    late_by,
+                );
+                Action::Continue(request)
+            }
+            Check::Premature {
+                throttled_at,
+                permitted_at,
+                early_by,
+            } => {
+                self.record(
+                    Verdict::Premature,
+                    meta,
+                    [throttled_at, permitted_at],
+                    early_by,
+                );
+                let wait = permitted_at.saturating_duration_since(meta.received.instant);
+                let seconds = ceil_secs(wait);
+                Action::Respond(judge_answer(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    seconds,
+                    format!(
+                        "premature retry: the server permitted a retry in {seconds}s; this request was not forwarded\n"
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// An answer of the judge's own, with `Retry-After: seconds`.
+fn judge_answer(status: StatusCode, seconds: u64, text: String) -> Response<Body> {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, seconds.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response.extensions_mut().insert(JudgeAnswer);
+    response
+}
+
+/// The answer to a watched request while the shared store fails and the mode is fail-closed.
+pub(crate) fn fail_closed_answer(hold: Duration) -> Response<Body> {
+    let seconds = ceil_secs(hold);
+    judge_answer(
+        StatusCode::SERVICE_UNAVAILABLE,
+        seconds,
+        format!(
+            "holdoff: the shared state is unreachable and the proxy fails closed; retry in {seconds}s\n"
+        ),
+    )
+}
+
+/// A shared store's verdict as instants, against the request's arrival: the store measured
+/// its durations from its own now, a moment later, so each instant is at worst a round trip
+/// early — never later than the truth for the permitted time.
+fn check_of(shared: SharedCheck, arrival: Instant) -> Check {
+    let before = |d: Duration| arrival.checked_sub(d).unwrap_or(arrival);
+    match shared {
+        SharedCheck::Open => Check::Open,
+        SharedCheck::Premature {
+            since_throttle,
+            early_by,
+            permitted_in,
+        } => Check::Premature {
+            throttled_at: before(since_throttle),
+            permitted_at: arrival + permitted_in,
+            early_by,
+        },
+        SharedCheck::Compliant {
+            since_throttle,
+            late_by,
+        } => Check::Compliant {
+            throttled_at: before(since_throttle),
+            permitted_at: before(late_by),
+            late_by,
+        },
+    }
+}
+
+impl JudgeStage {
+    /// A stage judging with `judge`.
+    pub fn new(judge: Arc<Judge>) -> JudgeStage {
+        JudgeStage {
+            judge,
+            verdicts: Verdicts::default(),
+            hints: Policy::default(),
+            pending_headers: Mutex::default(),
+            shared: None,
+        }
+    }
+
+    /// Records every throttle (a window opening) and every verdict in `recorder` too, for
+    /// the event log and the reports.
+    pub fn with_recorder(mut self, recorder: Arc<Recorder>) -> JudgeStage {
+        self.verdicts.recorder = Some(recorder);
+        self
+    }
+
+    /// Judges with windows in `store`, shared with other proxies, too: see
+    /// [`shared`](crate::shared). This proxy's own judge keeps a copy of the windows opened
+    /// here, for `/windows` and for failing open.
+    pub fn with_shared(mut self, store: Arc<SharedStore>) -> JudgeStage {
+        self.shared = Some(store);
+        self
+    }
+
+    /// The recorder set with [`JudgeStage::with_recorder`].
+    pub fn recorder(&self) -> Option<&Arc<Recorder>> {
+        self.verdicts.recorder.as_ref()
+    }
+
+    /// The shared store set with [`JudgeStage::with_shared`].
+    pub fn shared(&self) -> Option<&Arc<SharedStore>> {
+        self.shared.as_ref()
+    }
+
+    /// Every verdict so far, in order.
+    pub fn events(&self) -> Vec<JudgeEvent> {
+        self.verdicts
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The judge.
+    pub fn judge(&self) -> &Arc<Judge> {
+        &self.judge
+    }
+
+    /// The request's key parts, from its client id and URL as they display, without
+    /// formatting either into a string.
+    fn text<'a>(
+        meta: &'a RequestMeta,
+        origin: &'a Origin<'a>,
+        header: Option<&'a str>,
+    ) -> KeyText<'a> {
+        KeyText {
+            client: &meta.client,
+            method: meta.method.as_str(),
+            url: &meta.uri,
+            origin,
+            header,
+        }
+    }
+
+    /// The request's window key in this proxy's judge and, with a shared store, in the store.
+    fn keys(&self, meta: &RequestMeta, header: Option<&str>) -> (WindowKey, Option<WindowKey>) {
+        let origin = Origin(&meta.uri);
+        let text = Self::text(meta, &origin, header);
+        let local = self.judge.key_of(&text);
+        let shared = self
+            .shared
+            .as_ref()
+            .map(|_| KeyHasher::Stable.key_of(self.judge.mode(), &text));
+        (local, shared)
+    }
+
+    /// Opens the window a throttled response's hint asks for, in this proxy's judge, and
+    /// records it; returns the shared key and the wait, for the shared store.
+    fn throttled(
+        &self,
+        response: &Response<Body>,
+        meta: &RequestMeta,
+    ) -> Option<(WindowKey, Duration)> {
+        // Only header mode keeps a value per request: the others take no lock here.
+        let header = match self.judge.mode() {
+            super::KeyMode::Header(_) => self
+                .pending_headers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&meta.id),
+            _ => None,
+        };
+        if response.extensions().get::<JudgeAnswer>().is_some() {
+            return None;
+        }
+        // A success or redirect is no throttle, whatever rate-limit headers it carries
+        // (`X-RateLimit-Remaining: 0` on the last allowed request): the client's next request
+        // is not a retry.
+        if response.status().as_u16() < 400 || !has_hint_header(response.headers()) {
+            return None;
+        }
+        // The hint reaches the client now: the window opens from here.
+        let receipt = Receipt::now(&TokioClock);
+        let info = ResponseInfo::from_headers(response.status(), response.headers(), receipt);
+        let attempt = Attempt {
+            method: &meta.method,
+            repeat_safe: true,
+            number: 1,
+            backoff: Duration::ZERO,
+            jitter: JitterDraw::Exact(Duration::ZERO),
+            remaining: None,
+        };
+        let verdict = self.hints.decide(&info, &attempt);
+        let (Some(_), Some(permitted_at)) = (verdict.diagnostics.interval, verdict.permitted.at)
+        else {
+            return None;
+        };
+        let (local, shared) = self.keys(meta, header.as_deref());
+        self.judge.open(local, receipt.instant, permitted_at);
+        if let Some(recorder) = self.verdicts.recording() {
+            recorder.record(Event::Throttle {
+                at: receipt.wall,
+                client: meta.client.to_string(),
+                method: meta.method.to_string(),
+                url: meta.uri.to_string(),
+                status: response.status().as_u16(),
+                permitted_at: wall_of(receipt, permitted_at),
+            });
+        }
+        Some((
+            shared?,
+            permitted_at.saturating_duration_since(receipt.instant),
+        ))
     }
 }
 
@@ -188,105 +387,67 @@ fn has_hint_header(headers: &http::HeaderMap) -> bool {
 impl Stage for JudgeStage {
     fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
         let header = header_value(self, &request);
-        let key = self.key(meta, header.as_deref());
+        let (local, shared) = self.keys(meta, header.as_deref());
         if let Some(value) = header {
             self.pending_headers
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(meta.id, value);
         }
-        match self.judge.check(key, meta.received.instant) {
-            Check::Open => Action::Continue(request),
-            Check::Compliant {
-                throttled_at,
-                permitted_at,
-                late_by,
-            } => {
-                self.record(
-                    Verdict::Compliant,
-                    meta,
-                    [throttled_at, permitted_at],
-                    late_by,
-                );
-                Action::Continue(request)
-            }
-            Check::Premature {
-                throttled_at,
-                permitted_at,
-                early_by,
-            } => {
-                self.record(
-                    Verdict::Premature,
-                    meta,
-                    [throttled_at, permitted_at],
-                    early_by,
-                );
-                let wait = permitted_at.saturating_duration_since(meta.received.instant);
-                let seconds = ceil_secs(wait);
-                let mut response = Response::new(Body::from(format!(
-                    "premature retry: the server permitted a retry in {seconds}s; this request was not forwarded\n"
-                )));
-                *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, seconds.into());
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("text/plain; charset=utf-8"),
-                );
-                response.extensions_mut().insert(JudgeAnswer);
-                Action::Respond(response)
-            }
-        }
+        let (Some(store), Some(shared)) = (&self.shared, shared) else {
+            let check = self.judge.check(local, meta.received.instant);
+            return self.verdicts.act(check, request, meta);
+        };
+        let (store, judge, verdicts, meta) = (
+            Arc::clone(store),
+            Arc::clone(&self.judge),
+            self.verdicts.clone(),
+            meta.clone(),
+        );
+        let penalty = judge.penalty_mode();
+        Action::later(async move {
+            let outcome = store.state().check(shared, penalty).await;
+            let arrival = meta.received.instant;
+            let check = match store.settle(outcome) {
+                Some(found) => {
+                    let check = check_of(found, arrival);
+                    // This proxy's copy follows the store: a window closed elsewhere (or
+                    // never opened here) is closed here too.
+                    match check {
+                        Check::Premature { .. } => judge.count(true),
+                        Check::Compliant { .. } => {
+                            judge.count(false);
+                            judge.close(local);
+                        }
+                        Check::Open => judge.close(local),
+                    }
+                    check
+                }
+                None => match store.on_failure() {
+                    OnFailure::FailClosed { hold } => {
+                        return Action::Respond(fail_closed_answer(hold));
+                    }
+                    _ => judge.check(local, arrival),
+                },
+            };
+            verdicts.act(check, request, &meta)
+        })
     }
 
     fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
-        // Only header mode keeps a value per request: the others take no lock here.
-        let header = match self.judge.mode() {
-            super::KeyMode::Header(_) => self
-                .pending_headers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&meta.id),
-            _ => None,
-        };
-        if response.extensions().get::<JudgeAnswer>().is_some() {
-            return;
+        if self.shared.is_none() {
+            self.throttled(response, meta);
         }
-        // A success or redirect is no throttle, whatever rate-limit headers it carries
-        // (`X-RateLimit-Remaining: 0` on the last allowed request): the client's next request
-        // is not a retry.
-        if response.status().as_u16() < 400 || !has_hint_header(response.headers()) {
-            return;
-        }
-        // The hint reaches the client now: the window opens from here.
-        let receipt = Receipt::now(&TokioClock);
-        let info = ResponseInfo::from_headers(response.status(), response.headers(), receipt);
-        let attempt = Attempt {
-            method: &meta.method,
-            repeat_safe: true,
-            number: 1,
-            backoff: Duration::ZERO,
-            jitter: JitterDraw::Exact(Duration::ZERO),
-            remaining: None,
-        };
-        let verdict = self.hints.decide(&info, &attempt);
-        let (Some(_), Some(permitted_at)) = (verdict.diagnostics.interval, verdict.permitted.at)
-        else {
-            return;
-        };
-        let key = self.key(meta, header.as_deref());
-        self.judge.open(key, receipt.instant, permitted_at);
-        if let Some(recorder) = self.recording() {
-            recorder.record(Event::Throttle {
-                at: receipt.wall,
-                client: meta.client.to_string(),
-                method: meta.method.to_string(),
-                url: meta.uri.to_string(),
-                status: response.status().as_u16(),
-                permitted_at: wall_of(receipt, permitted_at),
-            });
-        }
+    }
+
+    fn finish_response(&self, response: &Response<Body>, meta: &RequestMeta) -> Option<Finish> {
+        let store = Arc::clone(self.shared.as_ref()?);
+        let (key, wait) = self.throttled(response, meta)?;
+        let retention = self.judge.retention_period();
+        Some(Box::pin(async move {
+            let outcome = store.state().open(key, wait, retention).await;
+            store.settle(outcome);
+        }))
     }
 }
 

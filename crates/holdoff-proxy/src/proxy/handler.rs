@@ -149,6 +149,9 @@ pub(crate) async fn handle(
     };
     for stage in shared.stages[..seen].iter().rev() {
         stage.on_response(&mut response, &meta);
+        if let Some(finish) = stage.finish_response(&response, &meta) {
+            finish.await;
+        }
     }
     shared.stats.response(response.status());
     log(

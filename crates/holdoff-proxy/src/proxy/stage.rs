@@ -61,7 +61,19 @@ pub trait Stage: Send + Sync + 'static {
     fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
         let _ = (response, meta);
     }
+
+    /// Something this stage must finish before the response goes to the client, after its
+    /// `on_response`: e.g. writing the window a hint opens to state other proxies share, so
+    /// that no retry can reach them before it is there. The proxy awaits it; `None` (the
+    /// default) when there is nothing to wait for.
+    fn finish_response(&self, response: &Response<Body>, meta: &RequestMeta) -> Option<Finish> {
+        let _ = (response, meta);
+        None
+    }
 }
+
+/// What [`Stage::finish_response`] hands the proxy to await.
+pub type Finish = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// What a [`Stage`] decided about a request.
 #[non_exhaustive]
