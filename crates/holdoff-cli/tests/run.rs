@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use holdoff_testkit::tls::TestPki;
 use holdoff_testkit::{Reply, TestServer};
 use http::{Request, Response};
 use http_body_util::Full;
@@ -18,12 +19,8 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use rustls::ServerConfig;
-use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::Value;
 use support::{TempDir, runtime};
 use tokio::net::TcpListener;
@@ -361,28 +358,15 @@ struct TlsUpstream {
 
 impl TlsUpstream {
     async fn start() -> TlsUpstream {
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(DnType::CommonName, "holdoff run test upstream CA");
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_cert = ca.self_signed(&ca_key).expect("self-sign the CA");
+        let pki = TestPki::issue("holdoff run test upstream CA");
         let dir = TempDir::new("run-upstream-ca");
         let ca_path = dir.path().join("upstream-ca.pem");
-        std::fs::write(&ca_path, ca_cert.pem()).expect("write the CA");
-
-        let key = KeyPair::generate().expect("leaf key");
-        let mut leaf = CertificateParams::new(vec!["localhost".to_owned()]).expect("leaf");
-        leaf.subject_alt_names
-            .push(SanType::IpAddress(Ipv4Addr::LOCALHOST.into()));
-        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let issuer = Issuer::from_params(&ca, &ca_key);
-        let cert = leaf.signed_by(&key, &issuer).expect("sign the leaf");
-        let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        std::fs::write(&ca_path, &pki.ca_pem).expect("write the CA");
+        let cert = CertificateDer::from(pki.cert_der);
+        let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(pki.key_der));
         let mut config = ServerConfig::builder()
             .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], key)
+            .with_single_cert(vec![cert], key)
             .expect("TLS server config");
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(config));

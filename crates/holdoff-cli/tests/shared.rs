@@ -1,13 +1,14 @@
 //! Two `holdoff proxy` replicas sharing their state in a real `redis-server` (each test starts
 //! its own on a free loopback port): windows opened through one are judged through the other,
 //! a rate limit admits exactly N across both, and each failure mode holds while Redis is down
-//! and ends by itself when it is back.
+//! and ends by itself when it is back; over TLS too, verified against the configured CA.
 
 mod support;
 
 use std::process::{Command, Output};
 
 use holdoff_testkit::redis::RedisServer;
+use holdoff_testkit::tls::TestPki;
 use holdoff_testkit::{Reply, TestServer};
 use support::{Proxy, TempDir, curl, runtime};
 
@@ -301,4 +302,39 @@ fn failing_closed_answers_503_until_redis_is_back() {
         !a.contains("secret-pw"),
         "the password never reaches the log:\n{a}"
     );
+}
+
+#[test]
+fn replicas_share_state_over_tls_verified_against_the_configured_ca() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.script("/api", [Reply::too_many_requests("30")]);
+    upstream.set_default("/api", Reply::ok("hello"));
+    let pki = TestPki::issue("holdoff shared-state test CA");
+    let redis = RedisServer::start_tls(&pki.cert_pem, &pki.key_pem);
+    assert!(redis.url().starts_with("rediss://"), "{}", redis.url());
+    let dir = TempDir::new("shared-tls");
+    dir.write("redis-ca.pem", &pki.ca_pem);
+    let config = dir.write(
+        "holdoff.json",
+        &shared_config(&redis, r#", "caFile": "redis-ca.pem""#, ""),
+    );
+    let (a, b) = replicas(&config);
+
+    let url = upstream.url("/api");
+    assert_eq!(get_as(&a, "worker-1", &url), "429");
+    assert_eq!(get_as(&b, "worker-1", &url), "429", "judged through TLS");
+    assert_eq!(upstream.requests_to("/api").len(), 1);
+    let b = b.stop();
+    assert!(b.contains("holdoff judge: 1 premature"), "{b}");
+    assert!(!b.contains("shared state failed"), "{b}");
+
+    // Without the CA, the server's certificate is not trusted: the replica says so and fails
+    // open, never connecting unverified.
+    let untrusting = dir.write("untrusting.json", &shared_config(&redis, "", ""));
+    let c = Proxy::start(&["-c", &untrusting, "-u", WATCH]);
+    assert_eq!(get_as(&c, "worker-9", &url), "200");
+    let c = c.stop();
+    assert!(c.contains("shared state failed; failing open"), "{c}");
+    drop(a);
 }

@@ -430,6 +430,16 @@ mod validation {
     }
 
     #[test]
+    fn state_with_a_ca_file_for_a_plain_url_and_one_that_is_missing() {
+        assert_snapshot!(json(
+            r#"{"state": {"redis": "redis://127.0.0.1:6379/0", "caFile": "ca.pem"}}"#
+        ));
+        assert_snapshot!(json(
+            r#"{"state": {"redis": "rediss://127.0.0.1:6379/0", "caFile": "no-such-ca.pem"}}"#
+        ));
+    }
+
+    #[test]
     fn state_with_an_unknown_failure_mode() {
         assert_snapshot!(json(
             r#"{"state": {"redis": "redis://127.0.0.1:6379/0", "onFailure": "fail-shut"}}"#

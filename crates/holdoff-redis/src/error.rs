@@ -15,6 +15,8 @@ pub struct Error {
 pub enum ErrorKind {
     /// The Redis URL could not be understood (it is never echoed: it may hold a password).
     InvalidUrl,
+    /// The CA certificate given for a `rediss://` server is not a PEM certificate.
+    InvalidCa,
     /// Redis did not answer within the configured timeout.
     Timeout,
     /// Redis could not be reached, or the connection broke.
@@ -59,6 +61,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.kind {
             ErrorKind::InvalidUrl => "parse the redis url",
+            ErrorKind::InvalidCa => "read the CA certificate for redis (expected PEM)",
             ErrorKind::Timeout => "get an answer from redis in time",
             ErrorKind::Connection => "reach redis",
             ErrorKind::Response => "get a usable answer from redis",

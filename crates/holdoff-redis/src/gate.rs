@@ -51,6 +51,7 @@ pub struct RedisGateBuilder {
     url: String,
     prefix: String,
     timeout: Duration,
+    root_ca: Option<Vec<u8>>,
     mode: FailureMode,
     clock: Arc<dyn Clock>,
 }
@@ -81,6 +82,14 @@ impl RedisGateBuilder {
         self
     }
 
+    /// Verifies a `rediss://` server against this CA certificate (PEM) instead of the
+    /// system's roots: for a Redis whose certificate a private CA issued.
+    #[cfg(feature = "tls")]
+    pub fn root_ca(mut self, pem: impl Into<Vec<u8>>) -> RedisGateBuilder {
+        self.root_ca = Some(pem.into());
+        self
+    }
+
     /// What to answer while Redis cannot (default [`FailureMode::FailOpen`]).
     pub fn on_failure(mut self, mode: FailureMode) -> RedisGateBuilder {
         self.mode = mode;
@@ -104,7 +113,7 @@ impl RedisGateBuilder {
     /// [`ErrorKind::InvalidUrl`] if the URL is not a Redis URL this build can use (a
     /// `rediss://` URL needs the `tls` feature).
     pub fn build(self) -> Result<RedisGate, Error> {
-        let connection = connect(&self.url, self.timeout)?;
+        let connection = connect(&self.url, self.timeout, self.root_ca.as_deref())?;
         Ok(RedisGate {
             connection,
             raise: redis::Script::new(RAISE),
@@ -185,6 +194,7 @@ impl RedisGate {
             url: url.into(),
             prefix: "holdoff:gate:".to_owned(),
             timeout: Duration::from_millis(500),
+            root_ca: None,
             mode: FailureMode::FailOpen,
             clock: Arc::new(TokioClock),
         }

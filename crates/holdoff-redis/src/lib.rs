@@ -43,7 +43,8 @@
 //!
 //! # Features
 //!
-//! - `tls`: `rediss://` URLs, through rustls with the platform's root certificates.
+//! - `tls`: `rediss://` URLs, through rustls, verified against the platform's root
+//!   certificates or a CA of your own (`root_ca` on either builder).
 //! - `proxy` (off by default): `RedisState`, with a dependency on `holdoff-proxy`.
 
 #![deny(missing_docs)]

@@ -3,17 +3,47 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "tls")]
+use redis::IntoConnectionInfo;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, ErrorKind};
 
 /// A connection to `url` that connects on first use, not here, and reconnects by itself after
-/// a failure; connecting and each answer bounded by `timeout`.
+/// a failure; connecting and each answer bounded by `timeout`. With `root_ca` (PEM), a
+/// `rediss://` server is verified against that CA instead of the system's roots.
 ///
 /// Must be called inside a tokio runtime (the connection's background tasks run on it).
-pub(crate) fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, Error> {
+pub(crate) fn connect(
+    url: &str,
+    timeout: Duration,
+    root_ca: Option<&[u8]>,
+) -> Result<ConnectionManager, Error> {
     // The client's own error may quote the URL, password included: drop it.
-    let client = redis::Client::open(url).map_err(|_| Error::new(ErrorKind::InvalidUrl))?;
+    let client = match root_ca {
+        #[cfg(feature = "tls")]
+        Some(pem) => {
+            url.into_connection_info()
+                .map_err(|_| Error::new(ErrorKind::InvalidUrl))?;
+            // The client takes a PEM with no certificate in it as an empty set of roots, which
+            // would fail every connection later: refuse it now.
+            use rustls::pki_types::CertificateDer;
+            use rustls::pki_types::pem::PemObject;
+            let mut certificates = CertificateDer::pem_slice_iter(pem);
+            if !certificates.all(|c| c.is_ok())
+                || CertificateDer::pem_slice_iter(pem).next().is_none()
+            {
+                return Err(Error::new(ErrorKind::InvalidCa));
+            }
+            let roots = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.to_vec()),
+            };
+            redis::Client::build_with_tls(url, roots)
+                .map_err(|_| Error::new(ErrorKind::InvalidCa))?
+        }
+        _ => redis::Client::open(url).map_err(|_| Error::new(ErrorKind::InvalidUrl))?,
+    };
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))

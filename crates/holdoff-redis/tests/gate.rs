@@ -178,6 +178,46 @@ mod password {
     }
 }
 
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+    use holdoff_testkit::tls::TestPki;
+
+    #[tokio::test]
+    async fn a_rediss_server_is_verified_against_the_given_ca() {
+        let pki = TestPki::issue("holdoff gate test CA");
+        let redis = RedisServer::start_tls(&pki.cert_pem, &pki.key_pem);
+        let gate = RedisGate::builder(redis.url())
+            .root_ca(pki.ca_pem.as_bytes())
+            .build()
+            .expect("gate");
+        let later = TokioClock.wall_now() + Duration::from_secs(2);
+        assert!(gate.try_raise("api", later).await.expect("raise over TLS"));
+        assert!(gate.try_get("api").await.expect("get over TLS").is_some());
+
+        // The system's roots do not know this CA: refused, never connected unverified.
+        let untrusting = RedisGate::builder(redis.url())
+            .timeout(Duration::from_millis(500))
+            .build()
+            .expect("gate");
+        let error = untrusting.try_get("api").await.expect_err("untrusted");
+        // The handshake fails at once; the connection's own retries may run out the time.
+        assert!(
+            matches!(error.kind(), ErrorKind::Connection | ErrorKind::Timeout),
+            "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_ca_that_is_not_pem_is_refused_when_building() {
+        let error = RedisGate::builder("rediss://127.0.0.1:6379/0")
+            .root_ca(b"not a certificate".to_vec())
+            .build()
+            .expect_err("not PEM");
+        assert_eq!(error.kind(), ErrorKind::InvalidCa);
+    }
+}
+
 mod skew {
     use super::*;
 

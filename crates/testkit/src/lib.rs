@@ -66,6 +66,7 @@ pub mod redis;
 mod reply;
 mod server;
 mod socket;
+pub mod tls;
 
 pub use recorded::Recorded;
 pub use reply::Reply;

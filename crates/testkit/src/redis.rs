@@ -25,6 +25,9 @@ use holdoff::clock::SystemClock;
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    /// With TLS: the port serving TLS (`port` then serves plain connections too, for the
+    /// readiness check and [`inspect`]).
+    tls_port: Option<u16>,
     dir: tempfile::TempDir,
     extra: Vec<String>,
 }
@@ -46,21 +49,68 @@ impl RedisServer {
     ///
     /// As [`RedisServer::start`].
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        let mut server = RedisServer {
+        let server = RedisServer {
             child: None,
             port: 0,
+            tls_port: None,
             dir: tempfile::tempdir().expect("temporary directory"),
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
         };
-        // Redis has no `--port 0`: take a port the kernel says is free, release it, and try
-        // again with another if someone else took it in between.
-        for _ in 0..10 {
-            server.port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        server.launch()
+    }
+
+    /// Starts a server serving TLS with this certificate chain and key (PEM), which clients
+    /// verify against the CA that issued it; no client certificates asked for. [`url`] is
+    /// then a `rediss://` URL.
+    ///
+    /// [`url`]: RedisServer::url
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisServer::start`], and if this `redis-server` was built without TLS.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> RedisServer {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (cert, key) = (dir.path().join("redis.crt"), dir.path().join("redis.key"));
+        std::fs::write(&cert, cert_pem).expect("write the certificate");
+        std::fs::write(&key, key_pem).expect("write the key");
+        let extra = vec![
+            "--tls-cert-file".to_owned(),
+            cert.display().to_string(),
+            "--tls-key-file".to_owned(),
+            key.display().to_string(),
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+        ];
+        let server = RedisServer {
+            child: None,
+            port: 0,
+            tls_port: Some(0),
+            dir,
+            extra,
+        };
+        server.launch()
+    }
+
+    /// Picks free ports and spawns, trying others if someone took one in between (Redis has
+    /// no `--port 0`: a port the kernel says is free is taken, released, and given to it).
+    fn launch(mut self) -> RedisServer {
+        let free = || {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
                 .and_then(|l| l.local_addr())
                 .expect("free port")
-                .port();
-            if server.spawn() {
-                return server;
+                .port()
+        };
+        for _ in 0..10 {
+            self.port = free();
+            if self.tls_port.is_some() {
+                self.tls_port = Some(free()).filter(|&p| p != self.port);
+                if self.tls_port.is_none() {
+                    self.tls_port = Some(0);
+                    continue;
+                }
+            }
+            if self.spawn() {
+                return self;
             }
         }
         panic!("could not start redis-server on a free loopback port");
@@ -70,6 +120,12 @@ impl RedisServer {
     fn spawn(&mut self) -> bool {
         let mut child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(
+                self.tls_port
+                    .map(|port| ["--tls-port".to_owned(), port.to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -100,12 +156,20 @@ impl RedisServer {
         false
     }
 
-    /// `redis://127.0.0.1:<port>/0`, without credentials.
+    /// `redis://127.0.0.1:<port>/0`, or `rediss://…` with TLS; without credentials.
     pub fn url(&self) -> String {
+        match self.tls_port {
+            Some(port) => format!("rediss://127.0.0.1:{port}/0"),
+            None => self.plain_url(),
+        }
+    }
+
+    /// `redis://127.0.0.1:<port>/0`: the plain port, also open on a TLS server.
+    pub fn plain_url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
-    /// The loopback port it listens on (the same across restarts).
+    /// The plain loopback port it listens on (the same across restarts).
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -153,7 +217,7 @@ impl Drop for RedisServer {
 ///
 /// If the server cannot be reached.
 pub async fn inspect(redis: &RedisServer) -> ::redis::aio::MultiplexedConnection {
-    ::redis::Client::open(redis.url())
+    ::redis::Client::open(redis.plain_url())
         .expect("the test server's URL")
         .get_multiplexed_async_connection()
         .await

@@ -357,16 +357,18 @@ impl Prepared {
 
 /// The store of the `state` section: Redis, shared with other replicas; logs where.
 fn shared_store(state: &StateConfig) -> Result<Arc<SharedStore>, String> {
-    let redis = RedisState::builder(&state.redis)
+    let mut builder = RedisState::builder(&state.redis)
         .prefix(state.prefix.clone())
-        .timeout(state.timeout)
-        .build()
-        .map_err(|err| {
-            format!(
-                "cannot use this Redis URL ({err}); write redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], \
-                 or rediss://… for TLS"
-            )
-        })?;
+        .timeout(state.timeout);
+    if let Some(ca) = &state.ca {
+        builder = builder.root_ca(ca.clone());
+    }
+    let redis = builder.build().map_err(|err| {
+        format!(
+            "could not {err}: write redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or \
+                 rediss://… for TLS with caFile naming a PEM certificate"
+        )
+    })?;
     let mode = match state.on_failure {
         OnFailure::FailClosed { hold } => format!(
             "fail-closed: 503 with Retry-After: {}s while it is unreachable",

@@ -137,6 +137,9 @@ pub struct StateConfig {
     pub timeout: Duration,
     /// What to do while Redis fails.
     pub on_failure: OnFailure,
+    /// The CA certificate (PEM) a `rediss://` server is verified against, read from
+    /// `caFile`; the system's roots when `None`.
+    pub ca: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for StateConfig {
@@ -146,6 +149,7 @@ impl fmt::Debug for StateConfig {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("on_failure", &self.on_failure)
+            .field("ca", &self.ca.as_ref().map(|_| "…"))
             .finish()
     }
 }
@@ -454,6 +458,49 @@ impl Compiler {
                 "must not be empty: every key holdoff writes starts with it (default \"holdoff:\")",
             );
         }
+        let ca = raw.ca_file.as_deref().and_then(|name| {
+            if !raw
+                .redis
+                .get(..9)
+                .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
+            {
+                ok = false;
+                self.error(
+                    at,
+                    "state.caFile",
+                    "applies only to a rediss:// URL (Redis over TLS); remove it or use rediss://",
+                );
+                return None;
+            }
+            let path = at.dir.join(name);
+            match fs::read(&path) {
+                Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {
+                    self.read(&path);
+                    Some(pem)
+                }
+                Ok(_) => {
+                    ok = false;
+                    self.error(
+                        at,
+                        "state.caFile",
+                        format!(
+                            "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                            path.display()
+                        ),
+                    );
+                    None
+                }
+                Err(err) => {
+                    ok = false;
+                    self.error(
+                        at,
+                        "state.caFile",
+                        format!("cannot read {}: {err}", path.display()),
+                    );
+                    None
+                }
+            }
+        });
         ok.then(|| StateConfig {
             redis: raw.redis.clone(),
             prefix: raw
@@ -464,6 +511,7 @@ impl Compiler {
                 .timeout_ms
                 .map_or(DEFAULT_STATE_TIMEOUT, Duration::from_millis),
             on_failure,
+            ca,
         })
     }
 

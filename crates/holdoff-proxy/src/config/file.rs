@@ -84,6 +84,10 @@ pub struct RawState {
     /// With `fail-closed`: the `Retry-After` of each `503`, in seconds. Default 5.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_seconds: Option<u64>,
+    /// For `rediss://`: the CA certificate (PEM file, relative to this file) to verify the
+    /// Redis server against, instead of the system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
 }
 
 /// What the proxy does while its shared state fails.
