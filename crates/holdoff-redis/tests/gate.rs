@@ -305,6 +305,73 @@ mod redis_killed {
     }
 }
 
+/// How many round trips to Redis the gate costs, counted by Redis itself.
+mod round_trips {
+    use super::*;
+
+    /// Calls clients made of each command in `names`. Commands a script runs inside are
+    /// counted under their own names (`SET`, `PEXPIREAT`), which these are not.
+    async fn calls(redis: &RedisServer, names: &[&str]) -> Vec<u64> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut inspect(redis).await)
+            .await
+            .expect("INFO");
+        names
+            .iter()
+            .map(|wanted| {
+                info.lines()
+                    .find_map(|line| {
+                        let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                        (name == *wanted).then_some(())?;
+                        stats
+                            .split(',')
+                            .find_map(|f| f.strip_prefix("calls="))?
+                            .parse()
+                            .ok()
+                    })
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_check_is_one_get_and_a_raise_one_script() {
+        let redis = RedisServer::start();
+        let store = RedisGate::builder(redis.url()).build().expect("gate");
+        // The connection and the script are set up once per process, not per call.
+        store
+            .try_raise("warm", TokioClock.wall_now())
+            .await
+            .expect("warm up");
+        let gate = Gate::new(store);
+        let names = ["get", "evalsha", "eval", "script|load"];
+        let before = calls(&redis, &names).await;
+
+        for i in 0..10 {
+            let until = TokioClock.now() + Duration::from_secs(60);
+            gate.raise(
+                &format!("api-{i}"),
+                until,
+                TokioClock.wall_now() + Duration::from_secs(60),
+            )
+            .await
+            .expect("raise");
+        }
+        for i in 0..100 {
+            gate.admit_at(&format!("api-{}", i % 20), &TokioClock)
+                .await
+                .expect("check");
+        }
+
+        let after = calls(&redis, &names).await;
+        let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        // 100 checks, one GET each; 10 raises, one EVALSHA each, whose script reads the key
+        // with a GET of its own (Redis counts it with the others): 110 GETs, not 120.
+        assert_eq!(sent, [110, 10, 0, 0], "GET, EVALSHA, EVAL, SCRIPT LOAD");
+    }
+}
+
 /// Four processes share one key: one learns `Retry-After: 2`, and none of them calls the
 /// server again before the permitted time.
 mod fleet {
@@ -329,7 +396,7 @@ mod fleet {
         assert!(outcome.is_success(), "worker did not get through");
     }
 
-    /// A minimal HTTP/1.1 GET, one connection per request.
+    /// A minimal HTTP/1.1 GET of `/x`, one connection per request.
     async fn get(addr: &str) -> Result<http::Response<()>, std::io::Error> {
         let mut stream = tokio::net::TcpStream::connect(addr).await?;
         stream
