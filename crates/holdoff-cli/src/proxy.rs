@@ -150,6 +150,11 @@ pub(crate) struct Options {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
     idle_timeout: Duration,
 
+    /// Threads serving connections, each an event loop keeping a connection and its requests
+    /// together (default: one per core); 0 serves them on the shared runtime
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+
     /// What a throttle's window is keyed by: client-method-url (the default: each client
     /// judged on its own), method-url, url, host (Dev Proxy's one wait per host) or
     /// header:NAME
@@ -277,6 +282,9 @@ impl Options {
         config.grace = self.grace;
         config.upstream_timeout = self.upstream_timeout;
         config.idle_timeout = self.idle_timeout;
+        config.connection_threads = self
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
         config
     }
 }
@@ -399,6 +407,7 @@ mod tests {
             assert!(config.urls_to_watch.is_empty());
             assert_eq!(config.grace, Duration::from_secs(5));
             assert_eq!(config.upstream_timeout, Duration::from_secs(30));
+            assert!(config.connection_threads >= 1, "one per core");
             assert!(config.validate().is_ok());
         }
 
@@ -427,6 +436,8 @@ mod tests {
                 "500ms",
                 "--idle-timeout",
                 "2m",
+                "--threads",
+                "3",
                 "--output",
                 "json",
             ])
@@ -451,6 +462,7 @@ mod tests {
             assert_eq!(config.grace, Duration::from_secs(1));
             assert_eq!(config.upstream_timeout, Duration::from_millis(500));
             assert_eq!(config.idle_timeout, Duration::from_secs(120));
+            assert_eq!(config.connection_threads, 3);
         }
 
         #[test]

@@ -1063,3 +1063,65 @@ mod shutdown {
         assert_eq!(hung.await.unwrap(), "", "the connection was closed");
     }
 }
+
+mod connection_threads {
+    use super::*;
+
+    /// Notes the thread each request is handled on.
+    #[derive(Default)]
+    struct Threads(Mutex<Vec<String>>);
+
+    impl Stage for Threads {
+        fn on_request(&self, request: Request<Body>, _: &RequestMeta) -> Action {
+            let name = std::thread::current()
+                .name()
+                .unwrap_or("unnamed")
+                .to_owned();
+            self.0.lock().unwrap().push(name);
+            Action::Continue(request)
+        }
+    }
+
+    #[tokio::test]
+    async fn serve_each_connection_on_one_of_their_own_threads_and_drain_on_shutdown() {
+        let upstream = TestServer::start().await;
+        upstream.set_default("/t", Reply::ok("hello"));
+        let threads = Arc::new(Threads::default());
+        let mut config = config();
+        config.connection_threads = 2;
+        let proxy = Proxy::start(config, vec![threads.clone()]).await;
+
+        // Four keep-alive clients, three requests each.
+        for _ in 0..4 {
+            let stream = TcpStream::connect(proxy.addr).await.unwrap();
+            let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+            tokio::spawn(connection);
+            for _ in 0..3 {
+                let response = sender
+                    .send_request(proxied(&upstream.url("/t"), &[]))
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+                assert_eq!(
+                    response.into_body().collect().await.unwrap().to_bytes(),
+                    "hello"
+                );
+            }
+        }
+
+        let seen = threads.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 12);
+        assert!(
+            seen.iter().all(|name| name.starts_with("holdoff-conn-")),
+            "{seen:?}"
+        );
+        // A connection stays on its thread; connections take turns.
+        for client in seen.chunks(3) {
+            assert!(client.iter().all(|name| *name == client[0]), "{seen:?}");
+        }
+        assert_ne!(seen[0], seen[3], "{seen:?}");
+
+        let summary = proxy.stop().await;
+        assert_eq!(summary.requests, 12, "{summary}");
+    }
+}

@@ -82,6 +82,11 @@ pub struct ProxyConfig {
     /// The largest request head (request line and headers) accepted, in bytes; a larger one
     /// gets `431`. Default 64 KiB.
     pub max_header_bytes: usize,
+    /// Serve connections on this many threads of their own, each a single-threaded runtime
+    /// that keeps a connection, its requests and its own upstream connection together, as
+    /// an event loop per core does; `0` (the default) serves them on the runtime that runs
+    /// the server. `holdoff proxy` uses one per core.
+    pub connection_threads: usize,
 }
 
 impl Default for ProxyConfig {
@@ -98,6 +103,7 @@ impl Default for ProxyConfig {
             grace: Duration::from_secs(5),
             max_connections: 10_000,
             max_header_bytes: 64 * 1024,
+            connection_threads: 0,
         }
     }
 }

@@ -64,6 +64,7 @@ pub struct ProxyServer {
     ca: Option<Arc<CertificateAuthority>>,
     grace: Duration,
     max_connections: usize,
+    connection_threads: usize,
 }
 
 /// Stops a running [`ProxyServer`] from anywhere, as the shutdown signal does.
@@ -209,6 +210,7 @@ impl ProxyServer {
             ca,
             grace: config.grace,
             max_connections: config.max_connections,
+            connection_threads: config.connection_threads,
         })
     }
 
@@ -241,6 +243,7 @@ impl ProxyServer {
             self.stop,
             self.grace,
             self.max_connections,
+            server::Workers::start(self.connection_threads),
         )
         .await;
         let uptime = self.shared.clock.now().saturating_duration_since(started);

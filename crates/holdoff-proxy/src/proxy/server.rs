@@ -37,6 +37,74 @@ pub(crate) struct Conn {
     _permit: OwnedSemaphorePermit,
 }
 
+/// Single-threaded runtimes on threads of their own, connections spread over them in turn.
+///
+/// A connection stays on its thread for its whole life, with every request on it and its own
+/// upstream connection: no task ever moves between threads and no thread wakes another, as
+/// in an event loop per core. The threads end when the value is dropped.
+pub(crate) struct Workers {
+    handles: Vec<tokio::runtime::Handle>,
+    next: AtomicUsize,
+    stop: CancellationToken,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    /// `count` threads; none when it is 0 or a runtime cannot be built (connections are then
+    /// served on the caller's runtime).
+    pub(crate) fn start(count: usize) -> Workers {
+        let stop = CancellationToken::new();
+        let mut handles = Vec::new();
+        let mut threads = Vec::new();
+        for index in 0..count {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    tracing::warn!(error = %err, "could not start a connection thread; serving on fewer");
+                    break;
+                }
+            };
+            handles.push(runtime.handle().clone());
+            let stop = stop.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("holdoff-conn-{index}"))
+                .spawn(move || runtime.block_on(stop.cancelled()));
+            match thread {
+                Ok(thread) => threads.push(thread),
+                Err(err) => {
+                    handles.pop();
+                    tracing::warn!(error = %err, "could not start a connection thread; serving on fewer");
+                    break;
+                }
+            }
+        }
+        Workers {
+            handles,
+            next: AtomicUsize::new(0),
+            stop,
+            threads,
+        }
+    }
+
+    /// The runtime the next connection goes to, if there are any.
+    fn next(&self) -> Option<&tokio::runtime::Handle> {
+        let index = self.next.fetch_add(1, Ordering::Relaxed);
+        self.handles.get(index.checked_rem(self.handles.len())?)
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Accepts until `signal` or `stop`, then drains: idle connections close, requests in flight
 /// get `grace` to finish, and whatever is left is cut.
 pub(crate) async fn serve(
@@ -46,6 +114,7 @@ pub(crate) async fn serve(
     stop: CancellationToken,
     grace: Duration,
     max_connections: usize,
+    workers: Workers,
 ) {
     let mut signal = pin!(signal);
     let slots = Arc::new(Semaphore::new(max_connections));
@@ -85,7 +154,28 @@ pub(crate) async fn serve(
             calls: AtomicU64::new(0),
             _permit: permit,
         });
-        shared.tasks.spawn(serve_plain(conn, stream));
+        match workers.next() {
+            Some(runtime) => {
+                // Registered with the thread's own reactor: the socket goes over as std's.
+                match stream.into_std() {
+                    Ok(stream) => {
+                        let task = shared.tasks.track_future(async move {
+                            match TcpStream::from_std(stream) {
+                                Ok(stream) => serve_plain(conn, stream).await,
+                                Err(err) => {
+                                    tracing::warn!(error = %err, "failed to take a connection over")
+                                }
+                            }
+                        });
+                        runtime.spawn(task);
+                    }
+                    Err(err) => tracing::warn!(error = %err, "failed to hand a connection over"),
+                }
+            }
+            None => {
+                shared.tasks.spawn(serve_plain(conn, stream));
+            }
+        }
     }
     drop(listener);
     tracing::debug!("stopped accepting; draining connections");
@@ -102,6 +192,7 @@ pub(crate) async fn serve(
         shared.cut.cancel();
         shared.tasks.wait().await;
     }
+    drop(workers);
 }
 
 /// Serves a connection to the proxy's port: HTTP/1.1 with upgrades (for `CONNECT` and
