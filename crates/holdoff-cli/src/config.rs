@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors};
 use holdoff_proxy::config::{devproxy, load, preset, schema};
+use holdoff_proxy::shared::OnFailure;
 
 use crate::Failure;
 
@@ -113,13 +114,24 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode, Fai
     }
 }
 
-/// `2 error rules, 1 rate limit, 0 mocks, latency off`.
+/// `2 error rules, 1 rate limit, 0 mocks, latency off`, and where state is shared if it is.
 fn summary(compiled: &Compiled) -> String {
     let plan = &compiled.plan;
     let count =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let shared = compiled.state.as_ref().map_or_else(String::new, |state| {
+        let mode = match state.on_failure {
+            OnFailure::FailClosed { .. } => "fail-closed",
+            _ => "fail-open",
+        };
+        format!(
+            "; state shared in {} (keys {}*, {mode})",
+            holdoff_redis::redacted_url(&state.redis),
+            state.prefix
+        )
+    });
     format!(
-        "{}, {}, {}, latency {}",
+        "{}, {}, {}, latency {}{shared}",
         count(plan.errors.len(), "error rule", "error rules"),
         count(plan.rate_limits.len(), "rate limit", "rate limits"),
         count(plan.mocks.len(), "mock", "mocks"),

@@ -66,6 +66,22 @@ mod validate {
     }
 
     #[test]
+    fn says_where_state_is_shared_without_the_password() {
+        let dir = TestDir::new("shared-state");
+        dir.write(
+            "holdoff.json",
+            r#"{"state": {"redis": "redis://:hunter2@127.0.0.1:6379/0", "prefix": "api:",
+                          "onFailure": "fail-closed"}}"#,
+        );
+        let assert = config(dir.path(), &["validate"]).code(0).stderr("");
+        assert_eq!(
+            stdout(&assert),
+            "holdoff.json: valid — 0 error rules, 0 rate limits, 0 mocks, latency off; state \
+             shared in redis://:***@127.0.0.1:6379/0 (keys api:*, fail-closed)\n"
+        );
+    }
+
+    #[test]
     fn checks_the_file_named() {
         let dir = TestDir::new("named");
         dir.write(

@@ -60,3 +60,4 @@ pub use error::{Error, ErrorKind};
 pub use gate::{FailureMode, RedisGate, RedisGateBuilder};
 #[cfg(feature = "proxy")]
 pub use state::{RedisState, RedisStateBuilder};
+pub use url::redact as redacted_url;

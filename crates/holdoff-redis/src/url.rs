@@ -54,12 +54,12 @@ pub(crate) fn connect(
     ConnectionManager::new_lazy_with_config(client, config).map_err(Error::from_redis)
 }
 
-/// `url` with the password (if any) replaced by `***`.
+/// `url` with the password (if any) replaced by `***`, for logs and messages.
 ///
 /// Handles `redis://[user][:password@]host…` and the `rediss://` and `redis+unix://` forms
 /// alike: whatever sits between the scheme and the last `@` of the authority is user
 /// information, and everything after its first `:` is the password.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
         // Not a URL we understand: show nothing of it rather than risk a password.
         return "<unparsed url>".to_owned();
