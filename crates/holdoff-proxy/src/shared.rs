@@ -201,3 +201,27 @@ impl SharedStore {
         }
     }
 }
+
+/// A store that is never reachable, for testing what the proxy says while one fails.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Unreachable;
+
+#[cfg(test)]
+impl SharedState for Unreachable {
+    fn check(&self, _: WindowKey, _: Penalty) -> StateFuture<SharedCheck> {
+        Box::pin(std::future::ready(Err("refused".into())))
+    }
+
+    fn open(&self, _: WindowKey, _: Duration, _: Duration) -> StateFuture<()> {
+        Box::pin(std::future::ready(Err("refused".into())))
+    }
+
+    fn take(&self, _: &CounterKey, _: Limit) -> StateFuture<Taken> {
+        Box::pin(std::future::ready(Err("refused".into())))
+    }
+
+    fn location(&self) -> String {
+        "redis://127.0.0.1:1/0".to_owned()
+    }
+}

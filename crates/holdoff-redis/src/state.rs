@@ -1,9 +1,11 @@
 //! [`RedisState`]: the proxy's open windows and rate-limit counters, shared by its replicas
 //! through Redis.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::future::ready;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use holdoff_proxy::fault::ratelimit::{Algorithm, Limit, Taken};
@@ -13,7 +15,7 @@ use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script};
 
 use crate::error::{Error, ErrorKind};
-use crate::url::{connect, redact};
+use crate::url::{client, manager, redact};
 
 /// Helpers every script starts with. Lua numbers are doubles: every value here is an integer
 /// below 2^53, where doubles are exact, and is divided and written with care.
@@ -232,11 +234,12 @@ impl RedisStateBuilder {
     /// [`ErrorKind::InvalidUrl`] if the URL is not a Redis URL this build can use (a
     /// `rediss://` URL needs the `tls` feature).
     pub fn build(self) -> Result<RedisState, Error> {
-        let connection = connect(&self.url, self.timeout, self.root_ca.as_deref())?;
+        let client = client(&self.url, self.root_ca.as_deref())?;
         let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
         Ok(RedisState {
             inner: Arc::new(Inner {
-                connection,
+                client,
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 open: script(OPEN),
                 check: script(CHECK),
                 take: script(TAKE),
@@ -253,7 +256,7 @@ impl RedisStateBuilder {
 ///
 /// Each operation is one Lua script, run atomically by Redis in one round trip (`EVALSHA`;
 /// the script is loaded again by itself after a Redis restart). Concurrent operations share
-/// one multiplexed connection and are pipelined on it. Each is bounded by the timeout,
+/// a multiplexed connection per thread and are pipelined on it. Each is bounded by the timeout,
 /// connecting included, and the connection comes back by itself after a failure.
 ///
 /// # Keys
@@ -297,7 +300,9 @@ pub struct RedisState {
 }
 
 struct Inner {
-    connection: ConnectionManager,
+    client: redis::Client,
+    /// Tells this store's connections apart from other stores' in [`CONNECTIONS`].
+    id: u64,
     open: Script,
     check: Script,
     take: Script,
@@ -344,17 +349,60 @@ impl RedisState {
     }
 }
 
+/// Numbers the stores, for [`CONNECTIONS`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread's connection for each store (by id), made on first use on the thread.
+    ///
+    /// A proxy serves each client connection on one thread with a runtime of its own: a
+    /// connection per thread keeps each Redis round trip on that thread too, its driver
+    /// polled by the same runtime as the request waiting for it, instead of crossing to
+    /// another thread and back twice per request.
+    static CONNECTIONS: RefCell<Vec<(u64, ConnectionManager)>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Inner {
+    /// This thread's connection, made now if it has none (connecting itself waits for the
+    /// first command).
+    fn connection(&self) -> Result<ConnectionManager, Error> {
+        CONNECTIONS.with_borrow_mut(|connections| {
+            if let Some((_, connection)) = connections.iter().find(|(id, _)| *id == self.id) {
+                return Ok(connection.clone());
+            }
+            let connection = manager(self.client.clone(), self.timeout)?;
+            connections.push((self.id, connection.clone()));
+            Ok(connection)
+        })
+    }
+
+    /// Forgets this thread's connection after a failure: the next operation makes a new one,
+    /// on whatever runtime then runs here (the old one's may be gone).
+    fn forget_connection(&self) {
+        CONNECTIONS.with_borrow_mut(|connections| connections.retain(|(id, _)| *id != self.id));
+    }
+
+    /// `outcome`, forgetting the connection if it is an error.
+    fn settled<T>(&self, outcome: Result<T, Error>) -> Result<T, Error> {
+        if outcome.is_err() {
+            self.forget_connection();
+        }
+        outcome
+    }
+
     /// Whether `key` exists, within the timeout.
     async fn exists(&self, key: &str) -> Result<bool, Error> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection()?;
         let mut command = redis::cmd("EXISTS");
         command.arg(key);
-        match tokio::time::timeout(self.timeout, command.query_async::<bool>(&mut connection)).await
-        {
-            Ok(result) => result.map_err(Error::from_redis),
-            Err(_) => Err(Error::new(ErrorKind::Timeout)),
-        }
+        let outcome =
+            match tokio::time::timeout(self.timeout, command.query_async::<bool>(&mut connection))
+                .await
+            {
+                Ok(result) => result.map_err(Error::from_redis),
+                Err(_) => Err(Error::new(ErrorKind::Timeout)),
+            };
+        self.settled(outcome)
     }
 
     /// Runs `script` on `key` with `args`, within the timeout.
@@ -364,15 +412,21 @@ impl Inner {
         key: String,
         args: &[&str],
     ) -> Result<T, Error> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.connection()?;
         let mut invocation = script.key(key);
         for arg in args {
             invocation.arg(*arg);
         }
-        match tokio::time::timeout(self.timeout, invocation.invoke_async(&mut connection)).await {
+        let outcome = match tokio::time::timeout(
+            self.timeout,
+            invocation.invoke_async(&mut connection),
+        )
+        .await
+        {
             Ok(result) => result.map_err(Error::from_redis),
             Err(_) => Err(Error::new(ErrorKind::Timeout)),
-        }
+        };
+        self.settled(outcome)
     }
 }
 

@@ -19,6 +19,11 @@ pub(crate) fn connect(
     timeout: Duration,
     root_ca: Option<&[u8]>,
 ) -> Result<ConnectionManager, Error> {
+    manager(client(url, root_ca)?, timeout)
+}
+
+/// The client for `url`, verifying a `rediss://` server against `root_ca` (PEM) if given.
+pub(crate) fn client(url: &str, root_ca: Option<&[u8]>) -> Result<redis::Client, Error> {
     // The client's own error may quote the URL, password included: drop it.
     let client = match root_ca {
         #[cfg(feature = "tls")]
@@ -44,6 +49,15 @@ pub(crate) fn connect(
         }
         _ => redis::Client::open(url).map_err(|_| Error::new(ErrorKind::InvalidUrl))?,
     };
+    Ok(client)
+}
+
+/// A connection made by `client` on first use, reconnecting by itself; connecting and each
+/// answer bounded by `timeout`. Its driver runs on the current tokio runtime.
+pub(crate) fn manager(
+    client: redis::Client,
+    timeout: Duration,
+) -> Result<ConnectionManager, Error> {
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))

@@ -421,6 +421,38 @@ mod tests {
         }
 
         #[test]
+        fn count_shared_state_failures_and_say_whether_it_is_up() {
+            use crate::shared::{OnFailure, SharedStore, Unreachable};
+            let clock = Arc::new(ManualClock::new(UNIX_EPOCH));
+            let store = Arc::new(SharedStore::new(Arc::new(Unreachable), OnFailure::FailOpen));
+            let scrape = || Scrape {
+                metrics: Arc::new(MetricsStage::new(clock.clone())),
+                judge: Some(Arc::new(
+                    JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), clock.now())))
+                        .with_shared(Arc::clone(&store)),
+                )),
+                faults: None,
+            };
+            let text = scrape().text();
+            assert!(
+                text.contains("holdoff_shared_state_failures_total 0\n"),
+                "{text}"
+            );
+            assert!(text.contains("holdoff_shared_state_up 1\n"), "{text}");
+            for _ in 0..2 {
+                store.settle::<()>(Err("refused".into()));
+            }
+            let text = scrape().text();
+            assert!(
+                text.contains("holdoff_shared_state_failures_total 2\n"),
+                "{text}"
+            );
+            assert!(text.contains("holdoff_shared_state_up 0\n"), "{text}");
+            store.settle(Ok(()));
+            assert!(scrape().text().contains("holdoff_shared_state_up 1\n"));
+        }
+
+        #[test]
         fn leaves_out_the_judge_and_the_faults_when_there_are_none() {
             let clock = Arc::new(ManualClock::new(UNIX_EPOCH));
             let scrape = Scrape {

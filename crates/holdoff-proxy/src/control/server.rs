@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::fault_kinds;
 use super::{Control, WindowInfo};
+use crate::shared::OnFailure;
 
 /// How long a request head may take to arrive.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -251,6 +252,21 @@ struct Status {
     open_windows: Option<usize>,
     seed: Option<u64>,
     recording: Option<bool>,
+    /// Only when windows and counters are shared with other replicas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_state: Option<SharedStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct SharedStatus {
+    /// Where, the password hidden.
+    location: String,
+    /// Whether the last operation succeeded.
+    up: bool,
+    /// Operations that failed or timed out so far.
+    failures: u64,
+    /// `fail-open` or `fail-closed`.
+    on_failure: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -312,6 +328,19 @@ fn status(control: &Control) -> Status {
             .map(|judge| judge.judge().open_windows()),
         seed: control.faults.as_ref().map(|faults| faults.seed()),
         recording: control.recording.as_ref().map(|switch| switch.is_on()),
+        shared_state: control
+            .judge
+            .as_ref()
+            .and_then(|judge| judge.shared())
+            .map(|store| SharedStatus {
+                location: store.state().location(),
+                up: store.is_up(),
+                failures: store.failures(),
+                on_failure: match store.on_failure() {
+                    OnFailure::FailClosed { .. } => "fail-closed",
+                    _ => "fail-open",
+                },
+            }),
     }
 }
 
@@ -398,6 +427,43 @@ mod tests {
             builder = builder.header(HOST, host);
         }
         builder.body(()).unwrap()
+    }
+
+    mod status {
+        use super::*;
+        use crate::control::MetricsStage;
+        use crate::judge::{Judge, JudgeStage, KeyMode};
+        use crate::shared::{SharedStore, Unreachable};
+
+        #[test]
+        fn shows_the_shared_state_only_when_there_is_one() {
+            let judge = || Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
+            let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
+            let alone =
+                Control::new(Arc::clone(&metrics)).judge(Arc::new(JudgeStage::new(judge())));
+            let text = serde_json::to_string(&status(&alone)).unwrap();
+            assert!(!text.contains("shared_state"), "{text}");
+
+            let store = Arc::new(SharedStore::new(
+                Arc::new(Unreachable),
+                OnFailure::FailClosed {
+                    hold: Duration::from_secs(5),
+                },
+            ));
+            store.settle::<()>(Err("refused".into()));
+            let shared =
+                Control::new(metrics).judge(Arc::new(JudgeStage::new(judge()).with_shared(store)));
+            let value = serde_json::to_value(status(&shared)).unwrap();
+            assert_eq!(
+                value["shared_state"],
+                serde_json::json!({
+                    "location": "redis://127.0.0.1:1/0",
+                    "up": false,
+                    "failures": 1,
+                    "on_failure": "fail-closed",
+                })
+            );
+        }
     }
 
     mod loopback_host {
