@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use holdoff_testkit::{Reply, TestServer};
 use rustls::{
@@ -19,7 +20,7 @@ use rustls::{
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
-use support::{Proxy, TestCa, TlsUpstream, curl_async, curl_ok};
+use support::{Proxy, TestCa, TlsUpstream, curl_async, curl_ok, log_when};
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::{self, Message, WebSocket};
 
@@ -475,5 +476,48 @@ mod shutdown {
             .expect("terminate");
 
         assert!(status.success(), "{status}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_cut_when_the_grace_period_ends_is_logged() {
+        let server = TestServer::start().await;
+        server.script(
+            "/slow",
+            [Reply::ok("too late").delay(Duration::from_secs(60))],
+        );
+        let proxy = Proxy::start(&["--grace", "200ms"]);
+        let (proxy_url, url) = (proxy.url(), server.url("/slow"));
+        let client = tokio::spawn(async move {
+            curl_async(&[
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-x",
+                &proxy_url,
+                &url,
+            ])
+            .await
+        });
+        server.wait_for_requests(1).await;
+
+        let log = proxy.log_handle();
+        let status = tokio::task::spawn_blocking(move || proxy.terminate())
+            .await
+            .expect("terminate");
+        assert!(status.success(), "{status}");
+        let output = client.await.expect("curl");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "000",
+            "no response"
+        );
+        let cut = "cut: the proxy shut down and the grace period ended before the response";
+        let log = log_when(&log, cut);
+        let line = log
+            .lines()
+            .find(|line| line.contains(cut))
+            .unwrap_or_else(|| panic!("no line says the request was cut:\n{log}"));
+        assert!(line.contains("/slow"), "{line}");
     }
 }

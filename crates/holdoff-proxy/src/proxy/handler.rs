@@ -130,12 +130,18 @@ pub(crate) async fn handle(
     };
     parts.uri = uri;
     let request = Request::from_parts(parts, Body::incoming(body));
+    // Says so in the log if shutdown cuts the request before it has an answer.
+    let unanswered = Unanswered {
+        shared,
+        meta: &meta,
+    };
 
     let (decision, seen) = run_stages(shared, request, &meta).await;
     let (mut response, failure) = match decision {
         Decision::Forward(request) => forward(shared, &origin, request, client_upgrade).await,
         Decision::Answer(response) => (response, None),
         Decision::Abort => {
+            std::mem::forget(unanswered);
             shared.stats.aborted();
             log(
                 shared,
@@ -153,6 +159,7 @@ pub(crate) async fn handle(
             finish.await;
         }
     }
+    std::mem::forget(unanswered);
     shared.stats.response(response.status());
     log(
         shared,
@@ -162,6 +169,27 @@ pub(crate) async fn handle(
         failure.as_deref(),
     );
     Ok(response)
+}
+
+/// A request on its way to an answer: dropped before it has one (the future is cancelled),
+/// it logs why if shutdown cut it. Forgotten once the answer is there.
+struct Unanswered<'a> {
+    shared: &'a Shared,
+    meta: &'a RequestMeta,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.shared.cut.is_cancelled() {
+            log(
+                self.shared,
+                &Line::from_meta(self.meta),
+                self.meta.received.instant,
+                None,
+                Some("cut: the proxy shut down and the grace period ended before the response"),
+            );
+        }
+    }
 }
 
 /// The mode of a request on the proxy's own port.

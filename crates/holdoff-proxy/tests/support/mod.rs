@@ -250,6 +250,11 @@ impl Proxy {
         out
     }
 
+    /// The log as it grows, to read after the proxy is gone.
+    pub(crate) fn log_handle(&self) -> Arc<Mutex<String>> {
+        Arc::clone(&self.log)
+    }
+
     /// Everything the proxy has logged so far.
     pub(crate) fn log(&self) -> String {
         self.log
@@ -307,6 +312,19 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The log once it holds `text`, or after [`PROMPTLY`] (the log is read by a thread of its
+/// own, which may not have the last lines yet when the proxy exits).
+pub(crate) fn log_when(log: &Mutex<String>, text: &str) -> String {
+    let deadline = tokio_free_deadline();
+    loop {
+        let now = log.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if now.contains(text) || deadline.passed() {
+            return now;
+        }
+        thread::sleep(Duration::from_millis(20));
     }
 }
 
