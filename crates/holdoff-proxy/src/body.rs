@@ -38,6 +38,8 @@ enum Kind {
     Empty,
     Full(Option<Bytes>),
     Incoming(Incoming),
+    /// An upstream's response body, with its URL to say which one broke off.
+    Upstream(Incoming, http::Uri),
     Boxed(UnsyncBoxBody<Bytes, BoxError>),
 }
 
@@ -78,6 +80,14 @@ impl Body {
             kind: Kind::Incoming(body),
         }
     }
+
+    /// An upstream's response body from `url`: if it breaks off, a warning says so (the
+    /// response's own log line was written with its head).
+    pub(crate) fn upstream(body: Incoming, url: http::Uri) -> Body {
+        Body {
+            kind: Kind::Upstream(body, url),
+        }
+    }
 }
 
 impl Default for Body {
@@ -115,7 +125,7 @@ impl fmt::Debug for Body {
         let kind = match &self.kind {
             Kind::Empty => "empty",
             Kind::Full(_) => "full",
-            Kind::Incoming(_) => "streamed",
+            Kind::Incoming(_) | Kind::Upstream(..) => "streamed",
             Kind::Boxed(_) => "wrapped",
         };
         f.debug_tuple("Body").field(&kind).finish()
@@ -136,6 +146,15 @@ impl http_body::Body for Body {
             Kind::Incoming(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map_err(|err| Box::new(err) as BoxError),
+            Kind::Upstream(body, url) => Pin::new(body).poll_frame(cx).map_err(|err| {
+                tracing::warn!(
+                    target: "holdoff::request",
+                    url = %url,
+                    error = %err,
+                    "the upstream's response body broke off; the client's connection is cut"
+                );
+                Box::new(err) as BoxError
+            }),
             Kind::Boxed(body) => Pin::new(body).poll_frame(cx),
         }
     }
@@ -144,7 +163,7 @@ impl http_body::Body for Body {
         match &self.kind {
             Kind::Empty => true,
             Kind::Full(bytes) => bytes.is_none(),
-            Kind::Incoming(body) => body.is_end_stream(),
+            Kind::Incoming(body) | Kind::Upstream(body, _) => body.is_end_stream(),
             Kind::Boxed(body) => body.is_end_stream(),
         }
     }
@@ -155,7 +174,7 @@ impl http_body::Body for Body {
             Kind::Full(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
             }
-            Kind::Incoming(body) => body.size_hint(),
+            Kind::Incoming(body) | Kind::Upstream(body, _) => body.size_hint(),
             Kind::Boxed(body) => body.size_hint(),
         }
     }

@@ -340,3 +340,42 @@ async fn many_bad_clients_at_once_do_not_stop_it() {
     }
     assert_still_serves(&proxy, &server).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_body_that_breaks_off_is_logged_and_cuts_the_client() {
+    // A raw upstream promising 1000 bytes, sending ten, and closing.
+    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let upstream_addr = upstream.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = upstream.accept().await {
+            tokio::spawn(async move {
+                let mut head = [0u8; 1024];
+                let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut head).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly ten b")
+                    .await;
+            });
+        }
+    });
+    let proxy = Proxy::start(&[]);
+    let server = TestServer::start().await;
+
+    let mut stream = connect(&proxy).await;
+    let request =
+        format!("GET http://{upstream_addr}/file HTTP/1.1\r\nHost: {upstream_addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    assert!(
+        closes_within(&mut stream, PROMPTLY).await,
+        "the proxy kept the client waiting for the rest of the body"
+    );
+    let log = support::log_when(&proxy.log_handle(), "broke off");
+    let line = log
+        .lines()
+        .find(|line| line.contains("the upstream's response body broke off"))
+        .unwrap_or_else(|| panic!("no line says the body broke off:\n{log}"));
+    assert!(
+        line.contains(&format!("http://{upstream_addr}/file")),
+        "{line}"
+    );
+    assert_still_serves(&proxy, &server).await;
+}

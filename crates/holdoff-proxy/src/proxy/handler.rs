@@ -381,6 +381,7 @@ async fn forward(
     client_upgrade: Option<OnUpgrade>,
 ) -> (Response<Body>, Option<String>) {
     let upgrade = client_upgrade.is_some();
+    let url = request.uri().clone();
     let affine = match origin {
         Origin::Plain(conn) if !upgrade && request.uri().scheme() == Some(&Scheme::HTTP) => {
             Some(&conn.affinity)
@@ -412,7 +413,7 @@ async fn forward(
             let version = response.version();
             add_via(response.headers_mut(), version);
             *response.version_mut() = Version::HTTP_11;
-            (response.map(Body::incoming), None)
+            (response.map(|body| Body::upstream(body, url)), None)
         }
         Err(failure) => {
             shared.stats.error();
