@@ -144,6 +144,29 @@ mod reverse {
         assert_eq!(body, "items");
         assert_eq!(server.requests_to("/api/items").len(), 1);
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn plain_http2_with_prior_knowledge_is_served_as_http2() {
+        let server = TestServer::start().await;
+        server.set_default("/api/items", Reply::ok("items"));
+        let upstream = format!("http://{}", server.addr());
+        let proxy = Proxy::start(&["--upstream", &upstream]);
+        let url = format!("{}/api/items", proxy.url());
+
+        let output =
+            curl_async(&["--http2-prior-knowledge", "-w", "\n%{http_version}", &url]).await;
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            text,
+            "items\n2",
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // HTTP/1.1 on the same port still works, a POST whose first letter is the preface's too.
+        let body = curl_ok(&["-d", "x", &url]).await;
+        assert_eq!(body, "items");
+        assert_eq!(server.requests_to("/api/items").len(), 2);
+    }
 }
 
 mod intercepted {

@@ -198,13 +198,44 @@ pub(crate) async fn serve(
 /// Serves a connection to the proxy's port: HTTP/1.1 with upgrades (for `CONNECT` and
 /// WebSocket).
 async fn serve_plain(conn: Arc<Conn>, stream: TcpStream) {
-    let io = TokioIo::new(ClientIo::new(stream, Arc::clone(&conn)));
     let shared = Arc::clone(&conn.shared);
+    let h2 = prior_knowledge(&stream, &shared.clock, shared.idle_timeout).await;
+    let io = TokioIo::new(ClientIo::new(stream, Arc::clone(&conn)));
     let peer = conn.peer;
     let origin = Origin::Plain(Arc::clone(&conn));
-    serve_http(&shared, io, origin, false, peer, Some(&conn.affinity)).await;
+    // HTTP/2 requests run concurrently: they use the shared upstream pool.
+    let affinity = (!h2).then_some(&conn.affinity);
+    serve_http(&shared, io, origin, h2, peer, affinity).await;
     conn.affinity.close(&shared.affine_count);
 }
+
+/// What an HTTP/2 client with prior knowledge (h2c, RFC 9113 §3.3) sends first.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client opens with the HTTP/2 preface, looked at without reading it: plain
+/// HTTP/2 (gRPC and other h2c clients, mostly in front of a reverse proxy) is served as such,
+/// everything else as HTTP/1.1. A client that sends nothing within `idle` is left to HTTP/1.1,
+/// whose header timeout closes it.
+async fn prior_knowledge(stream: &TcpStream, clock: &impl Clock, idle: Duration) -> bool {
+    let mut first = [0u8; PREFACE.len()];
+    let peek = async {
+        loop {
+            match stream.peek(&mut first).await {
+                // Closed, or something else than the preface so far.
+                Ok(0) | Err(_) => return false,
+                Ok(n) if first[..n] != PREFACE[..n] => return false,
+                Ok(n) if n == PREFACE.len() => return true,
+                // A prefix of the preface (rare: it fits in any first segment). A peek returns
+                // at once while there is data, so wait a little for the rest.
+                Ok(_) => clock.sleep_until(clock.now() + PREFACE_PAUSE).await,
+            }
+        }
+    };
+    tokio::time::timeout(idle, peek).await.unwrap_or(false)
+}
+
+/// How long to wait for the rest of a preface that came in pieces.
+const PREFACE_PAUSE: Duration = Duration::from_millis(10);
 
 /// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls
 /// the connection's own upstream connection (`affinity`) beside it.
