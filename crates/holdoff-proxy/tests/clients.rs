@@ -167,6 +167,40 @@ mod reverse {
         assert_eq!(body, "items");
         assert_eq!(server.requests_to("/api/items").len(), 2);
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
+        use http_body_util::{BodyExt, Empty};
+        use hyper::client::conn::http2;
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+
+        let server = TestServer::start().await;
+        server.set_default("/api/items", Reply::ok("items"));
+        let upstream = format!("http://{}", server.addr());
+        let proxy = Proxy::start(&["--upstream", &upstream, "--idle-timeout", "1s"]);
+
+        let stream = tokio::net::TcpStream::connect(proxy.addr)
+            .await
+            .expect("connect");
+        let (mut sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("HTTP/2 handshake");
+        let connection = tokio::spawn(connection);
+        let request = http::Request::get(format!("{}/api/items", proxy.url()))
+            .body(Empty::<bytes::Bytes>::new())
+            .expect("request");
+        let response = sender.send_request(request).await.expect("response");
+        assert_eq!(response.version(), http::Version::HTTP_2);
+        let body = response.into_body().collect().await.expect("body");
+        assert_eq!(body.to_bytes(), "items");
+
+        // hyper's client answers the proxy's pings, so only an idle timeout ends it.
+        let ended = tokio::time::timeout(support::PROMPTLY, connection).await;
+        assert!(
+            ended.is_ok(),
+            "the proxy kept an idle HTTP/2 connection open"
+        );
+    }
 }
 
 mod intercepted {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use holdoff::clock::Clock;
+use holdoff::clock::{Clock, TokioClock};
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
 use hyper::server::conn::{http1, http2};
@@ -249,12 +249,26 @@ pub(crate) async fn serve_http<I>(
 ) where
     I: Read + Write + Unpin + Send + 'static,
 {
-    let service = service_fn(move |request| handler::handle(origin.clone(), request));
     let outcome = if h2 {
-        drive(shared, shared.http2.serve_connection(io, service), None).await
+        // HTTP/2 has no idle timeout of its own (its pings keep a quiet client alive): count
+        // the requests in flight, and close the connection once none came for a while.
+        let activity = Arc::new(Activity::new(shared.clock.now()));
+        let tracked = Arc::clone(&activity);
+        let service = service_fn(move |request| {
+            let busy = Busy::start(Arc::clone(&tracked));
+            let answer = handler::handle(origin.clone(), request);
+            async move {
+                let answer = answer.await;
+                drop(busy);
+                answer
+            }
+        });
+        let connection = shared.http2.serve_connection(io, service);
+        drive(shared, connection, None, Some(&activity)).await
     } else {
+        let service = service_fn(move |request| handler::handle(origin.clone(), request));
         let connection = shared.http1.serve_connection(io, service).with_upgrades();
-        drive(shared, connection, affinity).await
+        drive(shared, connection, affinity, None).await
     };
     match outcome {
         Some(Ok(())) => {}
@@ -301,17 +315,86 @@ async fn drive<C: Graceful>(
     shared: &Shared,
     connection: C,
     affinity: Option<&Affinity>,
+    activity: Option<&Activity>,
 ) -> Option<Result<(), hyper::Error>> {
     let mut connection = pin!(connection);
     let count = &shared.affine_count;
     tokio::select! {
         result = with_upstream(connection.as_mut(), affinity, count) => return Some(result),
         () = shared.drain.cancelled() => {}
+        () = idle(activity, &shared.clock, shared.idle_timeout) => {
+            tracing::debug!("closing an idle HTTP/2 connection");
+        }
     }
     connection.as_mut().graceful_shutdown();
     tokio::select! {
         result = with_upstream(connection.as_mut(), affinity, count) => Some(result),
         () = shared.cut.cancelled() => None,
+    }
+}
+
+/// Requests in flight on an HTTP/2 connection, and when the last one ended.
+struct Activity {
+    in_flight: AtomicUsize,
+    last: std::sync::Mutex<std::time::Instant>,
+}
+
+impl Activity {
+    fn new(now: std::time::Instant) -> Activity {
+        Activity {
+            in_flight: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(now),
+        }
+    }
+
+    fn last(&self) -> std::time::Instant {
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One request in flight; when it ends (answered or dropped), the connection was last busy
+/// then.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn start(activity: Arc<Activity>) -> Busy {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        Busy(activity)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *self
+            .0
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = TokioClock.now();
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Completes once the connection has had no request in flight for `timeout`; never without
+/// `activity`.
+async fn idle(activity: Option<&Activity>, clock: &impl Clock, timeout: Duration) {
+    let Some(activity) = activity else {
+        return std::future::pending().await;
+    };
+    loop {
+        let now = clock.now();
+        let since = if activity.in_flight.load(Ordering::Relaxed) > 0 {
+            now
+        } else {
+            activity.last()
+        };
+        let deadline = since + timeout;
+        if deadline <= now {
+            return;
+        }
+        clock.sleep_until(deadline).await;
     }
 }
 
