@@ -422,6 +422,15 @@ mod validation {
     }
 
     #[test]
+    fn state_whose_url_has_a_multibyte_character_where_the_scheme_ends() {
+        let errors = json(r#"{"state": {"redis": "redis:/é127.0.0.1:6379"}}"#);
+        assert!(
+            errors.contains("state.redis: expected a Redis URL"),
+            "{errors}"
+        );
+    }
+
+    #[test]
     fn state_with_a_zero_timeout_an_empty_prefix_and_a_hold_without_failing_closed() {
         assert_snapshot!(json(
             r#"{"state": {"redis": "redis://127.0.0.1:6379/0", "timeoutMs": 0, "prefix": "",

@@ -448,17 +448,7 @@ impl Stopped {
     ///
     /// Returns whether any retry was premature.
     pub(crate) fn report(self, exit_code: Option<i32>, reports: &ReportArgs, logs: &Guard) -> bool {
-        let counts = self
-            .stages
-            .as_ref()
-            .map(|stages| stages.faults.counts())
-            .unwrap_or_default();
-        self.recorder.finish(
-            TokioClock.wall_now(),
-            self.summary.requests,
-            counts,
-            exit_code,
-        );
+        let counts = self.record_end(exit_code);
         if let Some(stages) = &self.stages {
             report_faults(&counts, stages.faults.seed(), self.output, logs);
             report_verdicts(&stages.judge.events(), self.output, logs);
@@ -500,9 +490,9 @@ impl Stopped {
 }
 
 impl Stopped {
-    /// Records the end without reports or summaries: `holdoff run`'s command never ran, or
-    /// could not be waited for.
-    pub(crate) fn abandon(self, exit_code: i32) {
+    /// Records the end in the event log: the requests, what the faults did (returned), the
+    /// exit code.
+    fn record_end(&self, exit_code: Option<i32>) -> FaultCounts {
         let counts = self
             .stages
             .as_ref()
@@ -512,8 +502,15 @@ impl Stopped {
             TokioClock.wall_now(),
             self.summary.requests,
             counts,
-            Some(exit_code),
+            exit_code,
         );
+        counts
+    }
+
+    /// Records the end without reports or summaries: `holdoff run`'s command never ran, or
+    /// could not be waited for.
+    pub(crate) fn abandon(self, exit_code: i32) {
+        self.record_end(Some(exit_code));
     }
 }
 

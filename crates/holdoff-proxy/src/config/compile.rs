@@ -412,12 +412,14 @@ impl Compiler {
     /// and never quoted back: it may hold a password.
     fn state(&mut self, at: Origin<'_>, raw: &RawState) -> Option<StateConfig> {
         let mut ok = true;
+        // By bytes, never by slicing the text: a URL may start with any character.
+        let starts_with = |scheme: &str| {
+            raw.redis.len() > scheme.len()
+                && raw.redis.as_bytes()[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes())
+        };
         let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
-            .iter()
-            .any(|scheme| {
-                raw.redis.len() > scheme.len()
-                    && raw.redis[..scheme.len()].eq_ignore_ascii_case(scheme)
-            });
+            .into_iter()
+            .any(starts_with);
         if !scheme_ok {
             ok = false;
             self.error(
@@ -459,11 +461,7 @@ impl Compiler {
             );
         }
         let ca = raw.ca_file.as_deref().and_then(|name| {
-            if !raw
-                .redis
-                .get(..9)
-                .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
-            {
+            if !starts_with("rediss://") {
                 ok = false;
                 self.error(
                     at,
