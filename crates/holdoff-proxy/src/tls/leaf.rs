@@ -20,9 +20,9 @@ use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::{DnsName, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 
-use super::alpn_protocols;
 use super::ca::{CertificateAuthority, random_serial, set_validity};
 use super::error::{TlsError, TlsErrorKind};
+use super::{alpn_protocols, provider};
 
 /// How many hosts a cache keeps by default.
 const DEFAULT_CAPACITY: usize = 1024;
@@ -94,7 +94,7 @@ impl LeafCache {
     pub fn with_capacity(ca: Arc<CertificateAuthority>, capacity: usize) -> LeafCache {
         LeafCache {
             ca,
-            provider: Arc::new(rustls::crypto::ring::default_provider()),
+            provider: Arc::new(provider()),
             sessions: ServerSessionMemoryCache::new(SESSION_CACHE_SIZE),
             capacity: capacity.max(1),
             state: Mutex::new(State::default()),
@@ -172,6 +172,8 @@ impl LeafCache {
                 .with_source(err)
             })?;
         config.alpn_protocols = alpn_protocols();
+        // The suite this side prefers (see `provider`), among those the client offers.
+        config.ignore_client_order = true;
         config.session_storage = Arc::clone(&self.sessions);
         Ok(config)
     }

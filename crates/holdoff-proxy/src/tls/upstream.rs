@@ -8,8 +8,8 @@ use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
-use super::alpn_protocols;
 use super::error::{TlsError, TlsErrorKind};
+use super::{alpn_protocols, provider};
 
 /// The TLS client configuration for connections to upstreams: the system's trusted roots
 /// (as `rustls-native-certs` finds them, which honours `SSL_CERT_FILE` and `SSL_CERT_DIR`)
@@ -55,8 +55,7 @@ pub fn upstream_client_config(extra_roots: &[PathBuf]) -> Result<ClientConfig, T
             "loaded upstream root certificates"
         );
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
+    let mut config = ClientConfig::builder_with_provider(Arc::new(provider()))
         .with_safe_default_protocol_versions()
         .map_err(|err| {
             TlsError::new(TlsErrorKind::Config, "build the upstream TLS configuration")
