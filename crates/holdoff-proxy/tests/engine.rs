@@ -802,11 +802,7 @@ mod connect {
         let ca = Arc::new(CertificateAuthority::ephemeral().unwrap());
         let upstream_tls = TlsUpstream::start(&ca).await;
         let ca_file = TempFile::new("upstream-ca.pem", ca.cert_pem());
-
-        let mut config = config();
-        config.urls_to_watch = vec!["https://127.0.0.1:*/*".parse().unwrap()];
-        config.upstream_ca = vec![ca_file.path.clone()];
-        config.ca = CaSource::Provided(Arc::clone(&ca));
+        let config = intercepting(&ca, Some(&ca_file));
         let record = Arc::new(Record::default());
         let proxy = Proxy::start(config, vec![record.clone(), Arc::new(Tag)]).await;
 
@@ -853,12 +849,12 @@ mod connect {
             assert_eq!(body, "secret");
         }
 
-        let seen = upstream_tls.seen.lock().unwrap().clone();
+        let seen = upstream_tls.seen();
         assert_eq!(seen.len(), 2);
         assert!(
             seen.iter()
-                .all(|via| via.as_deref() == Some("1.1 holdoff")
-                    || via.as_deref() == Some("2 holdoff")),
+                .all(|seen| seen.via.as_deref() == Some("1.1 holdoff")
+                    || seen.via.as_deref() == Some("2 holdoff")),
             "{seen:?}"
         );
         let metas = record.seen();
@@ -895,6 +891,113 @@ mod connect {
         proxy.stop().await;
     }
 
+    #[tokio::test]
+    async fn an_http1_tunnel_gets_an_upstream_connection_of_its_own() {
+        let ca = Arc::new(CertificateAuthority::ephemeral().unwrap());
+        let upstream_tls = TlsUpstream::start(&ca).await;
+        let ca_file = TempFile::new("upstream-ca.pem", ca.cert_pem());
+        let proxy = Proxy::start(intercepting(&ca, Some(&ca_file)), Vec::new()).await;
+        let authority = upstream_tls.addr.to_string();
+
+        // Three requests in one tunnel, the last without `Host` (as HTTP/1.0 allows): the
+        // first goes through the shared pool, the next ones on the tunnel's own connection.
+        let (status, _, tunnel) = connect(proxy.addr, &authority, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        let tls = tls_client(TokioIo::new(tunnel.unwrap()), &ca, b"http/1.1").await;
+        // The client offers rustls's default order, AES-256-GCM first; the proxy picks.
+        let suite = tls.get_ref().1.negotiated_cipher_suite().unwrap().suite();
+        assert_eq!(suite, rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+        let (mut sender, connection) = http1::handshake(TokioIo::new(tls)).await.unwrap();
+        tokio::spawn(connection);
+        for host in [Some(authority.as_str()), Some(authority.as_str()), None] {
+            let headers: Vec<(&str, &str)> = host.map(|host| ("host", host)).into_iter().collect();
+            let mut request = request(Method::GET, "/secure", &headers);
+            if host.is_none() {
+                *request.version_mut() = http::Version::HTTP_10;
+            }
+            let response = sender.send_request(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "secret");
+        }
+        // Another tunnel's first request reuses the pooled connection.
+        let mut sender = tunnel_http1(proxy.addr, &authority, &ca).await;
+        let response = sender
+            .send_request(request(Method::GET, "/secure", &[("host", &authority)]))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+
+        let seen = upstream_tls.seen();
+        let connections: Vec<usize> = seen.iter().map(|seen| seen.connection).collect();
+        assert_eq!(connections.len(), 4, "{seen:?}");
+        assert_eq!(connections[1], connections[2], "the tunnel's own: {seen:?}");
+        assert_ne!(connections[0], connections[1], "{seen:?}");
+        assert_eq!(connections[3], connections[0], "the pooled one: {seen:?}");
+        // Whatever the way out, the upstream gets `Host` and `Via`.
+        assert!(
+            seen.iter()
+                .all(|seen| seen.host.as_deref() == Some(authority.as_str()) && seen.via.is_some()),
+            "{seen:?}"
+        );
+        // And AES-128-GCM on the way out (the test upstream prefers it too).
+        assert!(
+            seen.iter()
+                .all(|seen| seen.suite == Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)),
+            "{seen:?}"
+        );
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
+    async fn every_request_of_a_tunnel_to_an_untrusted_upstream_is_502_saying_why() {
+        let ca = Arc::new(CertificateAuthority::ephemeral().unwrap());
+        let upstream_tls = TlsUpstream::start(&ca).await;
+        // No --upstream-ca: the upstream is not trusted.
+        let proxy = Proxy::start(intercepting(&ca, None), Vec::new()).await;
+        let authority = upstream_tls.addr.to_string();
+        let mut sender = tunnel_http1(proxy.addr, &authority, &ca).await;
+        for _ in 0..3 {
+            let response = sender
+                .send_request(request(Method::GET, "/secure", &[("host", &authority)]))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let body = String::from_utf8_lossy(&body);
+            assert!(body.contains("not trusted"), "{body}");
+        }
+        assert!(upstream_tls.seen().is_empty());
+        proxy.stop().await;
+    }
+
+    /// A configuration intercepting `https://127.0.0.1:*/*` with `ca`, trusting the upstream
+    /// roots in `upstream_ca` if any.
+    fn intercepting(ca: &Arc<CertificateAuthority>, upstream_ca: Option<&TempFile>) -> ProxyConfig {
+        let mut config = config();
+        config.urls_to_watch = vec!["https://127.0.0.1:*/*".parse().unwrap()];
+        config.upstream_ca = upstream_ca
+            .map(|file| file.path.clone())
+            .into_iter()
+            .collect();
+        config.ca = CaSource::Provided(Arc::clone(ca));
+        config
+    }
+
+    /// An HTTP/1.1 client inside an intercepted tunnel to `authority`, trusting `ca`.
+    async fn tunnel_http1(
+        proxy: SocketAddr,
+        authority: &str,
+        ca: &CertificateAuthority,
+    ) -> http1::SendRequest<Full<Bytes>> {
+        let (status, _, tunnel) = connect(proxy, authority, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        let tls = tls_client(TokioIo::new(tunnel.unwrap()), ca, b"http/1.1").await;
+        let (sender, connection) = http1::handshake(TokioIo::new(tls)).await.unwrap();
+        tokio::spawn(connection);
+        sender
+    }
+
     /// A TLS client trusting only `ca`, offering `alpn`.
     async fn tls_client(
         io: TokioIo<hyper::upgrade::Upgraded>,
@@ -916,10 +1019,21 @@ mod connect {
     }
 
     /// An HTTPS upstream on loopback with a certificate from `ca`: answers `secret` and keeps
-    /// the `Via` of each request.
+    /// what it saw of each request.
     struct TlsUpstream {
         addr: SocketAddr,
-        seen: Arc<Mutex<Vec<Option<String>>>>,
+        seen: Arc<Mutex<Vec<Seen>>>,
+    }
+
+    /// A request as [`TlsUpstream`] saw it.
+    #[derive(Clone, Debug)]
+    struct Seen {
+        /// Which of its connections it came on, counting from 0.
+        connection: usize,
+        via: Option<String>,
+        host: Option<String>,
+        /// The cipher suite of the connection.
+        suite: Option<rustls::CipherSuite>,
     }
 
     impl TlsUpstream {
@@ -933,7 +1047,7 @@ mod connect {
             let seen = Arc::new(Mutex::new(Vec::new()));
             let log = Arc::clone(&seen);
             tokio::spawn(async move {
-                loop {
+                for connection in 0.. {
                     let Ok((stream, _)) = listener.accept().await else {
                         return;
                     };
@@ -943,14 +1057,26 @@ mod connect {
                         let Ok(tls) = acceptor.accept(stream).await else {
                             return;
                         };
+                        let suite = tls
+                            .get_ref()
+                            .1
+                            .negotiated_cipher_suite()
+                            .map(|suite| suite.suite());
                         let service = hyper::service::service_fn(
                             move |request: Request<hyper::body::Incoming>| {
-                                let via = request
-                                    .headers()
-                                    .get("via")
-                                    .and_then(|v| v.to_str().ok())
-                                    .map(str::to_owned);
-                                log.lock().unwrap().push(via);
+                                let header = |name: &str| {
+                                    request
+                                        .headers()
+                                        .get(name)
+                                        .and_then(|v| v.to_str().ok())
+                                        .map(str::to_owned)
+                                };
+                                log.lock().unwrap().push(Seen {
+                                    connection,
+                                    via: header("via"),
+                                    host: header("host"),
+                                    suite,
+                                });
                                 async {
                                     Ok::<_, std::convert::Infallible>(Response::new(Full::new(
                                         Bytes::from_static(b"secret"),
@@ -967,6 +1093,10 @@ mod connect {
                 }
             });
             TlsUpstream { addr, seen }
+        }
+
+        fn seen(&self) -> Vec<Seen> {
+            self.seen.lock().unwrap().clone()
         }
     }
 

@@ -2,16 +2,19 @@
 //!
 //! The shared pool ([`Upstreams`](super::upstream::Upstreams)) runs every upstream connection
 //! as a task of its own, so each request crosses from the client's task to the upstream's and
-//! back, and each response body frame too. For a keep-alive client sending request after
-//! request to one plain-HTTP upstream — what a load test, a crawler or an API client does —
-//! that hand-off costs more than the proxying itself. So from the second request on, such a
-//! client connection gets an HTTP/1.1 upstream connection of its own, which its own task
-//! polls beside the client side: request and response never leave the task.
+//! back, and each response body frame too (across threads, when the pooled connection was
+//! made on another one). For a keep-alive client sending request after request to one
+//! upstream — what a load test, a crawler or an API client does — that hand-off costs more
+//! than the proxying itself. So from the second request on, such a client connection, or an
+//! intercepted HTTP/1.1 tunnel, gets an HTTP/1.1 upstream connection of its own (over TLS for
+//! `https`), which its own task polls beside the client side: request and response never
+//! leave the task.
 //!
-//! The first request of every connection, HTTPS upstreams, upgrades and HTTP/2 clients (whose
-//! requests run concurrently) keep using the shared pool, as do connections beyond
-//! [`MAX_AFFINE`]: an upstream sees at most that many extra connections. The affine connection
-//! closes with the client's.
+//! The first request of every connection, upgrades and HTTP/2 clients (whose requests run
+//! concurrently) keep using the shared pool, as do connections beyond [`MAX_AFFINE`]: an
+//! upstream sees at most that many extra connections. So does every request of a connection
+//! whose TLS handshake with the upstream failed here: the pool tries again and reports why.
+//! The affine connection closes with the client's.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,12 +23,16 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use http::uri::{Authority, PathAndQuery};
-use http::{Request, Response, Uri};
+use http::header::HOST;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderValue, Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
+use hyper::rt::{Read, Write};
 use hyper_util::rt::TokioIo;
+use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 use super::upstream::Failure;
 use crate::Body;
@@ -34,6 +41,9 @@ use crate::Body;
 pub(crate) const MAX_AFFINE: usize = 512;
 
 type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A new connection's sender; `None` when the shared pool should take the request.
+type Opened = Result<Option<http1::SendRequest<Body>>, Failure>;
 
 /// One client connection's upstream connection, if it has one.
 ///
@@ -44,13 +54,16 @@ pub(crate) struct Affinity {
     /// Set once the connection's first request is done: only later ones get an affine
     /// connection, so one-request clients keep sharing the pool.
     warm: AtomicBool,
+    /// Set when a TLS handshake with the upstream failed: the pool takes every request, and
+    /// its error says why.
+    declined: AtomicBool,
     slot: Mutex<Slot>,
 }
 
 #[derive(Default)]
 struct Slot {
     /// The upstream it talks to.
-    authority: Option<Authority>,
+    origin: Option<(Scheme, Authority)>,
     /// Idle between requests; taken while one is in flight.
     sender: Option<http1::SendRequest<Body>>,
     /// The upstream connection itself, polled by the client connection's task.
@@ -59,6 +72,16 @@ struct Slot {
     waker: Option<Waker>,
     /// Holds one of the [`MAX_AFFINE`] places while a driver exists.
     counted: bool,
+}
+
+/// What an affine connection needs from the proxy.
+pub(crate) struct Outbound<'a> {
+    /// Affine connections over all clients, at most [`MAX_AFFINE`].
+    pub(crate) count: &'a AtomicUsize,
+    /// For the connection, the request and the response head together.
+    pub(crate) timeout: Duration,
+    /// Verifies `https` upstreams as the pool does, offering only HTTP/1.1 by ALPN.
+    pub(crate) tls: &'a TlsConnector,
 }
 
 /// What happened to a request offered to the affine path.
@@ -98,48 +121,51 @@ impl Affinity {
         self.slot().clear(count);
     }
 
-    /// Sends `request` (absolute `http://` URI, `Host` set) on this client's own upstream
-    /// connection, making one if needed; declines when the shared pool should take it.
-    pub(crate) async fn send(
-        &self,
-        mut request: Request<Body>,
-        count: &AtomicUsize,
-        timeout: Duration,
-    ) -> Sent {
-        if !self.warm.swap(true, Ordering::Relaxed) {
+    /// Sends `request` (absolute URI) on this client's own upstream connection, making one if
+    /// needed; declines when the shared pool should take it.
+    pub(crate) async fn send(&self, mut request: Request<Body>, out: &Outbound<'_>) -> Sent {
+        if !self.warm.swap(true, Ordering::Relaxed) || self.declined.load(Ordering::Relaxed) {
             return Sent::Declined(request);
         }
-        let Some(authority) = request.uri().authority().cloned() else {
-            return Sent::Declined(request);
+        let origin = match (request.uri().scheme(), request.uri().authority()) {
+            (Some(scheme), Some(authority)) => (scheme.clone(), authority.clone()),
+            _ => return Sent::Declined(request),
         };
         let idle = {
             let mut slot = self.slot();
-            match (&slot.authority, slot.sender.as_ref()) {
-                (Some(current), Some(sender)) if *current == authority && sender.is_ready() => {
+            match (&slot.origin, slot.sender.as_ref()) {
+                (Some(current), Some(sender)) if *current == origin && sender.is_ready() => {
                     slot.sender.take()
                 }
                 _ => None,
             }
         };
+        let (scheme, authority) = &origin;
         let work = async {
             let mut sender = match idle {
                 Some(sender) => sender,
-                None => match self.connect(&authority, count).await {
+                None => match self.connect(scheme, authority, out).await {
                     Ok(Some(sender)) => sender,
                     Ok(None) => return Sent::Declined(request),
                     Err(failure) => {
-                        self.close(count);
+                        self.close(out.count);
                         return Sent::Done(Err(failure));
                     }
                 },
             };
-            // The connection is to the upstream itself: it wants origin-form.
+            // The connection is to the upstream itself: it wants origin-form, and HTTP/1.1
+            // wants `Host` (which the pool would add).
             let target = request
                 .uri()
                 .path_and_query()
                 .cloned()
                 .unwrap_or_else(|| PathAndQuery::from_static("/"));
             let absolute = std::mem::replace(request.uri_mut(), Uri::from(target));
+            if !request.headers().contains_key(HOST) {
+                if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                    request.headers_mut().insert(HOST, host);
+                }
+            }
             match sender.try_send_request(request).await {
                 Ok(response) => {
                     self.slot().sender = Some(sender);
@@ -158,44 +184,81 @@ impl Affinity {
                 },
             }
         };
-        match tokio::time::timeout(timeout, work).await {
+        match tokio::time::timeout(out.timeout, work).await {
             Ok(sent) => sent,
             Err(_) => Sent::Done(Err(Failure::Timeout {
                 target: authority.to_string(),
-                after: timeout,
+                after: out.timeout,
             })),
         }
     }
 
-    /// Opens a connection to `authority` and installs it; `None` when the limit is reached.
-    async fn connect(
-        &self,
-        authority: &Authority,
-        count: &AtomicUsize,
-    ) -> Result<Option<http1::SendRequest<Body>>, Failure> {
+    /// Opens a connection to `scheme://authority` and installs it; `None` when the limit is
+    /// reached or the upstream's TLS is left to the pool.
+    ///
+    /// Boxed: rare, and large (TCP, TLS and HTTP handshakes), it would make every request's
+    /// future as large, which hyper moves into place for each request.
+    fn connect<'a>(
+        &'a self,
+        scheme: &'a Scheme,
+        authority: &'a Authority,
+        out: &'a Outbound<'_>,
+    ) -> Pin<Box<dyn Future<Output = Opened> + Send + 'a>> {
+        Box::pin(self.open(scheme, authority, out))
+    }
+
+    async fn open(&self, scheme: &Scheme, authority: &Authority, out: &Outbound<'_>) -> Opened {
+        let https = *scheme == Scheme::HTTPS;
         if !self.slot().counted {
-            if count.fetch_add(1, Ordering::Relaxed) >= MAX_AFFINE {
-                count.fetch_sub(1, Ordering::Relaxed);
+            if out.count.fetch_add(1, Ordering::Relaxed) >= MAX_AFFINE {
+                out.count.fetch_sub(1, Ordering::Relaxed);
                 return Ok(None);
             }
             self.slot().counted = true;
         }
         let target = || authority.to_string();
-        let stream = TcpStream::connect(authority.as_str())
+        let (host, port) = endpoint(https, authority);
+        let stream = TcpStream::connect((host, port))
             .await
             .map_err(|err| Failure::Connect {
                 target: target(),
                 reason: err.to_string(),
             })?;
         let _ = stream.set_nodelay(true);
-        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+        if !https {
+            return self
+                .handshake(TokioIo::new(stream), scheme, authority)
+                .await;
+        }
+        let tls = match ServerName::try_from(host.to_owned()) {
+            Ok(name) => out.tls.connect(name, stream).await.ok(),
+            Err(_) => None,
+        };
+        match tls {
+            Some(tls) => self.handshake(TokioIo::new(tls), scheme, authority).await,
+            None => {
+                // The pool's handshake fails the same way and says why; or it speaks HTTP/2
+                // with an upstream that offers nothing else.
+                self.declined.store(true, Ordering::Relaxed);
+                self.close(out.count);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Starts HTTP/1.1 on `io` and installs the connection.
+    async fn handshake<I>(&self, io: I, scheme: &Scheme, authority: &Authority) -> Opened
+    where
+        I: Read + Write + Unpin + Send + 'static,
+    {
+        let (sender, connection) = http1::handshake(io)
             .await
-            .map_err(|err| Failure::broken(target(), &err))?;
+            .map_err(|err| Failure::broken(authority.to_string(), &err))?;
         let driver: Driver = Box::pin(async move {
             let _ = connection.await;
         });
         let mut slot = self.slot();
-        slot.authority = Some(authority.clone());
+        slot.origin = Some((scheme.clone(), authority.clone()));
         slot.driver = Some(driver);
         // The task must poll the new connection for the request to go out.
         if let Some(waker) = &slot.waker {
@@ -205,13 +268,48 @@ impl Affinity {
     }
 }
 
+/// The host and port to connect to for `authority`: the scheme's default port when it names
+/// none (a URL may leave it out, a socket address may not), an IPv6 literal without brackets
+/// (`::1`, as a socket address and a certificate name have it).
+fn endpoint(https: bool, authority: &Authority) -> (&str, u16) {
+    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host = authority.host();
+    let host = host
+        .strip_prefix('[')
+        .and_then(|inner| inner.strip_suffix(']'))
+        .unwrap_or(host);
+    (host, port)
+}
+
 impl Slot {
     fn clear(&mut self, count: &AtomicUsize) {
         self.driver = None;
         self.sender = None;
-        self.authority = None;
+        self.origin = None;
         if std::mem::take(&mut self.counted) {
             count.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connects_to_the_default_port_of_the_scheme_when_the_url_names_none() {
+        let plain: Authority = "example.com".parse().unwrap();
+        assert_eq!(endpoint(false, &plain), ("example.com", 80));
+        assert_eq!(endpoint(true, &plain), ("example.com", 443));
+        let explicit: Authority = "127.0.0.1:3000".parse().unwrap();
+        assert_eq!(endpoint(true, &explicit), ("127.0.0.1", 3000));
+    }
+
+    #[test]
+    fn connects_to_an_ipv6_literal_without_its_brackets() {
+        let v6: Authority = "[::1]:8443".parse().unwrap();
+        assert_eq!(endpoint(true, &v6), ("::1", 8443));
+        let bare: Authority = "[::1]".parse().unwrap();
+        assert_eq!(endpoint(false, &bare), ("::1", 80));
     }
 }

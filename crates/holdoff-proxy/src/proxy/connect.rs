@@ -15,6 +15,7 @@ use rustls::ServerConfig;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::affinity::Affinity;
 use super::handler::{Line, Origin, Who, log, reason};
 use super::server::{Conn, serve_http};
 use super::{Route, Shared, reply};
@@ -29,14 +30,23 @@ pub(crate) struct Tunnel {
     pub(crate) authority: Authority,
     /// The proxy user of the `CONNECT`, which names the client for every request inside.
     pub(crate) user: Option<Arc<str>>,
+    /// Its own upstream connection, when the client chose HTTP/1.1 (HTTP/2 requests run
+    /// concurrently and share the pool).
+    pub(crate) affinity: Option<Affinity>,
+}
+
+/// [`handle`], boxed: the request handler's future, which hyper moves into place for every
+/// request, stays small when the rare paths it may take are behind a pointer.
+pub(crate) fn boxed<'a>(
+    conn: &'a Arc<Conn>,
+    parts: Parts,
+    received: Receipt,
+) -> Pin<Box<dyn Future<Output = Response<Body>> + Send + 'a>> {
+    Box::pin(handle(conn, parts, received))
 }
 
 /// Answers a `CONNECT` and sets up what follows it.
-pub(crate) async fn handle(
-    conn: &Arc<Conn>,
-    mut parts: Parts,
-    received: Receipt,
-) -> Response<Body> {
+async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Response<Body> {
     let shared = &*conn.shared;
     let user: Option<Arc<str>> = proxy_user(&parts.headers).map(Into::into);
     let who = match &user {
@@ -116,6 +126,7 @@ pub(crate) async fn handle(
             conn: Arc::clone(conn),
             authority: without_default_port(authority),
             user,
+            affinity: None,
         };
         let response = Response::new(Body::empty());
         shared.stats.response(response.status());
@@ -275,7 +286,7 @@ fn intercept(
     Box::pin(serve_intercepted(tunnel, on_upgrade, config))
 }
 
-async fn serve_intercepted(tunnel: Tunnel, on_upgrade: OnUpgrade, config: Arc<ServerConfig>) {
+async fn serve_intercepted(mut tunnel: Tunnel, on_upgrade: OnUpgrade, config: Arc<ServerConfig>) {
     let conn = Arc::clone(&tunnel.conn);
     let shared = &*conn.shared;
     let upgraded = match on_upgrade.await {
@@ -301,16 +312,21 @@ async fn serve_intercepted(tunnel: Tunnel, on_upgrade: OnUpgrade, config: Arc<Se
         () = shared.drain.cancelled() => return,
     };
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    tunnel.affinity = (!h2).then(Affinity::default);
+    let tunnel = Arc::new(tunnel);
     let peer = conn.peer;
     serve_http(
         shared,
         TokioIo::new(tls),
-        Origin::Tunnel(Arc::new(tunnel)),
+        Origin::Tunnel(Arc::clone(&tunnel)),
         h2,
         peer,
-        None,
+        tunnel.affinity.as_ref(),
     )
     .await;
+    if let Some(affinity) = &tunnel.affinity {
+        affinity.close(&shared.affine_count);
+    }
 }
 
 /// Logs a failed TLS handshake with an intercepting client, with a hint when the client

@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
-use super::affinity::Sent;
+use super::affinity::{Outbound, Sent};
 use super::connect::{self, Tunnel};
 use super::headers::{CLIENT_HEADER, add_via, strip_hop_by_hop, wants_upgrade};
 use super::server::Conn;
@@ -76,7 +76,7 @@ pub(crate) async fn handle(
                 }
             }
             if parts.method == Method::CONNECT {
-                return Ok(connect::handle(conn, parts, received).await);
+                return Ok(connect::boxed(conn, parts, received).await);
             }
             None
         }
@@ -382,21 +382,26 @@ async fn forward(
 ) -> (Response<Body>, Option<String>) {
     let upgrade = client_upgrade.is_some();
     let url = request.uri().clone();
+    // An HTTP/1.1 client connection or tunnel, sending one request at a time: from its second
+    // request on, its own upstream connection (see `affinity`).
     let affine = match origin {
-        Origin::Plain(conn) if !upgrade && request.uri().scheme() == Some(&Scheme::HTTP) => {
-            Some(&conn.affinity)
-        }
-        _ => None,
+        _ if upgrade => None,
+        Origin::Plain(conn) => Some(&conn.affinity),
+        Origin::Tunnel(tunnel) => tunnel.affinity.as_ref(),
     };
     let sent = match affine {
         Some(affinity) => {
-            let count = &shared.affine_count;
-            match affinity.send(request, count, shared.upstream_timeout).await {
+            let out = Outbound {
+                count: &shared.affine_count,
+                timeout: shared.upstream_timeout,
+                tls: &shared.affine_tls,
+            };
+            match affinity.send(request, &out).await {
                 Sent::Done(result) => result,
-                Sent::Declined(request) => shared.upstreams.send(request, upgrade).await,
+                Sent::Declined(request) => shared.upstreams.boxed(request, upgrade).await,
             }
         }
-        None => shared.upstreams.send(request, upgrade).await,
+        None => shared.upstreams.boxed(request, upgrade).await,
     };
     match sent {
         Ok(mut response) => {

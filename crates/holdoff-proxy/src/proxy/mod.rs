@@ -107,6 +107,8 @@ pub(crate) struct Shared {
     cut_count: AtomicU64,
     /// Client connections with an upstream connection of their own.
     affine_count: AtomicUsize,
+    /// TLS for those connections: the pool's verification, HTTP/1.1 only.
+    affine_tls: tokio_rustls::TlsConnector,
     ca_path: Option<Arc<Path>>,
 }
 
@@ -181,6 +183,8 @@ impl ProxyServer {
             .keep_alive_interval(config.idle_timeout);
 
         let ca_path = ca.as_ref().and_then(|ca| ca.cert_path()).map(Arc::from);
+        let mut affine_tls = tls.clone();
+        affine_tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let shared = Arc::new(Shared {
             route,
             watch,
@@ -201,6 +205,7 @@ impl ProxyServer {
             cut: CancellationToken::new(),
             cut_count: AtomicU64::new(0),
             affine_count: AtomicUsize::new(0),
+            affine_tls: Arc::new(affine_tls).into(),
             ca_path,
         });
         Ok(ProxyServer {

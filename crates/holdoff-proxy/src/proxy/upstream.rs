@@ -2,6 +2,8 @@
 
 use std::error::Error as StdError;
 use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
@@ -61,6 +63,16 @@ impl Upstreams {
             http1: builder.build(http1),
             timeout,
         }
+    }
+
+    /// [`send`](Upstreams::send), boxed: a request handler awaiting it keeps a pointer to its
+    /// large future rather than room for it (see `connect::boxed`).
+    pub(crate) fn boxed(
+        &self,
+        request: Request<Body>,
+        upgrade: bool,
+    ) -> Pin<Box<dyn Future<Output = Result<Response<Incoming>, Failure>> + Send + '_>> {
+        Box::pin(self.send(request, upgrade))
     }
 
     /// Sends `request` (absolute URI) and waits for the response head, at most the upstream
