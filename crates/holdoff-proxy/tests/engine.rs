@@ -366,6 +366,58 @@ mod forward {
     }
 
     #[tokio::test]
+    async fn times_out_each_request_on_a_connection_of_its_own_from_its_own_start() {
+        let upstream = TestServer::start().await;
+        let pause = Duration::from_millis(250);
+        upstream.script(
+            "/slow",
+            [
+                Reply::ok("1").delay(pause),
+                Reply::ok("2").delay(pause),
+                Reply::ok("3").delay(pause),
+                Reply::ok("never").delay(Duration::MAX),
+                Reply::ok("5"),
+            ],
+        );
+        let mut config = config();
+        config.upstream_timeout = Duration::from_millis(400);
+        let proxy = Proxy::start(config, Vec::new()).await;
+        let stream = TcpStream::connect(proxy.addr).await.unwrap();
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        // The first through the pool; then on the connection's own, each within the timeout
+        // counted from its start, though the third ends after the second's deadline; the
+        // fourth is over it; the fifth goes out on a new connection of its own.
+        for expected in [Some("1"), Some("2"), Some("3"), None, Some("5")] {
+            let response = sender
+                .send_request(proxied(&upstream.url("/slow"), &[]))
+                .await
+                .unwrap();
+            let status = response.status();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            match expected {
+                Some(expected) => {
+                    assert_eq!(status, StatusCode::OK);
+                    assert_eq!(body, expected);
+                }
+                None => {
+                    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+                    let body = String::from_utf8_lossy(&body);
+                    assert!(body.contains("did not answer within 0.4s"), "{body}");
+                }
+            }
+        }
+        let connections: Vec<u64> = upstream
+            .requests_to("/slow")
+            .iter()
+            .map(|request| request.connection)
+            .collect();
+        assert_eq!(connections[1], connections[3], "{connections:?}");
+        assert_ne!(connections[4], connections[3], "{connections:?}");
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
     async fn passes_an_upgrade_through_and_relays_both_ways() {
         let upstream = EchoUpgrade::start().await;
         let proxy = Proxy::start(config(), Vec::new()).await;

@@ -186,7 +186,22 @@ impl WatchList {
 
     /// The inclusion that watches this URL, or `None` when no pattern matches or the first
     /// match is an exclusion.
+    #[cfg(test)]
     pub(crate) fn watching(&self, url: UrlParts<'_>) -> Option<&WatchPattern> {
+        self.watching_with(|| url)
+    }
+
+    /// The inclusion that watches the URL `url` makes, made only when a pattern needs it: a
+    /// list that starts with `*` (a reverse proxy's, by default) decides every request
+    /// without looking at it.
+    pub(crate) fn watching_with<'u>(
+        &self,
+        url: impl FnOnce() -> UrlParts<'u>,
+    ) -> Option<&WatchPattern> {
+        if let Some(first) = self.patterns.first().filter(|first| &*first.url == "*") {
+            return (!first.exclude).then_some(first);
+        }
+        let url = url();
         let mut port_buf = itoa_buf();
         let port = url.port.map(|port| format_port(port, &mut port_buf));
         let text = Text {
@@ -362,6 +377,19 @@ mod tests {
 
     mod watching {
         use super::*;
+
+        #[test]
+        fn decides_at_a_leading_star_without_making_the_url() {
+            let unused = || -> UrlParts<'static> { panic!("the URL was not needed") };
+            let everything = list(&["*", "!https://a.com/*"]);
+            let found = everything.watching_with(unused);
+            assert_eq!(found.map(WatchPattern::as_str), Some("*"));
+            assert!(list(&["!*", "*"]).watching_with(unused).is_none());
+            // Anything else looks at the URL.
+            let dot_com = list(&["*.com*", "*"]);
+            let found = dot_com.watching(url("https", "a.com", None, "/"));
+            assert_eq!(found.map(WatchPattern::as_str), Some("*.com*"));
+        }
 
         #[test]
         fn watches_nothing_without_patterns() {

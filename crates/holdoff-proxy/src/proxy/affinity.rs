@@ -18,11 +18,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Waker};
-use std::time::Duration;
+use std::task::{Context, Poll, Waker, ready};
+use std::time::{Duration, Instant};
 
+use holdoff::clock::{Clock, Sleep, TokioClock};
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Request, Response, Uri};
@@ -72,6 +74,9 @@ struct Slot {
     waker: Option<Waker>,
     /// Holds one of the [`MAX_AFFINE`] places while a driver exists.
     counted: bool,
+    /// The timer behind the upstream timeout, armed once and reused (see `poll_expired`),
+    /// with the deadline it is armed for.
+    expiry: Option<(Instant, Sleep)>,
 }
 
 /// What an affine connection needs from the proxy.
@@ -80,6 +85,8 @@ pub(crate) struct Outbound<'a> {
     pub(crate) count: &'a AtomicUsize,
     /// For the connection, the request and the response head together.
     pub(crate) timeout: Duration,
+    /// Where the timeout starts.
+    pub(crate) clock: &'a TokioClock,
     /// Verifies `https` upstreams as the pool does, offering only HTTP/1.1 by ALPN.
     pub(crate) tls: &'a TlsConnector,
 }
@@ -134,7 +141,13 @@ impl Affinity {
         let idle = {
             let mut slot = self.slot();
             match (&slot.origin, slot.sender.as_ref()) {
-                (Some(current), Some(sender)) if *current == origin && sender.is_ready() => {
+                // Compared as written (a case-insensitive comparison of the authority costs
+                // more than the rest of the check): another spelling opens a new connection.
+                (Some((scheme, authority)), Some(sender))
+                    if authority.as_str() == origin.1.as_str()
+                        && *scheme == origin.0
+                        && sender.is_ready() =>
+                {
                     slot.sender.take()
                 }
                 _ => None,
@@ -184,12 +197,42 @@ impl Affinity {
                 },
             }
         };
-        match tokio::time::timeout(out.timeout, work).await {
-            Ok(sent) => sent,
-            Err(_) => Sent::Done(Err(Failure::Timeout {
+        let due = out.clock.now() + out.timeout;
+        let mut work = pin!(work);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(sent) = work.as_mut().poll(cx) {
+                return Poll::Ready(sent);
+            }
+            ready!(self.poll_expired(due, out.clock, cx));
+            Poll::Ready(Sent::Done(Err(Failure::Timeout {
                 target: authority.to_string(),
                 after: out.timeout,
-            })),
+            })))
+        })
+        .await
+    }
+
+    /// Ready once `due` has passed.
+    ///
+    /// Registering a timer and removing it again for every request costs more than the rest
+    /// of the request's bookkeeping, so one timer serves them all, as nginx does it: armed
+    /// for the first request's deadline, it is moved only when it fires before the deadline
+    /// of the request now in flight, which deadlines as long as the timeout let happen at
+    /// most once per timeout.
+    fn poll_expired(&self, due: Instant, clock: &TokioClock, cx: &mut Context<'_>) -> Poll<()> {
+        let mut slot = self.slot();
+        let expiry = slot
+            .expiry
+            .get_or_insert_with(|| (due, clock.sleep_until(due)));
+        if expiry.0 > due {
+            *expiry = (due, clock.sleep_until(due));
+        }
+        loop {
+            ready!(expiry.1.as_mut().poll(cx));
+            if expiry.0 >= due {
+                return Poll::Ready(());
+            }
+            *expiry = (due, clock.sleep_until(due));
         }
     }
 

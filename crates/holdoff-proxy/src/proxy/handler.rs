@@ -95,7 +95,7 @@ pub(crate) async fn handle(
     let client = identify(&mut parts.headers, tunnel, conn.peer.ip());
     let watched = shared
         .watch
-        .watching(url_parts(&uri))
+        .watching_with(|| url_parts(&uri))
         .map(|pattern| Arc::clone(pattern.shared()));
 
     let upgrade = parts.version == Version::HTTP_11 && wants_upgrade(&parts.headers);
@@ -394,6 +394,7 @@ async fn forward(
             let out = Outbound {
                 count: &shared.affine_count,
                 timeout: shared.upstream_timeout,
+                clock: &shared.clock,
                 tls: &shared.affine_tls,
             };
             match affinity.send(request, &out).await {

@@ -7,8 +7,9 @@ use http::header::{
 use http::{HeaderMap, HeaderValue, Version};
 
 /// Fields that concern one connection only, besides those `Connection` names. As names, not
-/// strings: removing by a string parses it first, twice per request for each of them.
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// strings: removing by a string parses it first. A `static`, not a `const`: each use of a
+/// `const` array builds and drops a copy.
+static HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     PROXY_AUTHENTICATE,
@@ -18,6 +19,10 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     TRANSFER_ENCODING,
     UPGRADE,
 ];
+
+const HOP_BY_HOP_COUNT: usize = 8;
+/// Where `TE` is in [`HOP_BY_HOP`].
+const TE_INDEX: usize = 4;
 
 /// The header that names a client to the proxy; never forwarded.
 pub(crate) const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-holdoff-client");
@@ -49,31 +54,57 @@ fn tokens(value: &HeaderValue) -> impl Iterator<Item = &str> {
 /// an upgrade, `Upgrade` is kept and `Connection: upgrade` put back, so the next hop sees the
 /// handshake. A `TE: trailers` (which HTTP/2 and gRPC need end to end) is kept as just that.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
-    // Most messages carry none of them, or just `Connection: keep-alive`: one pass over the
-    // names finds out, instead of a lookup per name.
-    let hop = |name: &HeaderName| *name == CONNECTION || HOP_BY_HOP.contains(name);
-    if !upgrade && !headers.keys().any(hop) {
+    // One pass over the names finds which are there: most messages carry none, or just
+    // `Connection: keep-alive`, and a lookup by name costs a hash each (twice per request
+    // for each of the nine).
+    let mut present = [false; HOP_BY_HOP_COUNT];
+    let mut connection = false;
+    for name in headers.keys() {
+        if *name == CONNECTION {
+            connection = true;
+        } else if let Some(index) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            present[index] = true;
+        }
+    }
+    if !upgrade && !connection && !present.contains(&true) {
         return;
     }
-    let trailers = headers
-        .get_all(TE)
-        .iter()
-        .any(|value| tokens(value).any(|t| t.eq_ignore_ascii_case("trailers")));
+    let trailers = present[TE_INDEX]
+        && headers
+            .get_all(TE)
+            .iter()
+            .any(|value| tokens(value).any(|t| t.eq_ignore_ascii_case("trailers")));
     if let Entry::Occupied(entry) = headers.entry(CONNECTION) {
         // Moved out, not copied; the usual single value needs no allocation.
         let (_, mut values) = entry.remove_entry_mult();
         let first = values.next();
         let rest: Vec<HeaderValue> = values.collect();
-        for value in first.iter().chain(&rest) {
-            for token in tokens(value) {
-                if upgrade && token.eq_ignore_ascii_case("upgrade") {
-                    continue;
+        for token in first.iter().chain(&rest).flat_map(tokens) {
+            if upgrade && token.eq_ignore_ascii_case("upgrade") {
+                continue;
+            }
+            match HOP_BY_HOP
+                .iter()
+                .position(|hop| hop.as_str().eq_ignore_ascii_case(token))
+            {
+                // Removed below with the fixed set.
+                Some(index) => present[index] = true,
+                // Looked for before it is removed by name, which parses and hashes it:
+                // `close` names no field.
+                None => {
+                    let named = |name: &HeaderName| name.as_str().eq_ignore_ascii_case(token);
+                    if headers.keys().any(named) {
+                        headers.remove(token);
+                    }
                 }
-                headers.remove(token);
             }
         }
     }
-    for name in &HOP_BY_HOP {
+    for (name, _) in HOP_BY_HOP
+        .iter()
+        .zip(present)
+        .filter(|(_, present)| *present)
+    {
         if upgrade && *name == UPGRADE {
             continue;
         }
@@ -148,6 +179,21 @@ mod tests {
         }
 
         #[test]
+        fn removes_a_fixed_field_connection_names_and_ignores_names_of_nothing() {
+            let mut map = headers(&[
+                ("connection", "Keep-Alive, close, TE"),
+                ("keep-alive", "timeout=5"),
+                ("te", "trailers"),
+                ("x-kept", "3"),
+            ]);
+            strip_hop_by_hop(&mut map, false);
+            let mut left: Vec<_> = map.keys().map(|name| name.as_str()).collect();
+            left.sort_unstable();
+            // `TE: trailers` is end to end even when `Connection` names it.
+            assert_eq!(left, ["te", "x-kept"]);
+        }
+
+        #[test]
         fn keeps_the_handshake_of_an_upgrade() {
             let mut map = headers(&[
                 ("connection", "keep-alive, Upgrade"),
@@ -167,6 +213,11 @@ mod tests {
             strip_hop_by_hop(&mut map, false);
             assert_eq!(map["te"], "trailers");
         }
+    }
+
+    #[test]
+    fn te_index_points_at_te() {
+        assert_eq!(HOP_BY_HOP[TE_INDEX], TE);
     }
 
     mod wants_upgrade {

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
@@ -101,6 +101,8 @@ pub(crate) struct Shared {
     tasks: TaskTracker,
     /// Raised at shutdown: finish what is in flight, take nothing new.
     drain: CancellationToken,
+    /// Set just before `drain` is raised, for a look that takes no lock.
+    draining: AtomicBool,
     /// Raised when the grace period is over: drop everything.
     cut: CancellationToken,
     /// Connections dropped by `cut`.
@@ -202,6 +204,7 @@ impl ProxyServer {
             http2,
             tasks: TaskTracker::new(),
             drain: CancellationToken::new(),
+            draining: AtomicBool::new(false),
             cut: CancellationToken::new(),
             cut_count: AtomicU64::new(0),
             affine_count: AtomicUsize::new(0),

@@ -179,6 +179,7 @@ pub(crate) async fn serve(
     }
     drop(listener);
     tracing::debug!("stopped accepting; draining connections");
+    shared.draining.store(true, Ordering::Release);
     shared.drain.cancel();
     shared.tasks.close();
     if tokio::time::timeout(grace, shared.tasks.wait())
@@ -320,8 +321,9 @@ async fn drive<C: Graceful>(
     let mut connection = pin!(connection);
     let count = &shared.affine_count;
     tokio::select! {
+        biased;
         result = with_upstream(connection.as_mut(), affinity, count) => return Some(result),
-        () = shared.drain.cancelled() => {}
+        () = draining(shared) => {}
         () = idle(activity, &shared.clock, shared.idle_timeout) => {
             tracing::debug!("closing an idle HTTP/2 connection");
         }
@@ -331,6 +333,22 @@ async fn drive<C: Graceful>(
         result = with_upstream(connection.as_mut(), affinity, count) => Some(result),
         () = shared.cut.cancelled() => None,
     }
+}
+
+/// Completes once shutdown begins. A connection's task is polled several times per request,
+/// and the token's own future takes a lock and registers again on each poll: this one
+/// registers once, then looks at one flag.
+async fn draining(shared: &Shared) {
+    let mut cancelled = pin!(shared.drain.cancelled());
+    let mut registered = false;
+    std::future::poll_fn(|cx| {
+        if registered && !shared.draining.load(Ordering::Acquire) {
+            return std::task::Poll::Pending;
+        }
+        registered = true;
+        cancelled.as_mut().poll(cx)
+    })
+    .await;
 }
 
 /// Requests in flight on an HTTP/2 connection, and when the last one ended.
