@@ -22,6 +22,9 @@ use super::{Route, Shared, reply};
 use crate::Body;
 use crate::config::proxy_user;
 
+/// How much encrypted output an intercepted connection may hold before writing it.
+const TLS_BUFFER: usize = 256 * 1024;
+
 /// An intercepted tunnel: what its requests share.
 pub(crate) struct Tunnel {
     /// The client connection the tunnel was made on.
@@ -311,6 +314,11 @@ async fn serve_intercepted(mut tunnel: Tunnel, on_upgrade: OnUpgrade, config: Ar
         },
         () = shared.drain.cancelled() => return,
     };
+    let mut tls = tls;
+    // rustls takes at most 64 KiB of plaintext before it must write, less than hyper hands it
+    // at once (a response head and a 64 KiB body chunk): each response would go out in two
+    // writes, the second a tiny record. Room for what hyper buffers keeps it to one.
+    tls.get_mut().1.set_buffer_limit(Some(TLS_BUFFER));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     tunnel.affinity = (!h2).then(Affinity::default);
     let tunnel = Arc::new(tunnel);
