@@ -136,7 +136,11 @@ pub(crate) async fn handle(
         meta: &meta,
     };
 
-    let (decision, seen) = run_stages(shared, request, &meta).await;
+    let (decision, seen) = if shared.stages.is_empty() {
+        (Decision::Forward(request), 0)
+    } else {
+        run_stages(shared, request, &meta).await
+    };
     let (mut response, failure) = match decision {
         Decision::Forward(request) => forward(shared, &origin, request, client_upgrade).await,
         Decision::Answer(response) => (response, None),

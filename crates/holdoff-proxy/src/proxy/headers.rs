@@ -60,9 +60,14 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     let mut present = [false; HOP_BY_HOP_COUNT];
     let mut connection = false;
     for name in headers.keys() {
-        if *name == CONNECTION {
+        let name = name.as_str();
+        // Names are lower case in a map. Most have none of the lengths of these.
+        if !matches!(name.len(), 2 | 7 | 10 | 16..=19) {
+            continue;
+        }
+        if name == CONNECTION.as_str() {
             connection = true;
-        } else if let Some(index) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+        } else if let Some(index) = HOP_BY_HOP.iter().position(|hop| hop.as_str() == name) {
             present[index] = true;
         }
     }
@@ -218,6 +223,16 @@ mod tests {
     #[test]
     fn te_index_points_at_te() {
         assert_eq!(HOP_BY_HOP[TE_INDEX], TE);
+    }
+
+    #[test]
+    fn the_length_filter_lets_every_hop_by_hop_name_through() {
+        for name in HOP_BY_HOP.iter().chain([&CONNECTION]) {
+            assert!(
+                matches!(name.as_str().len(), 2 | 7 | 10 | 16..=19),
+                "{name}"
+            );
+        }
     }
 
     mod wants_upgrade {

@@ -324,7 +324,7 @@ async fn drive<C: Graceful>(
         biased;
         result = with_upstream(connection.as_mut(), affinity, count) => return Some(result),
         () = draining(shared) => {}
-        () = idle(activity, &shared.clock, shared.idle_timeout) => {
+        () = idle(activity, &shared.clock, shared.idle_timeout), if activity.is_some() => {
             tracing::debug!("closing an idle HTTP/2 connection");
         }
     }
