@@ -140,33 +140,87 @@ impl KeyHasher {
 
     /// The key of parts given as text written on demand: the digest of exactly the bytes
     /// [`KeyHasher::key`] would hash for their display forms, without building them.
+    ///
+    /// The text is written once, into a buffer on the stack (on the heap past its size), and
+    /// hashed in one call per digest: written piece by piece it went through the formatting
+    /// machinery and the hasher once per piece, twice over for the two digests. Both hashers
+    /// read a byte stream, so the digests are those of the text written in pieces.
     pub(crate) fn key_of(&self, mode: &KeyMode, parts: &KeyText<'_>) -> WindowKey {
+        let mut text = KeyBuf::new();
+        feed(&mut text, mode, parts);
+        let bytes = text.as_bytes();
         match self {
             KeyHasher::Random { first, second } => {
                 let digest = |state: &std::collections::hash_map::RandomState| {
-                    let mut h = Sink(state.build_hasher());
-                    feed(&mut h, mode, parts);
-                    h.0.finish()
+                    let mut h = state.build_hasher();
+                    h.write(bytes);
+                    h.finish()
                 };
                 WindowKey(digest(first), digest(second))
             }
             KeyHasher::Stable => {
-                let mut h = Sink(xxhash_rust::xxh3::Xxh3Default::new());
-                feed(&mut h, mode, parts);
-                let digest = h.0.digest128();
+                let digest = xxhash_rust::xxh3::xxh3_128(bytes);
                 WindowKey((digest >> 64) as u64, digest as u64)
             }
         }
     }
 }
 
+/// A key's text: on the stack up to [`KeyBuf::INLINE`] bytes (a URL of a usual length), on
+/// the heap past that.
+struct KeyBuf {
+    inline: [u8; KeyBuf::INLINE],
+    len: usize,
+    spilled: Vec<u8>,
+}
+
+impl KeyBuf {
+    const INLINE: usize = 256;
+
+    fn new() -> KeyBuf {
+        KeyBuf {
+            inline: [0; KeyBuf::INLINE],
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.spilled.is_empty() {
+            if let Some(room) = self.inline.get_mut(self.len..self.len + bytes.len()) {
+                room.copy_from_slice(bytes);
+                self.len += bytes.len();
+                return;
+            }
+            self.spilled.reserve(self.len + bytes.len());
+            self.spilled.extend_from_slice(&self.inline[..self.len]);
+        }
+        self.spilled.extend_from_slice(bytes);
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        if self.spilled.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
+}
+
+impl fmt::Write for KeyBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.push(s.as_bytes());
+        Ok(())
+    }
+}
+
 /// Writes the parts `mode` selects into `h`, each followed by a separator byte that cannot
 /// appear in a URL, which keeps "a"+"bc" apart from "ab"+"c". The hasher is a byte stream, so
 /// text written in pieces hashes as if whole.
-fn feed<H: Hasher>(h: &mut Sink<H>, mode: &KeyMode, parts: &KeyText<'_>) {
+fn feed(text: &mut KeyBuf, mode: &KeyMode, parts: &KeyText<'_>) {
     let mut part = |part: &dyn fmt::Display| {
-        let _ = write!(h, "{part}");
-        h.0.write_u8(0xff);
+        let _ = write!(text, "{part}");
+        text.push(&[0xff]);
     };
     match mode {
         KeyMode::ClientMethodUrl => {
@@ -206,16 +260,6 @@ pub(crate) struct KeyText<'a> {
     pub(crate) url: &'a dyn fmt::Display,
     pub(crate) origin: &'a dyn fmt::Display,
     pub(crate) header: Option<&'a str>,
-}
-
-/// Text written into a hasher as bytes.
-struct Sink<H>(H);
-
-impl<H: Hasher> fmt::Write for Sink<H> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.0.write(s.as_bytes());
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -330,6 +374,31 @@ mod tests {
                     h.key(&mode, &parts("user:alice", "GET", "https://api.example/a"))
                 );
             }
+        }
+
+        #[test]
+        fn stable_keys_never_change() {
+            // Replicas of different versions share windows through these keys: a change here
+            // splits every fleet mid-upgrade.
+            let key = KeyHasher::Stable.key(
+                &KeyMode::ClientMethodUrl,
+                &parts("127.0.0.1", "GET", "https://api.example/v1/chat?x=1"),
+            );
+            assert_eq!(
+                (format!("{:016x}", key.0), format!("{:016x}", key.1)),
+                ("eb3c52b90d012ea4".to_owned(), "4800610f625c95e1".to_owned())
+            );
+            // A text past the stack buffer keys as it would in one piece.
+            let long = format!("https://api.example/{}", "a".repeat(600));
+            let parts = parts("127.0.0.1", "GET", &long);
+            let mut whole = b"127.0.0.1\xffGET\xff".to_vec();
+            whole.extend_from_slice(long.as_bytes());
+            whole.push(0xff);
+            let digest = xxhash_rust::xxh3::xxh3_128(&whole);
+            assert_eq!(
+                KeyHasher::Stable.key(&KeyMode::ClientMethodUrl, &parts),
+                WindowKey((digest >> 64) as u64, digest as u64)
+            );
         }
 
         #[test]
