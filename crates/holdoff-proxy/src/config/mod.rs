@@ -21,7 +21,7 @@ pub use auth::Credentials;
 pub(crate) use auth::proxy_user;
 pub use upstream::Upstream;
 pub use watch::WatchPattern;
-pub(crate) use watch::{UrlParts, WatchList, format_port, itoa_buf};
+pub(crate) use watch::{UrlParts, WatchList};
 
 use crate::tls::CertificateAuthority;
 

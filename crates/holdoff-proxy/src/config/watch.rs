@@ -250,13 +250,11 @@ impl WatchList {
 }
 
 /// Room for a decimal `u16`.
-pub(crate) fn itoa_buf() -> [u8; 5] {
+fn itoa_buf() -> [u8; 5] {
     [0; 5]
 }
 
-/// `port` in decimal, written into `buf` (from [`itoa_buf`]) without the formatting
-/// machinery.
-pub(crate) fn format_port(port: u16, buf: &mut [u8; 5]) -> &str {
+fn format_port(port: u16, buf: &mut [u8; 5]) -> &str {
     let mut n = port;
     let mut start = buf.len();
     loop {

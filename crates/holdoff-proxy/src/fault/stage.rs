@@ -29,7 +29,6 @@ use super::body::{self, Slowed, Truncated};
 use super::error::{ErrorResponse, FaultRng, HeaderTemplate, Rendered, RetryAfterForm};
 use super::plan::{FaultPlan, NetworkFault, Outcome, RateLimitRule, RequestMatch, Scope};
 use super::ratelimit::{self, Limit, RateLimiter, Taken, ceil_secs};
-use crate::config::{format_port, itoa_buf};
 use crate::judge::fail_closed_answer;
 use crate::shared::{CounterKey, OnFailure, SharedStore};
 use crate::{Action, Body, RequestMeta, Stage};
@@ -969,19 +968,19 @@ fn url_text(uri: &Uri) -> String {
     } else {
         80
     };
-    let host = uri.host().unwrap_or("");
     let path = uri.path_and_query().map_or("/", |path| path.as_str());
-    let mut port_buf = itoa_buf();
-    let port = uri
-        .port_u16()
-        .filter(|port| *port != default)
-        .map(|port| format_port(port, &mut port_buf));
+    // The authority as written, unless it names the default port: then the host alone.
+    let authority = uri
+        .authority()
+        .map_or("", |authority| match authority.port_u16() {
+            Some(port) if port == default => authority.host(),
+            _ => authority.as_str(),
+        });
     // Pushed piece by piece into one allocation: `format!` costs more than the rest of the
     // stage's work on a request no rule fails.
-    let pieces = [scheme, "://", host, if port.is_some() { ":" } else { "" }];
-    let pieces = pieces.into_iter().chain([port.unwrap_or(""), path]);
-    let mut text = String::with_capacity(pieces.clone().map(str::len).sum());
-    pieces.for_each(|piece| text.push_str(piece));
+    let pieces = [scheme, "://", authority, path];
+    let mut text = String::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+    pieces.iter().for_each(|piece| text.push_str(piece));
     text
 }
 

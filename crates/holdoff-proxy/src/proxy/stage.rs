@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -186,7 +186,64 @@ impl fmt::Display for ClientId {
         match self {
             ClientId::ProxyUser(user) => write!(f, "user:{user}"),
             ClientId::Header(name) => write!(f, "header:{name}"),
+            ClientId::Peer(IpAddr::V4(ip)) => f.write_str(ipv4_text(*ip, &mut [0; 15])),
             ClientId::Peer(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// `ip` in dotted decimal, as `Ipv4Addr`'s `Display` writes it, without the formatting
+/// machinery (four integers padded through it cost more than the judge's lookup).
+fn ipv4_text(ip: Ipv4Addr, buf: &mut [u8; 15]) -> &str {
+    let mut len = 0;
+    for (index, octet) in ip.octets().into_iter().enumerate() {
+        if index > 0 {
+            buf[len] = b'.';
+            len += 1;
+        }
+        let digits = [octet / 100, octet / 10 % 10, octet % 10];
+        let skip = match octet {
+            0..=9 => 2,
+            10..=99 => 1,
+            _ => 0,
+        };
+        for digit in &digits[skip..] {
+            buf[len] = b'0' + digit;
+            len += 1;
+        }
+    }
+    // Only ASCII digits and dots were written.
+    std::str::from_utf8(&buf[..len]).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_displays_as_its_address() {
+        for text in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.20.30.40",
+            "99.100.9.255",
+            "255.255.255.255",
+        ] {
+            let ip: IpAddr = text.parse().unwrap();
+            assert_eq!(ClientId::Peer(ip).to_string(), text);
+        }
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert_eq!(ClientId::Peer(v6).to_string(), "::1");
+        assert_eq!(ClientId::ProxyUser("ann".into()).to_string(), "user:ann");
+        assert_eq!(ClientId::Header("w-3".into()).to_string(), "header:w-3");
+    }
+
+    #[test]
+    fn every_ipv4_address_displays_as_std_does() {
+        // All octet values, in every position.
+        for octet in 0..=255u8 {
+            let ip = Ipv4Addr::new(octet, 255 - octet, octet / 2, octet.wrapping_mul(7));
+            assert_eq!(ipv4_text(ip, &mut [0; 15]), ip.to_string());
         }
     }
 }
