@@ -96,6 +96,13 @@ mod tests {
         use super::*;
 
         #[test]
+        fn offers_aes_128_gcm_first() {
+            let config = upstream_client_config(&[]).unwrap();
+            let first = config.crypto_provider().cipher_suites[0].suite();
+            assert_eq!(first, rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+        }
+
+        #[test]
         fn offers_h2_and_http1() {
             let config = upstream_client_config(&[]).unwrap();
             assert_eq!(
