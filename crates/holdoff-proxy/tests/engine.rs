@@ -1002,6 +1002,44 @@ mod connect {
     }
 
     #[tokio::test]
+    async fn a_reverse_proxy_to_https_keeps_a_tls_connection_per_client() {
+        let ca = Arc::new(CertificateAuthority::ephemeral().unwrap());
+        let upstream_tls = TlsUpstream::start(&ca).await;
+        let ca_file = TempFile::new("upstream-ca.pem", ca.cert_pem());
+        let mut config = config();
+        config.upstream = Some(format!("https://{}", upstream_tls.addr).parse().unwrap());
+        config.upstream_ca = vec![ca_file.path.clone()];
+        let proxy = Proxy::start(config, Vec::new()).await;
+        let stream = TcpStream::connect(proxy.addr).await.unwrap();
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        for _ in 0..3 {
+            let response = sender
+                .send_request(request(Method::GET, "/secure", &[("host", "x")]))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "secret");
+        }
+        let seen = upstream_tls.seen();
+        let connections: Vec<usize> = seen.iter().map(|seen| seen.connection).collect();
+        assert_eq!(connections.len(), 3, "{seen:?}");
+        assert_ne!(
+            connections[0], connections[1],
+            "the pool, then its own: {seen:?}"
+        );
+        assert_eq!(connections[1], connections[2], "{seen:?}");
+        let authority = upstream_tls.addr.to_string();
+        assert!(
+            seen.iter()
+                .all(|seen| seen.host.as_deref() == Some(authority.as_str())),
+            "{seen:?}"
+        );
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
     async fn every_request_of_a_tunnel_to_an_untrusted_upstream_is_502_saying_why() {
         let ca = Arc::new(CertificateAuthority::ephemeral().unwrap());
         let upstream_tls = TlsUpstream::start(&ca).await;
