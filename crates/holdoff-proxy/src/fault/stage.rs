@@ -969,12 +969,16 @@ fn url_text(uri: &Uri) -> String {
         80
     };
     let path = uri.path_and_query().map_or("/", |path| path.as_str());
-    // The authority as written, unless it names the default port: then the host alone.
+    // The authority as written, without user information, and without the port when it is
+    // the default one.
     let authority = uri
         .authority()
         .map_or("", |authority| match authority.port_u16() {
             Some(port) if port == default => authority.host(),
-            _ => authority.as_str(),
+            _ => {
+                let written = authority.as_str();
+                written.rsplit_once('@').map_or(written, |(_, host)| host)
+            }
         });
     // Pushed piece by piece into one allocation: `format!` costs more than the rest of the
     // stage's work on a request no rule fails.
@@ -1164,6 +1168,11 @@ mod tests {
         );
         assert_eq!(text("http://a.example:80/"), "http://a.example/");
         assert_eq!(text("http://127.0.0.1:8080/x"), "http://127.0.0.1:8080/x");
+        assert_eq!(
+            text("http://u:p@a.example:8080/x"),
+            "http://a.example:8080/x"
+        );
+        assert_eq!(text("http://u@a.example:80/x"), "http://a.example/x");
         assert_eq!(text("https://a.example:80/x"), "https://a.example:80/x");
         assert_eq!(text("http://[::1]:3000/x"), "http://[::1]:3000/x");
     }

@@ -17,8 +17,7 @@
 //! The affine connection closes with the client's.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker, ready};
@@ -220,10 +219,10 @@ impl Affinity {
     /// Ready once `due` has passed.
     ///
     /// Registering a timer and removing it again for every request costs more than the rest
-    /// of the request's bookkeeping, so one timer serves them all, as nginx does it: armed
-    /// for the first request's deadline, it is moved only when it fires before the deadline
-    /// of the request now in flight, which deadlines as long as the timeout let happen at
-    /// most once per timeout.
+    /// of the request's bookkeeping, so one timer serves them all, as nginx does it. It is
+    /// armed for the first request's deadline; when it fires before the deadline of the
+    /// request then in flight (a later one's), it is armed again for that one. With
+    /// deadlines a timeout apart, that happens at most once per timeout.
     fn poll_expired(&self, due: Instant, clock: &TokioClock, cx: &mut Context<'_>) -> Poll<()> {
         let mut slot = self.slot();
         let expiry = slot

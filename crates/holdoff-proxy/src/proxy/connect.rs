@@ -300,7 +300,7 @@ async fn serve_intercepted(mut tunnel: Tunnel, on_upgrade: OnUpgrade, config: Ar
         }
     };
     let handshake = TlsAcceptor::from(config).accept(TokioIo::new(upgraded));
-    let tls = tokio::select! {
+    let mut tls = tokio::select! {
         result = tokio::time::timeout(shared.idle_timeout, handshake) => match result {
             Ok(Ok(tls)) => tls,
             Ok(Err(err)) => {
@@ -314,7 +314,6 @@ async fn serve_intercepted(mut tunnel: Tunnel, on_upgrade: OnUpgrade, config: Ar
         },
         () = shared.drain.cancelled() => return,
     };
-    let mut tls = tls;
     // rustls takes at most 64 KiB of plaintext before it must write, less than hyper hands it
     // at once (a response head and a 64 KiB body chunk): each response would go out in two
     // writes, the second a tiny record. Room for what hyper buffers keeps it to one.

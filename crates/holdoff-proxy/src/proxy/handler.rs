@@ -136,11 +136,7 @@ pub(crate) async fn handle(
         meta: &meta,
     };
 
-    let (decision, seen) = if shared.stages.is_empty() {
-        (Decision::Forward(request), 0)
-    } else {
-        run_stages(shared, request, &meta).await
-    };
+    let (decision, seen) = run_stages(shared, request, &meta).await;
     let (mut response, failure) = match decision {
         Decision::Forward(request) => forward(shared, &origin, request, client_upgrade).await,
         Decision::Answer(response) => (response, None),
@@ -403,10 +399,10 @@ async fn forward(
             };
             match affinity.send(request, &out).await {
                 Sent::Done(result) => result,
-                Sent::Declined(request) => shared.upstreams.boxed(request, upgrade).await,
+                Sent::Declined(request) => shared.upstreams.send(request, upgrade).await,
             }
         }
-        None => shared.upstreams.boxed(request, upgrade).await,
+        None => shared.upstreams.send(request, upgrade).await,
     };
     match sent {
         Ok(mut response) => {

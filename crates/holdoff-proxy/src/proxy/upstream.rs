@@ -65,39 +65,34 @@ impl Upstreams {
         }
     }
 
-    /// [`send`](Upstreams::send), boxed: a request handler awaiting it keeps a pointer to its
-    /// large future rather than room for it (see `connect::boxed`).
-    pub(crate) fn boxed(
+    /// Sends `request` (absolute URI) and waits for the response head, at most the upstream
+    /// timeout.
+    ///
+    /// Boxed: the client's future is large, and a request handler awaiting it in place would
+    /// be as large, which hyper moves into place for every request.
+    pub(crate) fn send(
         &self,
         request: Request<Body>,
         upgrade: bool,
     ) -> Pin<Box<dyn Future<Output = Result<Response<Incoming>, Failure>> + Send + '_>> {
-        Box::pin(self.send(request, upgrade))
-    }
-
-    /// Sends `request` (absolute URI) and waits for the response head, at most the upstream
-    /// timeout.
-    pub(crate) async fn send(
-        &self,
-        request: Request<Body>,
-        upgrade: bool,
-    ) -> Result<Response<Incoming>, Failure> {
         let client = if upgrade { &self.http1 } else { &self.any };
         // A cheap clone (shared bytes), turned into text only on failure.
         let authority = request.uri().authority().cloned();
-        let target = || {
-            authority
-                .as_ref()
-                .map_or_else(String::new, ToString::to_string)
-        };
-        match tokio::time::timeout(self.timeout, client.request(request)).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(err)) => Err(Failure::from_client_error(&err, target())),
-            Err(_) => Err(Failure::Timeout {
-                target: target(),
-                after: self.timeout,
-            }),
-        }
+        Box::pin(async move {
+            let target = || {
+                authority
+                    .as_ref()
+                    .map_or_else(String::new, ToString::to_string)
+            };
+            match tokio::time::timeout(self.timeout, client.request(request)).await {
+                Ok(Ok(response)) => Ok(response),
+                Ok(Err(err)) => Err(Failure::from_client_error(&err, target())),
+                Err(_) => Err(Failure::Timeout {
+                    target: target(),
+                    after: self.timeout,
+                }),
+            }
+        })
     }
 }
 
