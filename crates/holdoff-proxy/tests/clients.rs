@@ -289,8 +289,8 @@ mod intercepted {
         plain.script("/plain", [Reply::ok("plain")]);
         let exported = std::fs::read(proxy.export_ca()).expect("read the exported CA");
         // reqwest is built without a crypto provider of its own (rustls-no-provider): use
-        // ring, as the proxy does. Another test may have installed it already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // aws-lc-rs, as the proxy does. Another test may have installed it already.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let client = reqwest::Client::builder()
             .proxy(reqwest::Proxy::all(proxy.url()).expect("proxy URL"))
             .tls_certs_only([reqwest::Certificate::from_pem(&exported).expect("the CA")])

@@ -166,10 +166,10 @@ impl Running {
     }
 }
 
-/// reqwest is built without a crypto provider of its own (rustls-no-provider): use ring, as
+/// reqwest is built without a crypto provider of its own (rustls-no-provider): use aws-lc-rs, as
 /// the proxy does. Another test may have installed it already.
 fn install_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
 /// A client that talks to the control API directly.

@@ -1093,7 +1093,7 @@ mod connect {
     ) -> tokio_rustls::client::TlsStream<TokioIo<hyper::upgrade::Upgraded>> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca.cert_der().clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()

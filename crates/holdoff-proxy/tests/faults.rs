@@ -61,8 +61,8 @@ impl Running {
 
     fn client_with(&self, builder: reqwest::ClientBuilder) -> reqwest::Client {
         // reqwest is built without a crypto provider of its own (rustls-no-provider): use
-        // ring, as the proxy does. Another test may have installed it already.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // aws-lc-rs, as the proxy does. Another test may have installed it already.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         builder
             .proxy(reqwest::Proxy::all(format!("http://{}", self.addr)).expect("proxy URL"))
             .build()

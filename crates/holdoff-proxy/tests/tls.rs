@@ -105,10 +105,10 @@ fn client_trusting(ca: &CertificateAuthority, alpn: &[&[u8]]) -> ClientConfig {
     roots
         .add(ca.cert_der().clone())
         .expect("the CA is a valid root");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .expect("ring supports the default versions")
+        .expect("aws-lc-rs supports the default versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
@@ -247,7 +247,7 @@ mod upstream_client_config {
         let self_signed = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
         let key =
             rustls_pki_types::PrivateKeyDer::Pkcs8(self_signed.signing_key.serialize_der().into());
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let server_config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()

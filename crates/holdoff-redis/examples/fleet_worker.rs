@@ -35,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let gate = Arc::new(Gate::new(store));
     // reqwest needs a TLS provider when a workspace build turned on `rustls-no-provider`; it
     // fails only if one is installed already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let http = reqwest::Client::builder().no_proxy().build()?;
     let client = reqwest_middleware::ClientBuilder::new(http)
         .with(

@@ -7,7 +7,7 @@
 //! use holdoff::Policy;
 //! use holdoff_reqwest::HoldoffMiddleware;
 //!
-//! # let _ = rustls::crypto::ring::default_provider().install_default(); // see tests/middleware.rs
+//! # let _ = rustls::crypto::aws_lc_rs::default_provider().install_default(); // see tests/middleware.rs
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 //!     .with(HoldoffMiddleware::new(Policy::default()))
 //!     .build();
@@ -27,7 +27,7 @@
 //! # server.script("/v1/chat", [Reply::too_many_requests("2")]);
 //! # let url = server.url("/v1/chat");
 //! // The server is on loopback: keep any HTTP_PROXY out of the way.
-//! # let _ = rustls::crypto::ring::default_provider().install_default(); // see tests/middleware.rs
+//! # let _ = rustls::crypto::aws_lc_rs::default_provider().install_default(); // see tests/middleware.rs
 //! let http = reqwest::Client::builder().no_proxy().build()?;
 //! let client = reqwest_middleware::ClientBuilder::new(http)
 //!     .with(HoldoffMiddleware::new(Policy::default()))

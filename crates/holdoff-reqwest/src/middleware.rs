@@ -40,7 +40,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// let policy = Policy::default()
 ///     .max_attempts(4)
 ///     .backoff(Backoff::exponential(Duration::from_millis(500), Duration::from_secs(8)));
-/// # let _ = rustls::crypto::ring::default_provider().install_default(); // see tests/middleware.rs
+/// # let _ = rustls::crypto::aws_lc_rs::default_provider().install_default(); // see tests/middleware.rs
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 ///     .with(
 ///         HoldoffMiddleware::new(policy)

@@ -35,7 +35,7 @@ fn client(middleware: HoldoffMiddleware) -> ClientWithMiddleware {
 /// `rustls-no-provider` feature for this crate too; reqwest then needs a process-wide rustls
 /// provider before it builds a client. Harmless when the feature is off.
 fn ring_for_reqwest() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
 fn reqwest_client() -> reqwest::Client {

@@ -28,7 +28,7 @@ impl TestPki {
     ///
     /// # Panics
     ///
-    /// If key generation or signing fails (it does not with ring).
+    /// If key generation or signing fails (it does not with aws-lc-rs).
     pub fn issue(name: &str) -> TestPki {
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");

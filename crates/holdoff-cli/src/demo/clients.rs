@@ -92,7 +92,7 @@ pub(crate) fn http() -> Result<reqwest::Client, String> {
     // The clients speak plain HTTP, but a workspace build may turn on reqwest's
     // `rustls-no-provider` feature (another crate's tests do), and reqwest then needs a
     // process-wide provider to build any client. It fails only if one is already installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
         .build()

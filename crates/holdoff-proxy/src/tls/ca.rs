@@ -219,7 +219,7 @@ impl CertificateAuthority {
         let key = KeyPair::from_pem(key_pem)
             .map_err(|err| malformed("read a PEM private key from", key_path).with_source(err))?;
 
-        let provider = rustls::crypto::ring::default_provider();
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
         let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         if let Err(err) = CertifiedKey::from_der(vec![cert_der.clone()], key_der, &provider) {
             let kind = match err {

@@ -309,7 +309,7 @@ pub(super) fn check_can_issue(
         .map_err(|err| rustls::Error::General(err.to_string()))?;
     let mut roots = RootCertStore::empty();
     roots.add(ca.cert_der().clone())?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
         .build()
         .map_err(|err| rustls::Error::General(err.to_string()))?;
@@ -340,7 +340,7 @@ mod tests {
     ) -> Result<(), rustls::Error> {
         let mut roots = RootCertStore::empty();
         roots.add(ca.cert_der().clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
             .unwrap();

@@ -25,7 +25,7 @@
 //! nothing here installs the CA anywhere. Upstream connections are verified against the
 //! system's roots plus any roots given explicitly, never less.
 //!
-//! Every configuration uses rustls's `ring` provider explicitly, so no process-wide provider
+//! Every configuration uses rustls's `aws-lc-rs` provider explicitly, so no process-wide provider
 //! needs installing.
 
 mod ca;
@@ -40,12 +40,12 @@ pub use error::{TlsError, TlsErrorKind};
 pub use leaf::LeafCache;
 pub use upstream::upstream_client_config;
 
-/// rustls's `ring` provider with AES-128-GCM preferred over AES-256-GCM, as Go's TLS stack and
-/// BoringSSL order them: both are secure, and AES-128 runs four fewer rounds per block, which
+/// rustls's `aws-lc-rs` provider with AES-128-GCM preferred over AES-256-GCM, as Go's TLS stack
+/// and BoringSSL order them: both are secure, and AES-128 runs four fewer rounds per block, which
 /// shows when every intercepted byte is decrypted from one side and encrypted for the other.
-/// The set of suites is ring's default, unchanged.
+/// The set of suites is the provider's default, unchanged.
 fn provider() -> rustls::crypto::CryptoProvider {
-    let mut provider = rustls::crypto::ring::default_provider();
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     // A stable sort: within each key size, rustls's order (TLS 1.3 first, ChaCha20 last).
     provider.cipher_suites.sort_by_key(|suite| {
         !matches!(
@@ -111,7 +111,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let ours = suites(&provider());
-        let default = suites(&rustls::crypto::ring::default_provider());
+        let default = suites(&rustls::crypto::aws_lc_rs::default_provider());
         assert_eq!(ours[0], CipherSuite::TLS13_AES_128_GCM_SHA256);
         let position = |suite| ours.iter().position(|s| *s == suite).unwrap();
         assert!(
