@@ -1,7 +1,7 @@
 //! Header rewriting at the proxy: hop-by-hop fields (RFC 9110 §7.6.1) and `Via` (§7.6.3).
 
 use http::header::{
-    CONNECTION, Entry, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
+    CONNECTION, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE, VIA,
 };
 use http::{HeaderMap, HeaderValue, Version};
@@ -79,30 +79,33 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
             .get_all(TE)
             .iter()
             .any(|value| tokens(value).any(|t| t.eq_ignore_ascii_case("trailers")));
-    if let Entry::Occupied(entry) = headers.entry(CONNECTION) {
-        // Moved out, not copied; the usual single value needs no allocation.
-        let (_, mut values) = entry.remove_entry_mult();
-        let first = values.next();
-        let rest: Vec<HeaderValue> = values.collect();
-        for token in first.iter().chain(&rest).flat_map(tokens) {
+    if connection {
+        // Fields of the fixed set that `Connection` names are removed below if they are
+        // there; any other it names (rare) is looked for first, without parsing or hashing
+        // the token: `close` and `keep-alive` name no field.
+        let mut named: Vec<HeaderName> = Vec::new();
+        for token in headers.get_all(CONNECTION).iter().flat_map(tokens) {
             if upgrade && token.eq_ignore_ascii_case("upgrade") {
                 continue;
             }
-            match HOP_BY_HOP
+            if HOP_BY_HOP
                 .iter()
-                .position(|hop| hop.as_str().eq_ignore_ascii_case(token))
+                .any(|hop| hop.as_str().eq_ignore_ascii_case(token))
             {
-                // Removed below with the fixed set.
-                Some(index) => present[index] = true,
-                // Looked for before it is removed by name, which parses and hashes it:
-                // `close` names no field.
-                None => {
-                    let named = |name: &HeaderName| name.as_str().eq_ignore_ascii_case(token);
-                    if headers.keys().any(named) {
-                        headers.remove(token);
-                    }
-                }
+                continue;
             }
+            let field = headers
+                .keys()
+                .find(|name| name.as_str().eq_ignore_ascii_case(token));
+            if let Some(field) = field {
+                named.push(field.clone());
+            }
+        }
+        // Every value of it; the usual single `keep-alive` costs one lookup to read and one
+        // to remove.
+        headers.remove(CONNECTION);
+        for field in named {
+            headers.remove(field);
         }
     }
     for (name, _) in HOP_BY_HOP
