@@ -206,6 +206,86 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_that_never_ends_is_cut_after_the_idle_timeout() {
+    let server = TestServer::start().await;
+    let proxy = Proxy::start(&["--idle-timeout", "1s"]);
+    let clock = TokioClock;
+    let started = clock.now();
+    let stream = connect(&proxy).await;
+    let (mut reader, mut writer) = stream.into_split();
+    let head = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nX-Slow: ",
+        server.url("/never"),
+        server.addr()
+    );
+    writer.write_all(head.as_bytes()).await.expect("send");
+
+    // One more byte every 200 ms keeps the connection busy, but never finishes the head.
+    let mut closed = false;
+    while clock.now().duration_since(started) < Duration::from_secs(5) {
+        if writer.write_all(b"x").await.is_err()
+            || closes_within(&mut reader, Duration::from_millis(200)).await
+        {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "a head trickling in a byte at a time is still open 5 s later, with --idle-timeout 1s"
+    );
+    let lasted = clock.now().duration_since(started);
+    assert!(
+        lasted >= Duration::from_millis(900),
+        "cut after only {lasted:?}"
+    );
+    assert!(server.requests_to("/never").is_empty());
+    assert_still_serves(&proxy, &server).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_body_longer_than_the_idle_timeout_is_not_cut() {
+    // A raw upstream sending a five-byte body a byte every 400 ms: two seconds in all.
+    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let upstream_addr = upstream.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = upstream.accept().await {
+            tokio::spawn(async move {
+                let clock = TokioClock;
+                let mut head = [0u8; 1024];
+                let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut head).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+                    .await;
+                for byte in b"hello" {
+                    clock
+                        .sleep_until(clock.now() + Duration::from_millis(400))
+                        .await;
+                    if stream.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let proxy = Proxy::start(&["--idle-timeout", "1s"]);
+
+    let mut stream = connect(&proxy).await;
+    let request =
+        format!("GET http://{upstream_addr}/slow HTTP/1.1\r\nHost: {upstream_addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let response = tokio::time::timeout(Duration::from_secs(10), read_response(&mut stream))
+        .await
+        .expect("the whole response within 10 s");
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.body_text(),
+        "hello",
+        "the connection was cut while the body was still coming"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_to_a_closed_port_gets_502() {
     let server = TestServer::start().await;
     let proxy = Proxy::start(&[]);

@@ -172,10 +172,10 @@ impl ProxyServer {
             }
         };
 
+        // No header read timeout, nor a timer: `serve_http` times idle connections out, with
+        // one timer per connection rather than one per request.
         let mut http1 = http1::Builder::new();
         http1
-            .timer(TokioTimer::new())
-            .header_read_timeout(config.idle_timeout)
             .max_header_size(config.max_header_bytes)
             .keep_alive(true);
         let mut http2 = http2::Builder::new(TokioExecutor::new());

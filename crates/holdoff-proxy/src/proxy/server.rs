@@ -4,10 +4,13 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use bytes::Bytes;
 use holdoff::clock::{Clock, TokioClock};
+use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
 use hyper::server::conn::{http1, http2};
@@ -19,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::affinity::Affinity;
-use super::handler::{self, Origin};
+use super::handler::{self, Aborted, Origin};
 use super::io::ClientIo;
+use crate::{Body, BoxError};
 
 /// How long to pause accepting after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -250,26 +254,26 @@ pub(crate) async fn serve_http<I>(
 ) where
     I: Read + Write + Unpin + Send + 'static,
 {
+    // Neither protocol is left to time idle connections out: HTTP/2 has no idle timeout (its
+    // pings keep a quiet client alive), and hyper's HTTP/1.1 header timeout registers and
+    // drops a timer for every request. Each request counts as in flight until its response
+    // body is done, and one timer per connection closes it once none was for a while.
+    let activity = Arc::new(Activity::new(shared.clock.now()));
+    let tracked = Arc::clone(&activity);
+    let service = service_fn(move |request| {
+        let busy = Busy::start(Arc::clone(&tracked));
+        let answer = handler::handle(origin.clone(), request);
+        async move {
+            let response = answer.await?;
+            Ok::<_, Aborted>(response.map(|body| Tracked { body, _busy: busy }))
+        }
+    });
     let outcome = if h2 {
-        // HTTP/2 has no idle timeout of its own (its pings keep a quiet client alive): count
-        // the requests in flight, and close the connection once none came for a while.
-        let activity = Arc::new(Activity::new(shared.clock.now()));
-        let tracked = Arc::clone(&activity);
-        let service = service_fn(move |request| {
-            let busy = Busy::start(Arc::clone(&tracked));
-            let answer = handler::handle(origin.clone(), request);
-            async move {
-                let answer = answer.await;
-                drop(busy);
-                answer
-            }
-        });
         let connection = shared.http2.serve_connection(io, service);
-        drive(shared, connection, None, Some(&activity)).await
+        drive(shared, connection, None, &activity).await
     } else {
-        let service = service_fn(move |request| handler::handle(origin.clone(), request));
         let connection = shared.http1.serve_connection(io, service).with_upgrades();
-        drive(shared, connection, affinity, None).await
+        drive(shared, connection, affinity, &activity).await
     };
     match outcome {
         Some(Ok(())) => {}
@@ -282,6 +286,11 @@ pub(crate) async fn serve_http<I>(
 
 /// A hyper connection that can be asked to finish gracefully.
 trait Graceful: Future<Output = Result<(), hyper::Error>> {
+    /// Whether an idle connection is asked to finish (HTTP/2: `GOAWAY`, then the streams
+    /// still open end) rather than closed at once (HTTP/1.1, where an idle connection has
+    /// nothing in flight, but may have half a request head that never completes).
+    const FINISHES_WHEN_IDLE: bool;
+
     fn graceful_shutdown(self: Pin<&mut Self>);
 }
 
@@ -292,6 +301,8 @@ where
     S::ResBody: 'static,
     <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    const FINISHES_WHEN_IDLE: bool = false;
+
     fn graceful_shutdown(self: Pin<&mut Self>) {
         http1::UpgradeableConnection::graceful_shutdown(self);
     }
@@ -305,27 +316,34 @@ where
     <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     TokioExecutor: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
 {
+    const FINISHES_WHEN_IDLE: bool = true;
+
     fn graceful_shutdown(self: Pin<&mut Self>) {
         http2::Connection::graceful_shutdown(self);
     }
 }
 
-/// Runs `connection` to its end, or, once shutdown begins, asks it to finish and runs it
-/// until then or until the grace period is over (`None`: it was cut).
+/// Runs `connection` to its end, or, once shutdown begins or it has been idle too long, asks
+/// it to finish and runs it until then or until the grace period is over (`None`: it was
+/// cut). An idle HTTP/1.1 connection is closed at once.
 async fn drive<C: Graceful>(
     shared: &Shared,
     connection: C,
     affinity: Option<&Affinity>,
-    activity: Option<&Activity>,
+    activity: &Activity,
 ) -> Option<Result<(), hyper::Error>> {
     let mut connection = pin!(connection);
     let count = &shared.affine_count;
+    let idle = Idle::new(activity, &shared.clock, shared.idle_timeout);
     tokio::select! {
         biased;
         result = with_upstream(connection.as_mut(), affinity, count) => return Some(result),
         () = draining(shared) => {}
-        () = idle(activity, &shared.clock, shared.idle_timeout), if activity.is_some() => {
-            tracing::debug!("closing an idle HTTP/2 connection");
+        () = idle => {
+            tracing::debug!("closing an idle connection");
+            if !C::FINISHES_WHEN_IDLE {
+                return Some(Ok(()));
+            }
         }
     }
     connection.as_mut().graceful_shutdown();
@@ -351,7 +369,7 @@ async fn draining(shared: &Shared) {
     .await;
 }
 
-/// Requests in flight on an HTTP/2 connection, and when the last one ended.
+/// Requests in flight on a connection, and when the last one ended.
 struct Activity {
     in_flight: AtomicUsize,
     last: std::sync::Mutex<std::time::Instant>,
@@ -373,8 +391,8 @@ impl Activity {
     }
 }
 
-/// One request in flight; when it ends (answered or dropped), the connection was last busy
-/// then.
+/// One request in flight, until its response body is done (sent in full, or dropped): the
+/// connection was last busy then.
 struct Busy(Arc<Activity>);
 
 impl Busy {
@@ -395,24 +413,138 @@ impl Drop for Busy {
     }
 }
 
-/// Completes once the connection has had no request in flight for `timeout`; never without
-/// `activity`.
-async fn idle(activity: Option<&Activity>, clock: &impl Clock, timeout: Duration) {
-    let Some(activity) = activity else {
-        return std::future::pending().await;
-    };
-    loop {
-        let now = clock.now();
-        let since = if activity.in_flight.load(Ordering::Relaxed) > 0 {
-            now
-        } else {
-            activity.last()
-        };
-        let deadline = since + timeout;
-        if deadline <= now {
-            return;
+/// Completes once the connection has had no request in flight for `timeout`.
+///
+/// The connection's task polls it at every wake-up, several times per request. Its one timer
+/// is polled only when armed and when it has fired, which a waker of its own (the alarm)
+/// says; every other poll reads one flag. Fired while a request was in flight, or before the
+/// last one ended a timeout ago, it is armed again for then.
+struct Idle<'a, C> {
+    activity: &'a Activity,
+    clock: &'a C,
+    timeout: Duration,
+    sleep: Option<holdoff::clock::Sleep>,
+    alarm: Arc<Alarm>,
+}
+
+impl<'a, C: Clock> Idle<'a, C> {
+    fn new(activity: &'a Activity, clock: &'a C, timeout: Duration) -> Idle<'a, C> {
+        Idle {
+            activity,
+            clock,
+            timeout,
+            sleep: None,
+            alarm: Arc::new(Alarm::default()),
         }
-        clock.sleep_until(deadline).await;
+    }
+}
+
+impl<C: Clock> Future for Idle<'_, C> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        loop {
+            if let Some(sleep) = &mut this.sleep {
+                if !this.alarm.rang.swap(false, Ordering::AcqRel) {
+                    return Poll::Pending;
+                }
+                let alarm = Waker::from(Arc::clone(&this.alarm));
+                if sleep
+                    .as_mut()
+                    .poll(&mut Context::from_waker(&alarm))
+                    .is_pending()
+                {
+                    return Poll::Pending;
+                }
+                this.sleep = None;
+            }
+            let now = this.clock.now();
+            let since = if this.activity.in_flight.load(Ordering::Relaxed) > 0 {
+                now
+            } else {
+                this.activity.last()
+            };
+            let deadline = since + this.timeout;
+            if deadline <= now {
+                return Poll::Ready(());
+            }
+            // The task to wake when the alarm rings: a task's waker stays the same, so it is
+            // only looked at when the timer is armed.
+            this.alarm.wake_on_ring(cx.waker());
+            let mut sleep = this.clock.sleep_until(deadline);
+            let alarm = Waker::from(Arc::clone(&this.alarm));
+            if sleep
+                .as_mut()
+                .poll(&mut Context::from_waker(&alarm))
+                .is_pending()
+            {
+                this.sleep = Some(sleep);
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// The idle timer's waker: notes that the timer fired, and wakes the connection's task.
+#[derive(Default)]
+struct Alarm {
+    rang: AtomicBool,
+    task: std::sync::Mutex<Option<Waker>>,
+}
+
+impl Alarm {
+    fn wake_on_ring(&self, task: &Waker) {
+        let mut slot = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !slot.as_ref().is_some_and(|known| known.will_wake(task)) {
+            *slot = Some(task.clone());
+        }
+    }
+}
+
+impl Wake for Alarm {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.rang.store(true, Ordering::Release);
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(task) = task.as_ref() {
+            task.wake_by_ref();
+        }
+    }
+}
+
+/// A response body that keeps its request in flight until it is done.
+struct Tracked {
+    body: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -447,5 +579,37 @@ fn connection_error(shared: &Shared, err: &hyper::Error, peer: SocketAddr) {
         tracing::debug!(client = %peer.ip(), "closed an idle connection");
     } else {
         tracing::debug!(client = %peer.ip(), error = %err, "a client connection ended");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(30);
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_times_out_a_timeout_after_it_started() {
+        let clock = TokioClock;
+        let started = clock.now();
+        let activity = Activity::new(started);
+        Idle::new(&activity, &clock, TIMEOUT).await;
+        assert_eq!(clock.now() - started, TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_in_flight_keeps_it_open_and_the_count_starts_when_it_ends() {
+        let clock = TokioClock;
+        let started = clock.now();
+        let activity = Arc::new(Activity::new(started));
+        let busy = Busy::start(Arc::clone(&activity));
+        let mut idle = pin!(Idle::new(&activity, &clock, TIMEOUT));
+
+        // The timer fires at 30 s with the request still in flight, and is armed again.
+        let open = tokio::time::timeout(Duration::from_secs(45), idle.as_mut()).await;
+        assert!(open.is_err(), "timed out with a request in flight");
+        drop(busy);
+        idle.await;
+        assert_eq!(clock.now() - started, Duration::from_secs(45) + TIMEOUT);
     }
 }
