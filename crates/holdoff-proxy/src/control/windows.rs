@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use holdoff::Receipt;
 use http::{Request, Response};
 
-use crate::judge::{Judge, KeyMode, KeyText, Origin, WindowKey, wall_of};
+use crate::judge::{Judge, KeyMode, KeyText, KeyUrl, Origin, WindowKey, wall_of};
 use crate::{Action, Body, RequestMeta, Stage};
 
 /// How many windows a [`WindowBook`] labels at most, by default.
@@ -124,7 +124,7 @@ impl WindowBook {
         self.judge.key_of(&KeyText {
             client: &meta.client,
             method: meta.method.as_str(),
-            url: &meta.uri,
+            url: KeyUrl::Uri(&meta.uri),
             origin: &Origin(&meta.uri),
             header,
         })

@@ -131,7 +131,7 @@ impl KeyHasher {
             &KeyText {
                 client: &parts.client,
                 method: parts.method,
-                url: &parts.url,
+                url: KeyUrl::Text(&parts.url),
                 origin: &parts.origin,
                 header: parts.header,
             },
@@ -218,35 +218,67 @@ impl fmt::Write for KeyBuf {
 /// appear in a URL, which keeps "a"+"bc" apart from "ab"+"c". The hasher is a byte stream, so
 /// text written in pieces hashes as if whole.
 fn feed(text: &mut KeyBuf, mode: &KeyMode, parts: &KeyText<'_>) {
-    let mut part = |part: &dyn fmt::Display| {
-        let _ = write!(text, "{part}");
-        text.push(&[0xff]);
-    };
     match mode {
         KeyMode::ClientMethodUrl => {
-            part(parts.client);
-            part(&parts.method);
-            part(parts.url);
+            text.part_display(parts.client);
+            text.part(parts.method);
+            text.part_url(&parts.url);
         }
         KeyMode::MethodUrl => {
-            part(&parts.method);
-            part(parts.url);
+            text.part(parts.method);
+            text.part_url(&parts.url);
         }
-        KeyMode::Url => part(parts.url),
-        KeyMode::Host => part(parts.origin),
+        KeyMode::Url => text.part_url(&parts.url),
+        KeyMode::Host => text.part_display(parts.origin),
         KeyMode::Header(_) => {
             match parts.header {
                 Some(value) => {
-                    part(&"h");
-                    part(&value);
+                    text.part("h");
+                    text.part(value);
                 }
                 None => {
-                    part(&"c");
-                    part(parts.client);
+                    text.part("c");
+                    text.part_display(parts.client);
                 }
             }
-            part(&parts.method);
-            part(parts.url);
+            text.part(parts.method);
+            text.part_url(&parts.url);
+        }
+    }
+}
+
+impl KeyBuf {
+    /// One part: its text, then the separator.
+    fn part(&mut self, text: &str) {
+        self.push(text.as_bytes());
+        self.push(&[0xff]);
+    }
+
+    fn part_display(&mut self, part: &dyn fmt::Display) {
+        let _ = write!(self, "{part}");
+        self.push(&[0xff]);
+    }
+
+    /// A request's URL as `Uri` displays it, written piece by piece without the formatting
+    /// machinery, which it would go through once per piece.
+    fn part_url(&mut self, url: &KeyUrl<'_>) {
+        match url {
+            KeyUrl::Uri(uri) => {
+                if let Some(scheme) = uri.scheme_str() {
+                    self.push(scheme.as_bytes());
+                    self.push(b"://");
+                }
+                if let Some(authority) = uri.authority() {
+                    self.push(authority.as_str().as_bytes());
+                }
+                self.push(uri.path().as_bytes());
+                if let Some(query) = uri.query() {
+                    self.push(b"?");
+                    self.push(query.as_bytes());
+                }
+                self.push(&[0xff]);
+            }
+            KeyUrl::Text(text) => self.part_display(*text),
         }
     }
 }
@@ -257,9 +289,16 @@ fn feed(text: &mut KeyBuf, mode: &KeyMode, parts: &KeyText<'_>) {
 pub(crate) struct KeyText<'a> {
     pub(crate) client: &'a dyn fmt::Display,
     pub(crate) method: &'a str,
-    pub(crate) url: &'a dyn fmt::Display,
+    pub(crate) url: KeyUrl<'a>,
     pub(crate) origin: &'a dyn fmt::Display,
     pub(crate) header: Option<&'a str>,
+}
+
+/// A key's URL: a request's, or any text that displays as one.
+#[derive(Clone, Copy)]
+pub(crate) enum KeyUrl<'a> {
+    Uri(&'a http::Uri),
+    Text(&'a dyn fmt::Display),
 }
 
 #[cfg(test)]
@@ -365,7 +404,7 @@ mod tests {
                 let text = KeyText {
                     client: &client,
                     method: "GET",
-                    url: &url,
+                    url: KeyUrl::Text(&url),
                     origin: &"https://api.example:443",
                     header: None,
                 };
@@ -373,6 +412,36 @@ mod tests {
                     h.key_of(&mode, &text),
                     h.key(&mode, &parts("user:alice", "GET", "https://api.example/a"))
                 );
+            }
+        }
+
+        #[test]
+        fn a_request_uri_keys_as_its_display_form() {
+            let hashers = [KeyHasher::new(), KeyHasher::Stable];
+            for url in [
+                "https://api.example/v1/chat?x=1&y=2",
+                "http://127.0.0.1:8080/",
+                "http://[::1]:3000/a/b",
+                "https://api.example",
+                "https://api.example/?",
+                "http://api.example/path?",
+            ] {
+                let uri: http::Uri = url.parse().expect("a valid URL");
+                for h in &hashers {
+                    let key = |url: KeyUrl<'_>| {
+                        h.key_of(
+                            &KeyMode::MethodUrl,
+                            &KeyText {
+                                client: &"127.0.0.1",
+                                method: "GET",
+                                url,
+                                origin: &"",
+                                header: None,
+                            },
+                        )
+                    };
+                    assert_eq!(key(KeyUrl::Uri(&uri)), key(KeyUrl::Text(&uri)), "{url}");
+                }
             }
         }
 

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-pub(crate) use key::{KeyHasher, KeyText};
+pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
 pub use stage::{JudgeEvent, JudgeStage, Verdict};
 pub(crate) use stage::{Origin, fail_closed_answer, wall_of};

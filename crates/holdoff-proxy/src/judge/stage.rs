@@ -10,7 +10,7 @@ use holdoff::{Attempt, JitterDraw, Policy, Receipt, ResponseInfo};
 use http::{Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
-use super::{Check, Judge, KeyHasher, KeyText, WindowKey};
+use super::{Check, Judge, KeyHasher, KeyText, KeyUrl, WindowKey};
 use crate::fault::ratelimit::ceil_secs;
 use crate::report::{Event, Recorder};
 use crate::shared::{OnFailure, SharedCheck, SharedStore};
@@ -271,7 +271,7 @@ impl JudgeStage {
         KeyText {
             client: &meta.client,
             method: meta.method.as_str(),
-            url: &meta.uri,
+            url: KeyUrl::Uri(&meta.uri),
             origin,
             header,
         }
