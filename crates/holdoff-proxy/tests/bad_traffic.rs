@@ -43,6 +43,29 @@ async fn connect(proxy: &Proxy) -> TcpStream {
         .expect("connect to the proxy")
 }
 
+/// An upstream on a free loopback port that reads each request's first segment (its head,
+/// for a small GET) and leaves the answer to `answer`: for replies a test server cannot give.
+async fn raw_upstream<F, A>(answer: F) -> std::net::SocketAddr
+where
+    F: Fn(TcpStream) -> A + Send + Sync + 'static,
+    A: std::future::Future<Output = ()> + Send + 'static,
+{
+    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = upstream.local_addr().expect("address");
+    let answer = std::sync::Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = upstream.accept().await {
+            let answer = std::sync::Arc::clone(&answer);
+            tokio::spawn(async move {
+                let mut head = [0u8; 1024];
+                let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut head).await;
+                answer(stream).await;
+            });
+        }
+    });
+    addr
+}
+
 /// Sends `bytes` on a new connection and reads the one response.
 async fn exchange(proxy: &Proxy, bytes: &[u8]) -> support::RawResponse {
     let mut stream = connect(proxy).await;
@@ -246,28 +269,21 @@ async fn a_request_head_that_never_ends_is_cut_after_the_idle_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_body_longer_than_the_idle_timeout_is_not_cut() {
     // A raw upstream sending a five-byte body a byte every 400 ms: two seconds in all.
-    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let upstream_addr = upstream.local_addr().expect("address");
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = upstream.accept().await {
-            tokio::spawn(async move {
-                let clock = TokioClock;
-                let mut head = [0u8; 1024];
-                let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut head).await;
-                let _ = stream
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
-                    .await;
-                for byte in b"hello" {
-                    clock
-                        .sleep_until(clock.now() + Duration::from_millis(400))
-                        .await;
-                    if stream.write_all(&[*byte]).await.is_err() {
-                        return;
-                    }
-                }
-            });
+    let upstream_addr = raw_upstream(|mut stream| async move {
+        let clock = TokioClock;
+        let _ = stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+            .await;
+        for byte in b"hello" {
+            clock
+                .sleep_until(clock.now() + Duration::from_millis(400))
+                .await;
+            if stream.write_all(&[*byte]).await.is_err() {
+                return;
+            }
         }
-    });
+    })
+    .await;
     let proxy = Proxy::start(&["--idle-timeout", "1s"]);
 
     let mut stream = connect(&proxy).await;
@@ -424,19 +440,12 @@ async fn many_bad_clients_at_once_do_not_stop_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_body_that_breaks_off_is_logged_and_cuts_the_client() {
     // A raw upstream promising 1000 bytes, sending ten, and closing.
-    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let upstream_addr = upstream.local_addr().expect("address");
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = upstream.accept().await {
-            tokio::spawn(async move {
-                let mut head = [0u8; 1024];
-                let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut head).await;
-                let _ = stream
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly ten b")
-                    .await;
-            });
-        }
-    });
+    let upstream_addr = raw_upstream(|mut stream| async move {
+        let _ = stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly ten b")
+            .await;
+    })
+    .await;
     let proxy = Proxy::start(&[]);
     let server = TestServer::start().await;
 

@@ -220,7 +220,7 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Whether the client opens with the HTTP/2 preface, looked at without reading it: plain
 /// HTTP/2 (gRPC and other h2c clients, mostly in front of a reverse proxy) is served as such,
 /// everything else as HTTP/1.1. A client that sends nothing within `idle` is left to HTTP/1.1,
-/// whose header timeout closes it.
+/// whose idle timeout closes it.
 async fn prior_knowledge(stream: &TcpStream, clock: &impl Clock, idle: Duration) -> bool {
     let mut first = [0u8; PREFACE.len()];
     let peek = async {
@@ -425,16 +425,20 @@ struct Idle<'a, C> {
     timeout: Duration,
     sleep: Option<holdoff::clock::Sleep>,
     alarm: Arc<Alarm>,
+    /// The alarm as the waker the timer is polled with.
+    alarm_waker: Waker,
 }
 
 impl<'a, C: Clock> Idle<'a, C> {
     fn new(activity: &'a Activity, clock: &'a C, timeout: Duration) -> Idle<'a, C> {
+        let alarm = Arc::new(Alarm::default());
         Idle {
             activity,
             clock,
             timeout,
             sleep: None,
-            alarm: Arc::new(Alarm::default()),
+            alarm_waker: Waker::from(Arc::clone(&alarm)),
+            alarm,
         }
     }
 }
@@ -445,43 +449,35 @@ impl<C: Clock> Future for Idle<'_, C> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         loop {
-            if let Some(sleep) = &mut this.sleep {
-                if !this.alarm.rang.swap(false, Ordering::AcqRel) {
-                    return Poll::Pending;
+            let sleep = match &mut this.sleep {
+                Some(sleep) => {
+                    if !this.alarm.rang.swap(false, Ordering::AcqRel) {
+                        return Poll::Pending;
+                    }
+                    sleep
                 }
-                let alarm = Waker::from(Arc::clone(&this.alarm));
-                if sleep
-                    .as_mut()
-                    .poll(&mut Context::from_waker(&alarm))
-                    .is_pending()
-                {
-                    return Poll::Pending;
+                None => {
+                    let now = this.clock.now();
+                    let since = if this.activity.in_flight.load(Ordering::Relaxed) > 0 {
+                        now
+                    } else {
+                        this.activity.last()
+                    };
+                    let deadline = since + this.timeout;
+                    if deadline <= now {
+                        return Poll::Ready(());
+                    }
+                    // The task to wake when the alarm rings: a task's waker stays the same,
+                    // so it is only looked at when the timer is armed.
+                    this.alarm.wake_on_ring(cx.waker());
+                    this.sleep.insert(this.clock.sleep_until(deadline))
                 }
-                this.sleep = None;
-            }
-            let now = this.clock.now();
-            let since = if this.activity.in_flight.load(Ordering::Relaxed) > 0 {
-                now
-            } else {
-                this.activity.last()
             };
-            let deadline = since + this.timeout;
-            if deadline <= now {
-                return Poll::Ready(());
-            }
-            // The task to wake when the alarm rings: a task's waker stays the same, so it is
-            // only looked at when the timer is armed.
-            this.alarm.wake_on_ring(cx.waker());
-            let mut sleep = this.clock.sleep_until(deadline);
-            let alarm = Waker::from(Arc::clone(&this.alarm));
-            if sleep
-                .as_mut()
-                .poll(&mut Context::from_waker(&alarm))
-                .is_pending()
-            {
-                this.sleep = Some(sleep);
+            let mut alarm = Context::from_waker(&this.alarm_waker);
+            if sleep.as_mut().poll(&mut alarm).is_pending() {
                 return Poll::Pending;
             }
+            this.sleep = None;
         }
     }
 }
