@@ -3,8 +3,8 @@
 //!
 //! Each client connection gets one HTTP/1.1 connection to the upstream, polled by the same
 //! task; every request is passed on as it came (origin-form, headers untouched) and every
-//! response back. Connections are spread over one single-threaded runtime per thread, as
-//! `holdoff proxy` does. Nothing else: no `Via`, no hop-by-hop handling, no timeouts, no
+//! response back. Connections are handed in turn to one single-threaded runtime per thread,
+//! as `holdoff proxy` does. Nothing else: no `Via`, no hop-by-hop handling, no timeouts, no
 //! logging, no pipeline. It is not a proxy to use, only a measure of what hyper itself costs.
 //!
 //! ```text
@@ -26,7 +26,7 @@ use hyper::client::conn::http1 as client;
 use hyper::server::conn::http1 as server;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -79,40 +79,35 @@ fn parse_args(
     }
 }
 
-/// Accepts on `threads` threads from one socket, each with its own runtime, until killed.
+/// Accepts on this thread, until killed, and hands the connections in turn to `threads`
+/// threads, each with its own runtime: holdoff's own spread. (Letting each thread accept from
+/// the shared socket instead leaves the spread to chance: in some runs one thread took every
+/// connection, and the floor's figures moved with it.)
 fn run(listen: SocketAddr, upstream: SocketAddr, threads: usize) -> Result<(), BoxError> {
     let listener = std::net::TcpListener::bind(listen)?;
-    listener.set_nonblocking(true)?;
     println!("listening on http://{}", listener.local_addr()?);
-    let mut handles = Vec::new();
+    let mut runtimes = Vec::new();
     for _ in 0..threads {
-        let listener = listener.try_clone()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        handles.push(std::thread::spawn(move || {
-            runtime.block_on(accept(listener, upstream))
-        }));
+        runtimes.push(runtime.handle().clone());
+        std::thread::spawn(move || runtime.block_on(std::future::pending::<()>()));
     }
-    for handle in handles {
-        handle
-            .join()
-            .map_err(|_| "a thread panicked")?
-            .map_err(|err| format!("accepting failed: {err}"))?;
-    }
-    Ok(())
-}
-
-async fn accept(listener: std::net::TcpListener, upstream: SocketAddr) -> std::io::Result<()> {
-    let listener = TcpListener::from_std(listener)?;
-    loop {
-        let (stream, _) = listener.accept().await?;
-        tokio::spawn(async move {
-            if let Err(err) = serve(stream, upstream).await {
+    for (stream, runtime) in listener.incoming().zip(runtimes.iter().cycle()) {
+        let stream = stream.map_err(|err| format!("accepting failed: {err}"))?;
+        stream.set_nonblocking(true)?;
+        runtime.spawn(async move {
+            let served = match TcpStream::from_std(stream) {
+                Ok(stream) => serve(stream, upstream).await,
+                Err(err) => Err(err.into()),
+            };
+            if let Err(err) = served {
                 eprintln!("hyper_floor: a connection failed: {err}");
             }
         });
     }
+    Ok(())
 }
 
 /// Serves one client connection over one upstream connection, both polled by this task.
