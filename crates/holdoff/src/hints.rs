@@ -8,8 +8,12 @@
 //! | `X-RateLimit-Reset` (GitHub and others) | Unix epoch seconds | `X-RateLimit-Remaining` is 0 |
 //! | `x-ratelimit-reset-requests` / `-tokens` (OpenAI) | `1s`, `6m0s`, `20ms` | the matching `x-ratelimit-remaining-*` is 0 or absent |
 //!
-//! When several are present the longest wait wins, and the diagnostics name it. A malformed
-//! vendor value is reported and ignored, never read as zero.
+//! `Retry-After` and its millisecond spellings decide when any of them is usable; the
+//! reset-style fields (`RateLimit`, `RateLimit-Reset`, `X-RateLimit-Reset`, OpenAI's) only
+//! when none is, as the IETF RateLimit draft (draft-ietf-httpapi-ratelimit-headers) says.
+//! Within the deciding group, a client takes the longest wait ([`Precedence::RetryAfter`]);
+//! [`Precedence::Longest`] makes every header compete. A malformed vendor value is reported
+//! and ignored, never read as zero.
 
 use std::fmt;
 use std::time::Duration;
@@ -76,6 +80,19 @@ impl Default for VendorHints {
     }
 }
 
+/// Which hints decide when a response carries several.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Precedence {
+    /// `Retry-After` (and `retry-after-ms`, `x-ms-retry-after-ms`) decide when any is usable;
+    /// the reset-style fields only when none is, as the IETF RateLimit draft says
+    /// (`Retry-After` MUST take precedence over the reset value). The default.
+    #[default]
+    RetryAfter,
+    /// The longest wait of every header wins: for a client that would rather wait too long.
+    Longest,
+}
+
 /// Which header a hint came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -120,28 +137,82 @@ impl fmt::Display for HintSource {
     }
 }
 
-/// What the vendor headers of one response say.
+/// The waits one group of headers asks for: the longest (a client's strict reading) and the
+/// shortest earliest reading (a judge's lenient one), each with its header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// The longest wait, strictly read.
+    pub(crate) longest: Option<(Duration, HintSource)>,
+    /// The shortest wait, read as leniently as the header allows.
+    pub(crate) shortest: Option<(Duration, HintSource)>,
+}
+
+impl Span {
+    /// Adds a wait, `strict` as a client reads it, `lenient` as a judge does.
+    pub(crate) fn offer(&mut self, source: HintSource, strict: Duration, lenient: Duration) {
+        if self.longest.is_none_or(|(best, _)| strict > best) {
+            self.longest = Some((strict, source));
+        }
+        if self.shortest.is_none_or(|(best, _)| lenient < best) {
+            self.shortest = Some((lenient, source));
+        }
+    }
+
+    /// Both ends of `self` and `other`.
+    pub(crate) fn union(self, other: Span) -> Span {
+        let mut out = self;
+        if let (Some(l), Some(s)) = (other.longest, other.shortest) {
+            if out.longest.is_none_or(|(best, _)| l.0 > best) {
+                out.longest = Some(l);
+            }
+            if out.shortest.is_none_or(|(best, _)| s.0 < best) {
+                out.shortest = Some(s);
+            }
+        }
+        out
+    }
+}
+
+/// What the vendor headers of one response say, in the two groups the IETF RateLimit draft
+/// tells apart: `Retry-After`'s own millisecond spellings, which decide with it, and the
+/// reset-style fields, which decide only when no `Retry-After` is usable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct VendorReading {
-    /// The longest vendor wait and where it came from.
-    pub(crate) longest: Option<(Duration, HintSource)>,
+    /// `retry-after-ms` and `x-ms-retry-after-ms`.
+    pub(crate) milliseconds: Span,
+    /// `RateLimit`, `RateLimit-Reset`, `X-RateLimit-Reset`, OpenAI's resets.
+    pub(crate) resets: Span,
     /// The first malformed vendor value met, ignored.
     pub(crate) malformed: Option<HintSource>,
 }
 
+/// One second: the resolution of an epoch-seconds reset measured against a `Date`.
+const WHOLE_SECOND: Duration = Duration::from_secs(1);
+
 impl VendorReading {
-    fn offer(&mut self, source: HintSource, value: Option<Duration>) {
+    /// Offers an exact wait (no clock of whole seconds involved) to `group`, or notes a
+    /// malformed value.
+    fn offer(
+        &mut self,
+        group: fn(&mut VendorReading) -> &mut Span,
+        source: HintSource,
+        value: Option<Duration>,
+    ) {
         match value {
             None => {
                 self.malformed.get_or_insert(source);
             }
-            Some(wait) => {
-                if self.longest.is_none_or(|(best, _)| wait > best) {
-                    self.longest = Some((wait, source));
-                }
-            }
+            Some(wait) => group(self).offer(source, wait, wait),
         }
     }
+}
+
+fn milliseconds(reading: &mut VendorReading) -> &mut Span {
+    &mut reading.milliseconds
+}
+
+fn resets(reading: &mut VendorReading) -> &mut Span {
+    &mut reading.resets
 }
 
 /// Reads the enabled vendor hints. `reference` is the clock an epoch-seconds reset is
@@ -152,6 +223,7 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
     if enabled.retry_after_ms {
         if let Some(raw) = get("retry-after-ms") {
             reading.offer(
+                milliseconds,
                 HintSource::RetryAfterMs,
                 digits(raw).map(Duration::from_millis),
             );
@@ -160,6 +232,7 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
     if enabled.x_ms_retry_after_ms {
         if let Some(raw) = get("x-ms-retry-after-ms") {
             reading.offer(
+                milliseconds,
                 HintSource::XMsRetryAfterMs,
                 digits(raw).map(Duration::from_millis),
             );
@@ -168,9 +241,9 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
     if enabled.ratelimit {
         if let Some(raw) = get("ratelimit") {
             match ietf_ratelimit(raw) {
-                Ok(Some(wait)) => reading.offer(HintSource::RateLimit, Some(wait)),
+                Ok(Some(wait)) => reading.offer(resets, HintSource::RateLimit, Some(wait)),
                 Ok(None) => {}
-                Err(()) => reading.offer(HintSource::RateLimit, None),
+                Err(()) => reading.offer(resets, HintSource::RateLimit, None),
             }
         }
     }
@@ -178,6 +251,7 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
         if let Some(raw) = get("ratelimit-reset") {
             if exhausted(get("ratelimit-remaining"), true) {
                 reading.offer(
+                    resets,
                     HintSource::RateLimitReset,
                     digits(raw).map(Duration::from_secs),
                 );
@@ -187,11 +261,20 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
     if enabled.x_ratelimit_reset {
         if let Some(raw) = get("x-ratelimit-reset") {
             if exhausted(get("x-ratelimit-remaining"), false) {
-                let wait = digits(raw).map(|epoch| {
-                    let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
-                    Stamp::whole(epoch).after(reference).0
-                });
-                reading.offer(HintSource::XRateLimitReset, wait);
+                match digits(raw) {
+                    None => reading.offer(resets, HintSource::XRateLimitReset, None),
+                    Some(epoch) => {
+                        let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
+                        let wait = Stamp::whole(epoch).after(reference).0;
+                        // The reference is a clock of whole seconds (`Date`) or the reset
+                        // is: the earliest reading is a second sooner.
+                        reading.resets.offer(
+                            HintSource::XRateLimitReset,
+                            wait,
+                            wait.saturating_sub(WHOLE_SECOND),
+                        );
+                    }
+                }
             }
         }
     }
@@ -210,7 +293,7 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
         ] {
             if let Some(raw) = get(reset) {
                 if exhausted(get(remaining), true) {
-                    reading.offer(source, go_duration(raw));
+                    reading.offer(resets, source, go_duration(raw));
                 }
             }
         }
@@ -344,7 +427,8 @@ mod tests {
     }
 
     fn longest(pairs: &[(&'static str, &'static str)]) -> Option<(Duration, HintSource)> {
-        read(&headers(pairs), VendorHints::ALL, Stamp::whole(1_000)).longest
+        let reading = read(&headers(pairs), VendorHints::ALL, Stamp::whole(1_000));
+        reading.milliseconds.union(reading.resets).longest
     }
 
     mod go_duration {
@@ -410,7 +494,7 @@ mod tests {
         }
 
         #[test]
-        fn the_longest_wins() {
+        fn the_longest_of_all_groups_is_the_union_of_their_longest() {
             assert_eq!(
                 longest(&[
                     ("retry-after-ms", "1500"),
@@ -481,7 +565,7 @@ mod tests {
             );
             assert_eq!(reading.malformed, Some(HintSource::RetryAfterMs));
             assert_eq!(
-                reading.longest,
+                reading.milliseconds.longest,
                 Some((Duration::from_millis(200), HintSource::XMsRetryAfterMs))
             );
             let reading = read(
@@ -490,7 +574,63 @@ mod tests {
                 Stamp::whole(0),
             );
             assert_eq!(reading.malformed, Some(HintSource::RateLimit));
-            assert_eq!(reading.longest, None);
+            assert_eq!(reading.resets, Span::default());
+        }
+
+        #[test]
+        fn groups_retry_after_spellings_apart_from_resets() {
+            let reading = read(
+                &headers(&[("retry-after-ms", "1500"), ("ratelimit-reset", "100")]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            let ms = Some((Duration::from_millis(1500), HintSource::RetryAfterMs));
+            assert_eq!(
+                (reading.milliseconds.longest, reading.milliseconds.shortest),
+                (ms, ms)
+            );
+            let reset = Some((Duration::from_secs(100), HintSource::RateLimitReset));
+            assert_eq!(reading.resets.longest, reset);
+        }
+
+        #[test]
+        fn an_epoch_reset_against_whole_seconds_is_read_a_second_sooner_when_lenient() {
+            let reading = read(
+                &headers(&[
+                    ("x-ratelimit-reset", "1060"),
+                    ("x-ratelimit-remaining", "0"),
+                ]),
+                VendorHints::ALL,
+                Stamp::whole(1_000),
+            );
+            assert_eq!(
+                reading.resets.shortest,
+                Some((Duration::from_secs(59), HintSource::XRateLimitReset))
+            );
+            assert_eq!(
+                reading.resets.longest,
+                Some((Duration::from_secs(60), HintSource::XRateLimitReset))
+            );
+        }
+
+        #[test]
+        fn the_shortest_and_longest_of_a_group_are_kept_apart() {
+            let reading = read(
+                &headers(&[
+                    ("x-ratelimit-reset-requests", "6m0s"),
+                    ("x-ratelimit-reset-tokens", "20ms"),
+                ]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            assert_eq!(
+                reading.resets.longest,
+                Some((Duration::from_secs(360), HintSource::OpenAiResetRequests))
+            );
+            assert_eq!(
+                reading.resets.shortest,
+                Some((Duration::from_millis(20), HintSource::OpenAiResetTokens))
+            );
         }
 
         #[test]

@@ -67,10 +67,10 @@ pub use date::{DateFormat, HttpDate};
 pub use decision::{Decision, DeferReason, Diagnostics, GiveUpReason, Permitted, Reason, Verdict};
 pub use error::{ParseError, ParseErrorKind};
 pub use header::{RetryAfter, from_str_now};
-pub use hints::{HINT_HEADERS, HintSource, VendorHints};
+pub use hints::{HINT_HEADERS, HintSource, Precedence, VendorHints};
 pub use jitter::Jitter;
 pub use policy::{
     Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, OpenAiQuota, Policy, QuotaClassifier,
     StatusSet,
 };
-pub use response::{HintForm, Receipt, Reference, ResponseInfo, Skew};
+pub use response::{Earliest, HintForm, Reading, Receipt, Reference, ResponseInfo, Skew};

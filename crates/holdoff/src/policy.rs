@@ -13,9 +13,9 @@ use http::{Method, StatusCode};
 
 use crate::backoff::Backoff;
 use crate::decision::{Decision, DeferReason, Diagnostics, GiveUpReason, Permitted, Verdict};
-use crate::hints::{self, VendorHints};
+use crate::hints::{self, Precedence, VendorHints};
 use crate::jitter::Jitter;
-use crate::response::{HintForm, Interval, Receipt, ResponseInfo};
+use crate::response::{Earliest, HintForm, Interval, Receipt, ResponseInfo};
 
 /// What to do with a malformed hint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -206,6 +206,7 @@ pub struct Policy {
     jitter: Jitter,
     classifier: Arc<dyn QuotaClassifier>,
     vendor_hints: VendorHints,
+    precedence: Precedence,
     rate_limited_403: bool,
 }
 
@@ -222,6 +223,7 @@ impl Default for Policy {
             jitter: Jitter::default(),
             classifier: Arc::new(OpenAiQuota),
             vendor_hints: VendorHints::ALL,
+            precedence: Precedence::RetryAfter,
             rate_limited_403: true,
         }
     }
@@ -277,6 +279,14 @@ impl Policy {
         self
     }
 
+    /// Which hints decide when a response carries several: by default `Retry-After` (and its
+    /// millisecond spellings) over the reset-style fields, as the IETF RateLimit draft says;
+    /// [`Precedence::Longest`] waits for the longest of all.
+    pub fn hint_precedence(mut self, precedence: Precedence) -> Policy {
+        self.precedence = precedence;
+        self
+    }
+
     /// Whether a 403 with `X-RateLimit-Remaining: 0` (GitHub's rate-limit answer) is retried
     /// like a 429 (on by default). A 403 with only a `Retry-After` is never retried.
     pub fn rate_limited_403(mut self, retry: bool) -> Policy {
@@ -309,7 +319,7 @@ impl Policy {
     /// Pure: no clock reads, no randomness, no allocation. Every verdict carries the
     /// permitted-retry time (receipt + `H`).
     pub fn decide<'a>(&self, response: &ResponseInfo<'a>, attempt: &Attempt<'_>) -> Verdict<'a> {
-        let interval = Interval::of(response, self.vendor_hints);
+        let interval = Interval::of(response, self.vendor_hints, self.precedence);
         let mut diagnostics = Diagnostics {
             raw: response.retry_after,
             hint: interval.form,
@@ -333,6 +343,34 @@ impl Policy {
             ),
             diagnostics,
         }
+    }
+
+    /// The earliest time `response`'s hints allow a retry under the most lenient reading its
+    /// headers allow: what a *judge* of clients uses, where [`Policy::decide`] (a client) takes
+    /// the strictest. A date-form hint is read a second sooner for each clock field of whole
+    /// seconds it is measured against; `Retry-After` and its millisecond spellings decide over
+    /// the reset-style fields whatever [`Policy::hint_precedence`] says, and the shortest of
+    /// the deciding group counts. Pure, like [`Policy::decide`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use holdoff::{Earliest, HintSource, Policy, Receipt, ResponseInfo};
+    /// use http::StatusCode;
+    /// use std::time::{Duration, Instant, SystemTime};
+    ///
+    /// let receipt = Receipt { instant: Instant::now(), wall: SystemTime::now() };
+    /// let response = ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt)
+    ///     .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT")
+    ///     .with_retry_after(b"Sun, 06 Nov 1994 08:49:39 GMT");
+    /// let Earliest::At { after, source, .. } = Policy::default().earliest(&response) else {
+    ///     panic!("a usable hint");
+    /// };
+    /// // The server's clock was anywhere in [08:49:37, 08:49:38): at least 1 s to wait.
+    /// assert_eq!((after, source), (Duration::from_secs(1), HintSource::RetryAfter));
+    /// ```
+    pub fn earliest(&self, response: &ResponseInfo<'_>) -> Earliest {
+        Interval::of(response, self.vendor_hints, Precedence::RetryAfter).earliest()
     }
 
     /// Decides what to do after `attempt` failed without a response (connection refused,
@@ -1045,6 +1083,205 @@ mod tests {
                 verdict.diagnostics.malformed_vendor,
                 Some(HintSource::RetryAfterMs)
             );
+        }
+    }
+
+    mod precedence {
+        use super::*;
+        use crate::hints::{HintSource, Precedence};
+        use http::{HeaderMap, HeaderValue};
+
+        fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        http::HeaderName::from_static(k),
+                        HeaderValue::from_static(v),
+                    )
+                })
+                .collect()
+        }
+
+        #[test]
+        fn retry_after_decides_over_a_longer_reset() {
+            let h = headers(&[("retry-after", "1"), ("ratelimit-reset", "100")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(1)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RetryAfter));
+        }
+
+        #[test]
+        fn a_millisecond_spelling_decides_with_retry_after_over_resets() {
+            let h = headers(&[
+                ("retry-after-ms", "1500"),
+                ("x-ratelimit-reset-requests", "6m0s"),
+            ]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(Duration::from_millis(1500)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RetryAfterMs));
+        }
+
+        #[test]
+        fn resets_decide_when_no_retry_after_is_usable() {
+            let h = headers(&[("retry-after", "soon"), ("ratelimit-reset", "100")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let policy = Policy::default().on_malformed(OnMalformed::Fallback);
+            let verdict = policy.decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(100)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RateLimitReset));
+        }
+
+        #[test]
+        fn the_longest_wins_when_asked() {
+            let h = headers(&[("retry-after", "1"), ("ratelimit-reset", "100")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let policy = Policy::default().hint_precedence(Precedence::Longest);
+            let verdict = policy.decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(100)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RateLimitReset));
+        }
+    }
+
+    mod earliest {
+        use super::*;
+        use crate::hints::HintSource;
+        use crate::response::{Earliest, Reading};
+        use http::{HeaderMap, HeaderValue};
+
+        fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        http::HeaderName::from_static(k),
+                        HeaderValue::from_static(v),
+                    )
+                })
+                .collect()
+        }
+
+        fn at(after: Duration, source: HintSource, reading: Reading) -> Earliest {
+            Earliest::At {
+                after,
+                source,
+                reading,
+            }
+        }
+
+        #[test]
+        fn a_delay_is_exact() {
+            assert_eq!(
+                Policy::default().earliest(&unavailable(b"2")),
+                at(secs(2), HintSource::RetryAfter, Reading::Delay)
+            );
+        }
+
+        #[test]
+        fn a_date_against_a_whole_second_date_is_a_second_sooner() {
+            // Receipt is 08:49:37.000 on our clock; the server says it is 08:49:37 (anywhere
+            // in [37, 38)) and asks for 08:49:39.
+            let response = unavailable(b"Sun, 06 Nov 1994 08:49:39 GMT")
+                .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            assert_eq!(
+                Policy::default().earliest(&response),
+                at(
+                    secs(1),
+                    HintSource::RetryAfter,
+                    Reading::DateAgainstServer { age: false }
+                )
+            );
+            // A client takes the strict end of the same interval.
+            assert_eq!(
+                Policy::default().decide(&response, &get(1)).permitted.after,
+                secs(2)
+            );
+        }
+
+        #[test]
+        fn an_age_counts_a_second_more() {
+            let response = unavailable(b"Sun, 06 Nov 1994 08:49:49 GMT")
+                .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT")
+                .with_age(b"5");
+            assert_eq!(
+                Policy::default().earliest(&response),
+                at(
+                    secs(5),
+                    HintSource::RetryAfter,
+                    Reading::DateAgainstServer { age: true }
+                )
+            );
+        }
+
+        #[test]
+        fn without_date_the_local_clock_counts_with_the_dates_second() {
+            assert_eq!(
+                Policy::default().earliest(&unavailable(b"Sun, 06 Nov 1994 08:49:40 GMT")),
+                at(secs(2), HintSource::RetryAfter, Reading::DateAgainstLocal)
+            );
+        }
+
+        #[test]
+        fn a_past_date_is_zero_not_negative() {
+            let response = unavailable(b"Sun, 06 Nov 1994 08:49:37 GMT")
+                .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            assert!(matches!(
+                Policy::default().earliest(&response),
+                Earliest::At {
+                    after: Duration::ZERO,
+                    ..
+                }
+            ));
+        }
+
+        #[test]
+        fn retry_after_decides_over_resets_and_the_shortest_spelling_counts() {
+            let h = headers(&[
+                ("retry-after", "2"),
+                ("retry-after-ms", "1500"),
+                ("ratelimit-reset", "100"),
+            ]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            assert_eq!(
+                Policy::default().earliest(&response),
+                at(
+                    Duration::from_millis(1500),
+                    HintSource::RetryAfterMs,
+                    Reading::Delay
+                )
+            );
+        }
+
+        #[test]
+        fn resets_count_only_without_a_usable_retry_after() {
+            let h = headers(&[("retry-after", "soon"), ("ratelimit-reset", "100")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            assert_eq!(
+                Policy::default().earliest(&response),
+                at(secs(100), HintSource::RateLimitReset, Reading::Reset)
+            );
+        }
+
+        #[test]
+        fn a_malformed_hint_is_malformed_and_none_is_absent() {
+            assert_eq!(
+                Policy::default().earliest(&unavailable(b"soon")),
+                Earliest::Malformed {
+                    source: HintSource::RetryAfter
+                }
+            );
+            let h = headers(&[("retry-after-ms", "-1")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            assert_eq!(
+                Policy::default().earliest(&response),
+                Earliest::Malformed {
+                    source: HintSource::RetryAfterMs
+                }
+            );
+            let response = ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt());
+            assert_eq!(Policy::default().earliest(&response), Earliest::Absent);
         }
     }
 

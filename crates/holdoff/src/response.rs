@@ -7,7 +7,7 @@ use http::{HeaderMap, StatusCode, header};
 use crate::date::HttpDate;
 use crate::error::ParseErrorKind;
 use crate::header::{Parsed, RetryAfter};
-use crate::hints::{self, HintSource, VendorHints};
+use crate::hints::{self, HintSource, Precedence, Span, VendorHints};
 
 /// When a response's header section arrived, on both clocks.
 ///
@@ -184,12 +184,82 @@ pub enum HintForm {
     Malformed(ParseErrorKind),
 }
 
+/// How the earliest reading of a hint was made ([`Earliest::At`]): the lenient end of what
+/// its headers allow, for judging a client rather than for being one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reading {
+    /// delay-seconds or milliseconds, counted from receipt: exact.
+    Delay,
+    /// An HTTP-date against the server's `Date` (plus `Age`). Each of those has whole seconds
+    /// (the server's clock at `Date` was anywhere in `[Date, Date + 1 s)`), so the earliest
+    /// reading is a second sooner for each.
+    DateAgainstServer {
+        /// Whether an `Age` counted too (a second more).
+        age: bool,
+    },
+    /// An HTTP-date against the local wall clock (the response had no valid `Date`): a
+    /// second sooner, the date's own resolution.
+    DateAgainstLocal,
+    /// A reset-style field in seconds or as a duration, counted from receipt.
+    Reset,
+    /// An epoch-seconds reset (`X-RateLimit-Reset`): a second sooner, its resolution.
+    ResetEpoch,
+}
+
+impl Reading {
+    /// The reading, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reading::Delay => "a delay, counted from the response",
+            Reading::DateAgainstServer { age: false } => {
+                "HTTP-date − Date − 1 s: the server's clock has whole seconds"
+            }
+            Reading::DateAgainstServer { age: true } => {
+                "HTTP-date − (Date + Age) − 2 s: both have whole seconds"
+            }
+            Reading::DateAgainstLocal => {
+                "HTTP-date − the local clock − 1 s: no Date, and the date has whole seconds"
+            }
+            Reading::Reset => "the reset, counted from the response",
+            Reading::ResetEpoch => "epoch-seconds reset − the clock − 1 s: whole seconds",
+        }
+    }
+}
+
+/// The earliest time a response's hints allow a retry, under the most lenient reading its
+/// headers allow ([`Policy::earliest`](crate::Policy::earliest)): a retry sooner is early
+/// under every reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Earliest {
+    /// A usable hint.
+    At {
+        /// How long after receipt a retry may come.
+        after: Duration,
+        /// The header that decided.
+        source: HintSource,
+        /// How it was read.
+        reading: Reading,
+    },
+    /// A hint was sent, but none could be read: never read as zero.
+    Malformed {
+        /// The header that could not be read.
+        source: HintSource,
+    },
+    /// The response carried no hint.
+    Absent,
+}
+
 /// A hint turned into an interval `H` counted from receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Interval {
     pub(crate) form: HintForm,
     /// `H`; `None` when there was no usable hint.
     pub(crate) interval: Option<Duration>,
+    /// The earliest reading of the hint that decides under [`Precedence::RetryAfter`], for a
+    /// judge, and how it was made.
+    pub(crate) lenient: Option<(Duration, HintSource, Reading)>,
     pub(crate) clamped_past: bool,
     pub(crate) reference: Reference,
     pub(crate) skew: Option<Skew>,
@@ -281,24 +351,73 @@ fn delta_seconds(raw: &[u8]) -> Option<u64> {
     }))
 }
 
+/// One second: the resolution of `Date`, `Age` and an HTTP-date.
+const WHOLE_SECOND: Duration = Duration::from_secs(1);
+
 impl Interval {
     /// DESIGN "From hint to wait": delay-form counts from receipt; date-form is
     /// `max(0, date − reference)`, the reference being the server's `Date + Age` when valid.
-    pub(crate) fn of(response: &ResponseInfo<'_>, vendor: VendorHints) -> Interval {
+    /// `Retry-After` and its millisecond spellings decide when usable; the reset-style fields
+    /// only when they are not, unless `precedence` lets the longest of all win.
+    pub(crate) fn of(
+        response: &ResponseInfo<'_>,
+        vendor: VendorHints,
+        precedence: Precedence,
+    ) -> Interval {
         let local = Stamp::of(response.receipt.wall);
         let server = server_clock(response);
         let mut out = Interval::of_retry_after(response, local, server);
+        let mut family = Span::default();
+        let mut resets = Span::default();
+        if let (Some(strict), Some((lenient, _, _))) = (out.interval, out.lenient) {
+            family.offer(HintSource::RetryAfter, strict, lenient);
+        }
         if let Some(headers) = response.headers {
             let reading = hints::read(headers, vendor, server.unwrap_or(local));
             out.malformed_vendor = reading.malformed;
-            if let Some((wait, source)) = reading.longest {
-                if out.interval.is_none_or(|h| wait > h) {
-                    out.interval = Some(wait);
-                    out.source = Some(source);
-                }
-            }
+            family = family.union(reading.milliseconds);
+            resets = reading.resets;
         }
+        let deciding = if family.longest.is_some() {
+            family
+        } else {
+            resets
+        };
+        let longest = match precedence {
+            Precedence::RetryAfter => deciding.longest,
+            Precedence::Longest => family.union(resets).longest,
+        };
+        if let Some((wait, source)) = longest {
+            out.interval = Some(wait);
+            out.source = Some(source);
+        }
+        let retry_after_reading = out.lenient.map(|(_, _, reading)| reading);
+        out.lenient = deciding.shortest.map(|(wait, source)| {
+            let reading = match source {
+                HintSource::RetryAfter => retry_after_reading.unwrap_or(Reading::Delay),
+                HintSource::RetryAfterMs | HintSource::XMsRetryAfterMs => Reading::Delay,
+                HintSource::XRateLimitReset => Reading::ResetEpoch,
+                _ => Reading::Reset,
+            };
+            (wait, source, reading)
+        });
         out
+    }
+
+    /// The earliest retry under the most lenient reading, for a judge.
+    pub(crate) fn earliest(&self) -> Earliest {
+        match (self.lenient, self.form, self.malformed_vendor) {
+            (Some((after, source, reading)), _, _) => Earliest::At {
+                after,
+                source,
+                reading,
+            },
+            (None, HintForm::Malformed(_), _) => Earliest::Malformed {
+                source: HintSource::RetryAfter,
+            },
+            (None, _, Some(source)) => Earliest::Malformed { source },
+            (None, _, None) => Earliest::Absent,
+        }
     }
 
     fn of_retry_after(
@@ -318,6 +437,7 @@ impl Interval {
         let mut out = Interval {
             form: HintForm::Absent,
             interval: None,
+            lenient: None,
             clamped_past: false,
             reference,
             skew,
@@ -339,6 +459,7 @@ impl Interval {
             }) => {
                 out.form = HintForm::Delay { delay, saturated };
                 out.interval = Some(delay);
+                out.lenient = Some((delay, HintSource::RetryAfter, Reading::Delay));
                 out.source = Some(HintSource::RetryAfter);
             }
             Ok(Parsed {
@@ -347,9 +468,29 @@ impl Interval {
             }) => {
                 let (interval, clamped) =
                     Stamp::whole(date.unix_seconds()).after(server.unwrap_or(local));
+                // The date and the clock it is measured against have whole seconds: the
+                // earliest reading is a second sooner for each clock field of whole seconds.
+                let reading = match server {
+                    Some(_) => Reading::DateAgainstServer {
+                        age: response
+                            .age
+                            .and_then(delta_seconds)
+                            .is_some_and(|age| age > 0),
+                    },
+                    None => Reading::DateAgainstLocal,
+                };
+                let slack = match reading {
+                    Reading::DateAgainstServer { age: true } => 2 * WHOLE_SECOND,
+                    _ => WHOLE_SECOND,
+                };
                 out.form = HintForm::Date(date);
                 out.clamped_past = clamped;
                 out.interval = Some(interval);
+                out.lenient = Some((
+                    interval.saturating_sub(slack),
+                    HintSource::RetryAfter,
+                    reading,
+                ));
                 out.source = Some(HintSource::RetryAfter);
             }
         }
