@@ -108,6 +108,10 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode, Fai
     match compile::load_and_compile(&path) {
         Ok(compiled) => {
             writeln!(out, "{}: valid — {}", path.display(), summary(&compiled))?;
+            let mut stderr = io::stderr().lock();
+            for warning in &compiled.warnings {
+                let _ = writeln!(stderr, "warning: {}: {warning}", path.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(errors) => Ok(report(&errors)),

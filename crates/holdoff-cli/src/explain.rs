@@ -14,10 +14,10 @@ use std::time::{Duration, SystemTime};
 
 use holdoff::clock::SystemClock;
 use holdoff::{
-    Attempt, HttpDate, JitterDraw, OnMalformed, ParseError, Policy, Receipt, ResponseInfo,
-    RetryAfter, Verdict,
+    Attempt, Earliest, HttpDate, JitterDraw, OnMalformed, ParseError, Policy, Receipt,
+    ResponseInfo, RetryAfter, Verdict,
 };
-use http::{Method, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::{Failure, duration};
 
@@ -104,6 +104,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "POLICY", value_enum, default_value_t = MalformedArg::Error)]
     on_malformed: MalformedArg,
 
+    /// Another header of the response, 'NAME: VALUE', e.g. 'RateLimit-Reset: 100' or
+    /// 'retry-after-ms: 1500'; repeat for more. Retry-After and its millisecond spellings
+    /// decide over reset-style fields; the output says which header decided.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    headers: Vec<(HeaderName, HeaderValue)>,
+
     /// The Retry-After value, e.g. 120 or 'Sun, 06 Nov 1994 08:49:37 GMT'. Use -- before a
     /// value that starts with '-'.
     #[arg(value_name = "VALUE")]
@@ -164,6 +170,17 @@ fn unix_seconds(s: &str) -> Option<jiff::Timestamp> {
     } else {
         jiff::Timestamp::new(secs, nanos).ok()
     }
+}
+
+fn parse_header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let invalid = |what: &str| format!("invalid header `{s}`: {what}; expected 'NAME: VALUE'");
+    let (name, value) = s.split_once(':').ok_or_else(|| invalid("no colon"))?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| invalid("bad name"))?;
+    if name == http::header::RETRY_AFTER {
+        return Err(invalid("give Retry-After as VALUE, not as a header"));
+    }
+    let value = HeaderValue::from_str(value.trim()).map_err(|_| invalid("bad value"))?;
+    Ok((name, value))
 }
 
 fn parse_age(s: &str) -> Result<u64, String> {
@@ -241,6 +258,8 @@ struct Inputs {
     date: Option<(String, HttpDate)>,
     /// `--age`, and its digits for the response.
     age: Option<(u64, String)>,
+    /// `--header`s.
+    headers: HeaderMap,
     policy: Policy,
 }
 
@@ -293,6 +312,7 @@ impl Inputs {
             now_given: args.now.is_some(),
             date,
             age: args.age.map(|age| (age, age.to_string())),
+            headers: args.headers.into_iter().collect(),
             policy,
         })
     }
@@ -312,6 +332,8 @@ fn date_problem(err: &ParseError) -> &'static str {
 struct Explanation<'a> {
     inputs: &'a Inputs,
     verdict: Verdict<'a>,
+    /// The earliest retry a judge allows: the lenient end of what the headers say.
+    earliest: Earliest,
     /// Why the value is malformed, if it is.
     error: Option<ParseError>,
     /// `H` as the decision used it; `None` when there was no usable hint.
@@ -331,6 +353,11 @@ impl<'a> Explanation<'a> {
         if let Some((_, digits)) = &inputs.age {
             response = response.with_age(digits.as_bytes());
         }
+        let response = ResponseInfo {
+            headers: Some(&inputs.headers),
+            ..response
+        };
+        let earliest = inputs.policy.earliest(&response);
         let attempt = Attempt {
             method: &inputs.method,
             repeat_safe: inputs.repeat_safe,
@@ -353,6 +380,7 @@ impl<'a> Explanation<'a> {
         Explanation {
             inputs,
             verdict,
+            earliest,
             error,
             hint,
             wait,

@@ -345,6 +345,29 @@ mod human {
     }
 
     #[test]
+    fn names_the_header_that_decided_over_a_reset() {
+        let args = [
+            "-H",
+            "RateLimit-Reset: 100",
+            "-H",
+            "retry-after-ms: 1500",
+            "1",
+        ];
+        assert_text("retry_after_over_reset", text(&args, 0));
+        let reset = text(&["-H", "RateLimit-Reset: 100", "soon"], 1);
+        assert!(
+            reset.contains("the reset decides") || reset.contains("malformed"),
+            "{reset}"
+        );
+    }
+
+    #[test]
+    fn a_header_that_is_not_name_colon_value_is_a_usage_error() {
+        explain(&["-H", "RateLimit-Reset 100", "1"]).code(2);
+        explain(&["-H", "Retry-After: 3", "1"]).code(2);
+    }
+
+    #[test]
     fn explains_a_saturated_delay() {
         assert_text("saturated", text(&["99999999999999999999999"], 0));
     }

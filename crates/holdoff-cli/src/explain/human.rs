@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use holdoff::{Decision, HintForm, Reason, Reference, Skew, StatusSet};
+use holdoff::{Decision, Earliest, HintForm, HintSource, Reason, Reference, Skew, StatusSet};
 use http::StatusCode;
 
 use super::{Explanation, rfc3339, rfc3339_unix};
@@ -55,8 +55,52 @@ fn value_rows(e: &Explanation<'_>) -> Rows {
         HintForm::Absent => rows.push(("value", "none".to_owned())),
     }
     rows.push(("hint", hint(e)));
+    if let Some(text) = decided_by(e) {
+        rows.push(("decided by", text));
+    }
     rows.push(("permitted", permitted(e)));
+    if let Some(text) = judged(e) {
+        rows.push(("judged", text));
+    }
     rows
+}
+
+/// Which header decided, when the response had others that could have.
+fn decided_by(e: &Explanation<'_>) -> Option<String> {
+    if e.inputs.headers.is_empty() {
+        return None;
+    }
+    let source = e.verdict.diagnostics.source?;
+    Some(match source {
+        HintSource::RetryAfter | HintSource::RetryAfterMs | HintSource::XMsRetryAfterMs => {
+            format!(
+                "{source}: Retry-After and its millisecond spellings take precedence over \
+                 reset-style fields (the IETF RateLimit draft); the longest of them counts"
+            )
+        }
+        _ => format!("{source}: no usable Retry-After was sent, so the reset decides"),
+    })
+}
+
+/// When a judge (`holdoff proxy`) would call a retry early, when that differs from the
+/// strict reading above: an HTTP-date's whole seconds, or several hints.
+fn judged(e: &Explanation<'_>) -> Option<String> {
+    let Earliest::At {
+        after,
+        source,
+        reading,
+    } = e.earliest
+    else {
+        return None;
+    };
+    if e.hint == Some(after) {
+        return None;
+    }
+    Some(format!(
+        "early only before {} after receipt, by {source}'s earliest reading: {}",
+        friendly(after),
+        reading.describe()
+    ))
 }
 
 /// The decision, why, and what to do.

@@ -99,12 +99,14 @@ pub(crate) struct Loaded {
     pub(crate) compiled: Compiled,
     /// The config file and every data file it read, to watch for changes.
     pub(crate) files: Vec<PathBuf>,
-    /// What Dev Proxy's config asked for that holdoff does differently or not at all.
+    /// What Dev Proxy's config asked for that holdoff does differently or not at all, and
+    /// what the config sets that is valid but likely not meant: logged as warnings at start.
     pub(crate) notes: Vec<String>,
 }
 
 impl Loaded {
-    fn new(compiled: Compiled, file: Option<&Path>, notes: Vec<String>) -> Loaded {
+    fn new(compiled: Compiled, file: Option<&Path>, mut notes: Vec<String>) -> Loaded {
+        notes.extend(compiled.warnings.iter().cloned());
         let mut files: Vec<PathBuf> = file.map(Path::to_owned).into_iter().collect();
         files.extend(compiled.data_files.iter().cloned());
         Loaded {

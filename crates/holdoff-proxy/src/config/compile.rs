@@ -123,6 +123,9 @@ pub struct Compiled {
     pub data_files: Vec<PathBuf>,
     /// `state`, if the file sets it: where state shared with other replicas lives.
     pub state: Option<StateConfig>,
+    /// What is valid but likely not meant, e.g. a static `Retry-After` that clients cannot
+    /// read: `key.path: what and why`, for `config validate` and the proxy's start.
+    pub warnings: Vec<String>,
 }
 
 /// Where the judge's windows and the rate limiters' counters are shared with other replicas.
@@ -207,6 +210,7 @@ pub fn compile(raw: &RawConfig, file: &str, base_dir: &Path) -> Result<Compiled,
     if compiler.errors.is_empty() {
         Ok(Compiled {
             data_files: compiler.data_files,
+            warnings: compiler.warnings,
             ..compiled
         })
     } else {
@@ -256,6 +260,7 @@ struct Shared {
 #[derive(Default)]
 struct Compiler {
     errors: Vec<FileError>,
+    warnings: Vec<String>,
     data_files: Vec<PathBuf>,
 }
 
@@ -267,6 +272,23 @@ impl Compiler {
             message: message.into(),
             line: None,
         });
+    }
+
+    /// Warns about a static `Retry-After` clients cannot read: it may be meant (to test how
+    /// clients treat a malformed hint), so it is sent as is.
+    fn check_retry_after(&mut self, path: &str, template: &HeaderTemplate) {
+        let HeaderTemplate::Literal(value) = template else {
+            return;
+        };
+        if let Err(err) = holdoff::RetryAfter::parse(value.as_bytes(), holdoff::from_str_now()) {
+            self.warnings.push(format!(
+                "{path}: `Retry-After: {}` is malformed ({}): it is sent as is, and \
+                 the judge fails a client that retries within the minimum backoff after it; \
+                 use whole seconds, an HTTP-date or @dynamic if a valid hint was meant",
+                value.as_bytes().escape_ascii(),
+                err.kind().describe(),
+            ));
+        }
     }
 
     fn read(&mut self, path: &Path) {
@@ -405,6 +427,7 @@ impl Compiler {
             judge_penalty,
             data_files: Vec::new(),
             state,
+            warnings: Vec::new(),
         }
     }
 
@@ -1057,7 +1080,7 @@ impl Compiler {
                 None if is_dynamic(value) => {
                     self.error(
                         at,
-                        value_path,
+                        &value_path,
                         format!(
                             "invalid `{}`: expected @dynamic (a wait drawn from \
                              errors.dynamicRange) or @dynamic=SECONDS (a whole number)",
@@ -1069,7 +1092,7 @@ impl Compiler {
                 None => {
                     self.error(
                         at,
-                        value_path,
+                        &value_path,
                         format!(
                             "invalid header value {value:?}: a value may not contain control \
                              characters such as a line break (tab is allowed)"
@@ -1079,6 +1102,9 @@ impl Compiler {
                 }
             };
             if let (Some(name), Some(template)) = (name, template) {
+                if name == header::RETRY_AFTER {
+                    self.check_retry_after(&value_path, &template);
+                }
                 headers.push((name, template));
             }
         }
@@ -1225,6 +1251,44 @@ mod tests {
 
     fn literal(value: &'static str) -> HeaderTemplate {
         HeaderTemplate::Literal(HeaderValue::from_static(value))
+    }
+
+    mod check_retry_after {
+        use super::*;
+
+        fn warnings(retry_after: &str) -> Vec<String> {
+            compiled(&format!(
+                r#"{{"errors": {{"rate": 100, "errors": [{{"request": {{"url": "*"}},
+                    "responses": [{{"statusCode": 429, "headers": {{"Retry-After": "{retry_after}"}}}}]}}]}}}}"#
+            ))
+            .warnings
+        }
+
+        #[test]
+        fn warns_of_a_static_value_clients_cannot_read_and_keeps_it() {
+            let found = warnings("soon");
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(found[0].starts_with("errors.errors[0]"), "{}", found[0]);
+            assert!(
+                found[0].contains("`Retry-After: soon` is malformed"),
+                "{}",
+                found[0]
+            );
+            assert!(found[0].contains("sent as is"), "{}", found[0]);
+            assert_eq!(warnings("-1").len(), 1);
+        }
+
+        #[test]
+        fn is_quiet_for_seconds_dates_and_dynamic_values() {
+            for value in [
+                "2",
+                "Sun, 06 Nov 1994 08:49:37 GMT",
+                "@dynamic",
+                "@dynamic=3",
+            ] {
+                assert_eq!(warnings(value), Vec::<String>::new(), "{value}");
+            }
+        }
     }
 
     mod compile {
