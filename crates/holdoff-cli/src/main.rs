@@ -9,7 +9,10 @@
 //! - 0: success (for `explain`: the value is valid).
 //! - 1: the command ran and found a problem (for `explain`: the value is malformed).
 //! - 2: usage error (bad option or argument), or the output could not be written.
-//! - 3: a client retried before its permitted time (`run`, `report`).
+//! - 3: a client retried before its permitted time, or read a malformed hint as zero (`run`,
+//!   `report`).
+//! - 4: no request reached the proxy: nothing was tested (`run`, `report`; 0 with
+//!   `--allow-no-traffic`).
 #![forbid(unsafe_code)]
 
 mod ca;
@@ -52,7 +55,8 @@ enum Command {
     /// with --upstream, reverse.
     Proxy(Box<proxy::Args>),
     /// Run a command through a throttling proxy of its own, with a throwaway CA, and fail
-    /// (exit 3) if it retried before a Retry-After had passed.
+    /// (exit 3) if it retried before a Retry-After had passed, or (exit 4) if no request
+    /// reached the proxy.
     Run(Box<run::Args>),
     /// Work with configuration files: print the JSON Schema, check a file, print a built-in
     /// preset, import Microsoft Dev Proxy's configuration.
@@ -104,8 +108,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Explain(args) => explain::run(args, &mut stdout),
         Command::Ca(args) => ca::run(args, &mut stdout),
-        Command::Proxy(args) => proxy::run(*args, &mut stdout),
-        Command::Run(args) => run::run(*args),
+        Command::Proxy(args) => proxy::run(*args, std::env::args_os().collect(), &mut stdout),
+        Command::Run(args) => run::run(*args, std::env::args_os().collect()),
         Command::Config(args) => config::run(args, &mut stdout),
         Command::Report(args) => report::run(args, &mut stdout),
         Command::Demo(args) => demo::run(args, &mut stdout),

@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
 use holdoff_proxy::judge::KeyMode;
-use holdoff_proxy::{CaSource, ConfigError, Credentials, ProxyConfig, Upstream, WatchPattern};
+use holdoff_proxy::{
+    CaSource, ClientIdMode, ConfigError, Credentials, ProxyConfig, Upstream, WatchPattern,
+};
 
 use crate::report::ReportArgs;
 use crate::{Failure, duration};
@@ -39,7 +41,9 @@ from -c FILE, --preset NAME, --devproxy-config FILE, or holdoff.json / holdoff.y
 directory; without any, the `throttle` preset answers half of them with 429 and a Retry-After of
 2-5 s (-f 0 turns that off). Every Retry-After a client receives, injected or from the upstream,
 opens a window; a retry before it ends is judged premature and answered 429 without reaching the
-upstream.
+upstream. Windows are kept per client: the proxy user name, else an X-Holdoff-Client header, else
+(--client-id auto) the process at the other end of a loopback connection, found under /proc on
+Linux, else the peer address.
 
 On start it prints one line on stdout, `listening on http://IP:PORT` (then `control API on
 http://IP:PORT/` and `metrics on http://IP:PORT/` when asked for); logs go to stderr (or
@@ -166,9 +170,27 @@ pub(crate) struct Options {
     #[arg(long, value_name = "PENALTY", value_enum)]
     judge_penalty: Option<PenaltyArg>,
 
+    /// How long a client must wait after a throttle whose Retry-After was malformed (a sooner
+    /// retry fails the run: the hint was read as zero) or missing (a sooner retry is reported
+    /// as a warning)
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse)]
+    judge_min_backoff: Duration,
+
+    /// What a retry sooner than --judge-min-backoff after a 429 or 503 with no hint at all
+    /// does to the run: warn (the default: RFC 9110 sets no wait without a hint), or fail it
+    #[arg(long, value_name = "WHAT", value_enum, default_value_t = NoBackoffArg::Warn)]
+    judge_no_backoff: NoBackoffArg,
+
+    /// Who a request comes from when it does not say (by proxy credentials or an
+    /// X-Holdoff-Client header): auto, the process at the other end of a loopback connection
+    /// where the system says which (Linux), else the peer address; or peer, always the peer
+    /// address
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = ClientIdArg::Auto)]
+    client_id: ClientIdArg,
+
     /// Forward everything untouched: no faults and no judge (for comparing against other
     /// proxies, or finding out whether holdoff is what breaks a client).
-    #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty"])]
+    #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty", "judge_min_backoff", "judge_no_backoff"])]
     pass_through: bool,
 
     /// The faults to inject, from a holdoff config file (JSON with comments, or YAML). Default:
@@ -241,6 +263,33 @@ pub(crate) enum PenaltyArg {
     Sliding,
 }
 
+/// What a retry without backoff after a hint-less throttle does to the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum NoBackoffArg {
+    /// A warning in the summary and the reports.
+    Warn,
+    /// A violation, like a premature retry: the run fails.
+    Fail,
+}
+
+/// Who a request that does not name its client comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ClientIdArg {
+    /// Its process, when it can be found; else its peer address.
+    Auto,
+    /// Its peer address.
+    Peer,
+}
+
+impl From<ClientIdArg> for ClientIdMode {
+    fn from(arg: ClientIdArg) -> ClientIdMode {
+        match arg {
+            ClientIdArg::Auto => ClientIdMode::Auto,
+            ClientIdArg::Peer => ClientIdMode::Peer,
+        }
+    }
+}
+
 /// The log format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Output {
@@ -285,6 +334,7 @@ impl Options {
         config.connection_threads = self
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+        config.client_id = self.client_id.into();
         config
     }
 }
@@ -320,8 +370,14 @@ fn usage(err: &ConfigError) -> String {
     }
 }
 
-pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
-    let (prepared, logs) = session::prepare(&args.options, args.config())?;
+/// Runs `holdoff proxy`; `argv` is holdoff's own command line, for the reports' reproduce line.
+pub(crate) fn run(
+    args: Args,
+    argv: Vec<std::ffi::OsString>,
+    out: &mut impl Write,
+) -> Result<ExitCode, Failure> {
+    let (mut prepared, logs) = session::prepare(&args.options, args.config())?;
+    prepared.reproducible_as(session::reproducible_argv(argv));
     let runtime = match session::runtime() {
         Ok(runtime) => runtime,
         Err(code) => return Ok(code),
@@ -408,6 +464,7 @@ mod tests {
             assert_eq!(config.grace, Duration::from_secs(5));
             assert_eq!(config.upstream_timeout, Duration::from_secs(30));
             assert!(config.connection_threads >= 1, "one per core");
+            assert_eq!(config.client_id, ClientIdMode::Auto);
             assert!(config.validate().is_ok());
         }
 
@@ -440,6 +497,8 @@ mod tests {
                 "3",
                 "--output",
                 "json",
+                "--client-id",
+                "peer",
             ])
             .unwrap();
             assert_eq!(args.options.output, Output::Json);
@@ -463,6 +522,7 @@ mod tests {
             assert_eq!(config.upstream_timeout, Duration::from_millis(500));
             assert_eq!(config.idle_timeout, Duration::from_secs(120));
             assert_eq!(config.connection_threads, 3);
+            assert_eq!(config.client_id, ClientIdMode::Peer);
         }
 
         #[test]

@@ -6,12 +6,28 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use holdoff_proxy::report::{Format, Report};
+use holdoff_proxy::report::{Format, Outcome, Report};
 
 use crate::{EXIT_USAGE, Failure};
 
-/// The exit status when a client retried before its permitted time.
+/// The exit status when a client retried before its permitted time (or read a malformed hint
+/// as zero).
 pub(crate) const EXIT_PREMATURE: u8 = 3;
+
+/// The exit status when no request reached the proxy: nothing was tested (as nextest exits 4
+/// when no test ran). `--allow-no-traffic` makes it 0.
+pub(crate) const EXIT_NOT_TESTED: u8 = 4;
+
+/// The exit status the judge's verdict calls for, if any: [`EXIT_PREMATURE`] for a retry that
+/// broke its window, [`EXIT_NOT_TESTED`] when no request reached the proxy and the run does not
+/// allow it; `None` when the judge has nothing against the run.
+pub(crate) fn exit_status(report: &Report) -> Option<u8> {
+    match report.outcome() {
+        Outcome::Fail => Some(EXIT_PREMATURE),
+        Outcome::NotTested if !report.allows_no_traffic() => Some(EXIT_NOT_TESTED),
+        _ => None,
+    }
+}
 
 const AFTER_HELP: &str = "\
 EVENTS is the event log `holdoff proxy --events FILE` or `holdoff run --events FILE` keeps: one
@@ -20,9 +36,11 @@ another format, -o writes to a file instead (in the format its extension suggest
 .md, .html, unless --format says), and the --report-* options write any of the four formats to
 files at once.
 
-Exit status: 0 when no client retried early, 3 when the log holds a premature retry, 2 for a
-usage error, an event log that cannot be read (the message names FILE:LINE and what is wrong),
-or a report that cannot be written.
+Exit status: 0 when no client retried early, 3 when the log holds a retry that broke its window
+(premature, or a malformed hint read as zero), 4 when no request reached the proxy (not tested;
+0 if the run was allowed that with --allow-no-traffic), 2 for a usage error, an event log that
+cannot be read (the message names FILE:LINE and what is wrong), or a report that cannot be
+written.
 
 Examples:
   holdoff report events.jsonl
@@ -79,12 +97,12 @@ impl From<FormatArg> for Format {
 #[derive(Debug, Default, clap::Args)]
 #[command(next_help_heading = "Reports")]
 pub(crate) struct ReportArgs {
-    /// Write the JSON report to FILE: the verdict, the counts and every premature retry.
+    /// Write the JSON report to FILE: the verdict, the counts and every violation.
     #[arg(long, value_name = "FILE")]
     pub(crate) report_json: Option<PathBuf>,
 
     /// Write the JUnit XML report to FILE: a test case per client and request, failing on a
-    /// premature retry.
+    /// retry that broke its window (one failing case when no request reached the proxy).
     #[arg(long, value_name = "FILE")]
     pub(crate) report_junit: Option<PathBuf>,
 
@@ -183,10 +201,8 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
 
     Ok(if failed {
         ExitCode::from(EXIT_USAGE)
-    } else if report.passed() {
-        ExitCode::SUCCESS
     } else {
-        ExitCode::from(EXIT_PREMATURE)
+        exit_status(&report).map_or(ExitCode::SUCCESS, ExitCode::from)
     })
 }
 

@@ -3,7 +3,8 @@
 //! The flow: a temporary directory with a throwaway CA and a CA bundle → the proxy, as
 //! `holdoff proxy` runs it ([`session`]), on a free loopback port → the command, with the
 //! proxy and CA variables set, its signals forwarded → the proxy stopped → the reports → the
-//! exit status: 3 if any retry was premature, else the command's own.
+//! exit status: 3 if any retry broke its window, else the command's own if it failed, else 4
+//! if no request reached the proxy (unless `--allow-no-traffic`).
 
 use std::ffi::OsString;
 use std::fs;
@@ -19,7 +20,7 @@ use tokio::process::{Child, Command};
 
 use crate::Failure;
 use crate::proxy::{Options, session};
-use crate::report::{EXIT_PREMATURE, ReportArgs};
+use crate::report::{self, EXIT_PREMATURE, ReportArgs};
 
 const AFTER_HELP: &str = "\
 It starts a proxy of its own on a free loopback port, with a throwaway CA made in a temporary
@@ -53,8 +54,12 @@ command (Ctrl-C in a terminal reaches it directly); when it exits, the proxy let
 flight finish within --grace.
 
 Exit status:
-  0    the command succeeded and no client retried early
-  3    a client retried before its Retry-After had passed, even if the command succeeded
+  0    the command succeeded and no client retried early (requests reached the proxy, or
+       --allow-no-traffic)
+  3    a client retried before its Retry-After had passed, or sooner than the minimum backoff
+       after a malformed one (read as zero), even if the command succeeded
+  4    the command succeeded but no request reached the proxy: nothing was tested (its HTTP
+       clients bypassed the proxy; the summary names the usual causes and their fixes)
   N    otherwise the command's own status (128+S when signal S ended it)
   1    the proxy could not start
   2    a usage or config error
@@ -110,6 +115,11 @@ pub(crate) struct Args {
     #[arg(long)]
     keep_no_proxy: bool,
 
+    /// Exit 0, not 4, when no request reaches the proxy (for a command that legitimately sends
+    /// none); the reports still say nothing was tested.
+    #[arg(long)]
+    allow_no_traffic: bool,
+
     /// The command to run, after `--`, and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -120,7 +130,7 @@ pub(crate) struct Args {
 }
 
 /// Runs `holdoff run`; it writes nothing on stdout, which is the command's.
-pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
+pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> {
     let mut builder = tempfile::Builder::new();
     builder.prefix("holdoff-run-");
     // Only its owner may look inside, where the CA's key is (itself 0600).
@@ -145,6 +155,8 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
     config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     config.ca = CaSource::Provided(Arc::clone(&trust.ca));
     let (mut prepared, logs) = session::prepare(&args.options, config)?;
+    prepared.reproducible_as(session::reproducible_argv(argv));
+    prepared.allow_no_traffic(args.allow_no_traffic);
     // `*` always parses; were it ever not to, nothing would be watched.
     prepared.watch_by_default("*".parse().into_iter().collect());
 
@@ -223,8 +235,8 @@ pub(crate) fn run(args: Args) -> Result<ExitCode, Failure> {
                 return Ok(session::fail("the proxy stopped before the command exited"));
             }
         };
-        let premature = stopped.report(Some(i32::from(own)), &args.reports, &logs);
-        Ok(ExitCode::from(exit_code(premature, own)))
+        let report = stopped.report(Some(i32::from(own)), &args.reports, &logs);
+        Ok(ExitCode::from(exit_code(report::exit_status(&report), own)))
     });
     // Every log line is out before the process exits, and the CA's key is gone.
     drop(runtime);
@@ -366,11 +378,14 @@ fn status_code(status: ExitStatus) -> u8 {
     1
 }
 
-/// 3 if a retry was premature, else the command's own status.
-fn exit_code(premature: bool, own: u8) -> u8 {
-    match premature {
-        true => EXIT_PREMATURE,
-        false => own,
+/// 3 if a retry broke its window, whatever the command did; else the command's own status if
+/// it failed (a failed command is failure enough, and may be why nothing was sent); else what
+/// the judge says (4: not tested), or 0.
+fn exit_code(judged: Option<u8>, own: u8) -> u8 {
+    match judged {
+        Some(EXIT_PREMATURE) => EXIT_PREMATURE,
+        _ if own != 0 => own,
+        judged => judged.unwrap_or(own),
     }
 }
 
@@ -495,13 +510,20 @@ mod tests {
 
     mod exit_code {
         use super::*;
+        use crate::report::EXIT_NOT_TESTED;
 
         #[test]
         fn is_3_for_a_premature_retry_whatever_the_command_did() {
-            assert_eq!(exit_code(true, 0), 3);
-            assert_eq!(exit_code(true, 7), 3);
-            assert_eq!(exit_code(false, 0), 0);
-            assert_eq!(exit_code(false, 7), 7);
+            assert_eq!(exit_code(Some(EXIT_PREMATURE), 0), 3);
+            assert_eq!(exit_code(Some(EXIT_PREMATURE), 7), 3);
+            assert_eq!(exit_code(None, 0), 0);
+            assert_eq!(exit_code(None, 7), 7);
+        }
+
+        #[test]
+        fn is_4_when_nothing_was_tested_unless_the_command_failed() {
+            assert_eq!(exit_code(Some(EXIT_NOT_TESTED), 0), 4);
+            assert_eq!(exit_code(Some(EXIT_NOT_TESTED), 7), 7);
         }
     }
 }

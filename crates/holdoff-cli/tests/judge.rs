@@ -13,7 +13,9 @@ fn an_immediate_curl_retry_is_premature_and_not_forwarded() {
     let upstream = rt.block_on(TestServer::start());
     upstream.script("/api", [Reply::unavailable("30")]);
     let url = upstream.url("/api");
-    let proxy = Proxy::start(&[]);
+    // Each curl below is a process of its own, and so a client of its own by default: by
+    // address, they are one client retrying.
+    let proxy = Proxy::start(&["--client-id", "peer"]);
 
     assert_eq!(curl(proxy.addr, &[], &url), "503");
     assert_eq!(curl(proxy.addr, &[], &url), "429");

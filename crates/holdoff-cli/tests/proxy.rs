@@ -100,7 +100,10 @@ mod running {
         assert_eq!(rest, "", "stdout has only the listening line");
         let log = stderr(&output);
         assert!(log.contains("url=http://127.0.0.1:1/x status=502"), "{log}");
-        assert!(log.contains("mode=forward client=127.0.0.1"), "{log}");
+        // The test is the client: its process, found from the loopback socket.
+        let client = "mode=forward client=process:";
+        assert!(log.contains(client), "{log}");
+        assert!(log.contains(&format!("[{}]", std::process::id())), "{log}");
         let summary = log
             .lines()
             .find(|line| line.starts_with("holdoff proxy: "))

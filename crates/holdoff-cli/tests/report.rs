@@ -155,3 +155,24 @@ fn exits_2_when_the_log_is_missing_or_a_report_cannot_be_written() {
     );
     assert!(dir.path().join("r.json").exists());
 }
+
+#[test]
+fn exits_4_for_a_log_in_which_no_request_reached_the_proxy_unless_allowed() {
+    let dir = TempDir::new("report-not-tested");
+    let start = r#"{"event":"start","at":"2025-03-01T12:00:00.000Z","source":"preset throttle","proxy_url":"http://127.0.0.1:1","judge_key":"client-method-url""#;
+    let finish = r#"{"event":"finish","at":"2025-03-01T12:00:01.000Z","requests":0,"exit_code":0}"#;
+    for (name, extra, code) in [
+        ("strict.jsonl", "", 4),
+        ("allowed.jsonl", r#","allow_no_traffic":true"#, 0),
+    ] {
+        let log = dir.write(name, &format!("{start}{extra}}}\n{finish}\n"));
+        let mut cmd = Command::cargo_bin("holdoff").expect("the holdoff binary is built");
+        let assert = cmd
+            .current_dir(dir.path())
+            .args(["report", &log, "--format", "json"])
+            .assert()
+            .code(code);
+        let json: serde_json::Value = serde_json::from_str(&stdout(&assert)).expect("JSON");
+        assert_eq!(json["verdict"], "not_tested", "{name}");
+    }
+}

@@ -137,7 +137,8 @@ fn an_immediate_retry_exits_3_and_the_report_says_where_and_how_early() {
     let report = dir.path().join("report.json");
     let url = upstream.url("/api");
 
-    // Both curls succeed as far as the shell is concerned: only holdoff sees the problem.
+    // One curl, so one client, fetching the URL twice: it succeeds as far as the shell is
+    // concerned, only holdoff sees the problem.
     let output = holdoff_run(
         dir.path(),
         &[
@@ -148,10 +149,13 @@ fn an_immediate_retry_exits_3_and_the_report_says_where_and_how_early() {
             "--report-json",
             &report.display().to_string(),
             "--",
-            "sh",
-            "-c",
-            r#"curl -sS -o /dev/null "$1" && curl -sS -o /dev/null "$1""#,
-            "sh",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-o",
+            "/dev/null",
+            &url,
             &url,
         ],
     );
@@ -245,7 +249,15 @@ fn the_command_gets_the_proxy_and_a_bundle_with_the_throwaway_ca() {
     let out = dir.path().display().to_string();
     let output = holdoff_run_with(
         dir.path(),
-        &["--", "sh", "-c", PRINT_ENV, "sh", &out],
+        &[
+            "--allow-no-traffic",
+            "--",
+            "sh",
+            "-c",
+            PRINT_ENV,
+            "sh",
+            &out,
+        ],
         &[("NO_PROXY", "localhost"), ("no_proxy", "127.0.0.1")],
     );
     assert_eq!(output.status.code(), Some(0), "{}", show(&output));
@@ -311,7 +323,16 @@ fn keep_no_proxy_leaves_no_proxy_alone() {
     let out = dir.path().display().to_string();
     let output = holdoff_run_with(
         dir.path(),
-        &["--keep-no-proxy", "--", "sh", "-c", PRINT_ENV, "sh", &out],
+        &[
+            "--keep-no-proxy",
+            "--allow-no-traffic",
+            "--",
+            "sh",
+            "-c",
+            PRINT_ENV,
+            "sh",
+            &out,
+        ],
         &[("NO_PROXY", "example.com"), ("no_proxy", "example.org")],
     );
     assert_eq!(output.status.code(), Some(0), "{}", show(&output));
@@ -553,15 +574,291 @@ fn without_patterns_everything_is_watched() {
             "--report-json",
             &report_arg,
             "--",
-            "sh",
-            "-c",
-            r#"curl -sS -o /dev/null -w '%{http_code} ' "$1"; curl -sS -o /dev/null -w '%{http_code}' "$1""#,
-            "sh",
+            // One client, twice.
+            "curl",
+            "-sS",
+            "-w",
+            "%{http_code} ",
+            "-o",
+            "/dev/null",
+            "-o",
+            "/dev/null",
+            &url,
             &url,
         ],
     );
 
     assert_eq!(output.status.code(), Some(3), "{}", show(&output));
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "429 429");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "429 429 ");
     assert_eq!(json_report(&report)["retries"]["premature"], 1);
+}
+
+/// A client that reaches the upstream without the proxy: Node's fetch before 22.21 ignores
+/// HTTP_PROXY (the usual way this happens); on a Node that honours NODE_USE_ENV_PROXY, curl
+/// told to use no proxy.
+fn bypassing_client(url: &str) -> Vec<String> {
+    let (major, minor) = node_version();
+    let node_honours_the_proxy = major >= 24 || (major == 22 && minor >= 21);
+    let client: Vec<&str> = if node_honours_the_proxy {
+        vec!["curl", "-sS", "-o", "/dev/null", "--noproxy", "*", url]
+    } else {
+        vec![
+            "node",
+            "-e",
+            "fetch(process.argv[1]).then((r) => r.text()).catch((e) => { console.error(e); process.exitCode = 1; })",
+            url,
+        ]
+    };
+    client.into_iter().map(str::to_owned).collect()
+}
+
+#[test]
+fn no_request_through_the_proxy_is_not_tested_and_exits_4() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/x", Reply::ok("hello"));
+    let dir = TempDir::new("run-no-traffic");
+    let json = dir.path().join("report.json");
+    let junit = dir.path().join("junit.xml");
+    let md = dir.path().join("report.md");
+    let mut args = vec![
+        "--report-json".to_owned(),
+        json.display().to_string(),
+        "--report-junit".to_owned(),
+        junit.display().to_string(),
+        "--report-md".to_owned(),
+        md.display().to_string(),
+        "--".to_owned(),
+    ];
+    args.extend(bypassing_client(&upstream.url("/x")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let output = holdoff_run(dir.path(), &args);
+
+    assert_eq!(output.status.code(), Some(4), "{}", show(&output));
+    assert_eq!(
+        upstream.requests_to("/x").len(),
+        1,
+        "the client bypassed the proxy"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("holdoff: NOT TESTED: no request reached the proxy (0 requests)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Node.js before 22.21"), "{stderr}");
+    assert!(!stderr.contains("PASS"), "{stderr}");
+    let report = json_report(&json);
+    assert_eq!(report["verdict"], "not_tested", "{report:#}");
+    assert_eq!(report["requests"], 0, "{report:#}");
+    let xml = std::fs::read_to_string(&junit).expect("the JUnit report");
+    assert!(
+        xml.contains(r#"<testsuites name="holdoff" tests="1" failures="1""#),
+        "{xml}"
+    );
+    assert!(xml.contains(r#"<testcase classname="holdoff" name="no request reached the proxy""#));
+    let md = std::fs::read_to_string(&md).expect("the Markdown report");
+    assert!(md.starts_with("## holdoff: ⚠ NOT TESTED:"), "{md}");
+    assert!(!md.contains("every retry waited"), "{md}");
+}
+
+#[test]
+fn allow_no_traffic_exits_0_and_still_says_not_tested() {
+    let dir = TempDir::new("run-allow-no-traffic");
+    let json = dir.path().join("report.json");
+    let output = holdoff_run(
+        dir.path(),
+        &[
+            "--allow-no-traffic",
+            "--report-json",
+            &json.display().to_string(),
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("holdoff: NOT TESTED (allowed): no request reached the proxy"),
+        "{stderr}"
+    );
+    assert_eq!(json_report(&json)["verdict"], "not_tested");
+
+    // A failing command keeps its own status, and the headline says so.
+    let output = holdoff_run(dir.path(), &["--", "sh", "-c", "exit 5"]);
+    assert_eq!(output.status.code(), Some(5), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("holdoff: FAIL: the command exited 5; no request reached the proxy"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn requests_but_no_throttle_say_nothing_was_judged() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/x", Reply::ok("hello"));
+    let dir = TempDir::new("run-nothing-judged");
+    let output = holdoff_run(
+        dir.path(),
+        &[
+            "-f",
+            "0",
+            "--",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            &upstream.url("/x"),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("holdoff: PASS? nothing was judged (1 request, 0 throttled)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("every retry waited"), "{stderr}");
+}
+
+/// An error rule on `/api` that never fires by itself (rate 0): `-f 100` makes every request
+/// to it a 429 with `Retry-After: 30`.
+const NEVER_FAILING: &str = r#"{
+  "errors": {
+    "rate": 0,
+    "errors": [{
+      "request": { "url": "http://127.0.0.1:*/api" },
+      "responses": [{
+        "statusCode": 429,
+        "headers": [{ "name": "Retry-After", "value": "@dynamic=30" }]
+      }]
+    }]
+  }
+}"#;
+
+/// `line` split into words by a POSIX shell, as a user pasting it would have it.
+fn shell_split(line: &str) -> Vec<String> {
+    let output = Command::new("sh")
+        .args(["-c", r#"eval "set -- $1"; printf '%s\0' "$@""#, "sh", line])
+        .output()
+        .expect("run sh");
+    assert!(output.status.success(), "{}", show(&output));
+    String::from_utf8_lossy(&output.stdout)
+        .split_terminator('\0')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The first line of the summary holdoff printed: the verdict and the counts.
+fn headline(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .find(|line| line.starts_with("holdoff: "))
+        .unwrap_or_else(|| panic!("no summary: {}", show(output)))
+        .to_owned()
+}
+
+#[test]
+fn the_reproduce_line_repeats_the_verdict() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/api", Reply::ok("hello"));
+    let dir = TempDir::new("run-reproduce");
+    dir.write("never.json", NEVER_FAILING);
+    let md = dir.path().join("report.md");
+    let events = dir.path().join("events.jsonl");
+    let url = upstream.url("/api");
+
+    // Every option here shapes the verdict but the reports'; without `-f 100` nothing would
+    // be throttled, without `-u` the other URL would be judged too.
+    let output = holdoff_run(
+        dir.path(),
+        &[
+            "-c",
+            "never.json",
+            "-f",
+            "100",
+            "--seed",
+            "11",
+            "-u",
+            "http://127.0.0.1:*/api",
+            "--retry-after-form",
+            "http-date",
+            "--judge-key",
+            "url",
+            "--report-md",
+            &md.display().to_string(),
+            "--events",
+            &events.display().to_string(),
+            "--",
+            "sh",
+            "-c",
+            // One client: the first request throttled, the second premature, the third
+            // (`/other`) not watched.
+            r#"curl -sS -o /dev/null -o /dev/null -o /dev/null "$1" "$1" "$1/../other""#,
+            "sh",
+            &url,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(3), "{}", show(&output));
+    let first = headline(&output);
+
+    let md = std::fs::read_to_string(&md).expect("the Markdown report");
+    let line = md
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no reproduce line in {md}"));
+    let argv = shell_split(line);
+    assert_eq!(argv[..2], ["holdoff", "run"], "{line}");
+    for option in [
+        "-c",
+        "-f",
+        "--seed",
+        "-u",
+        "--retry-after-form",
+        "--judge-key",
+    ] {
+        assert!(argv.iter().any(|a| a == option), "{option} in {line}");
+    }
+    assert!(
+        !line.contains("--report-md") && !line.contains("--events"),
+        "{line}"
+    );
+
+    // `holdoff run --log-level warn …` as the test harness runs it: the same, with the built
+    // binary for `holdoff`.
+    let again = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args(&argv[1..])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the reproduce line");
+    assert_eq!(again.status.code(), Some(3), "{}", show(&again));
+    assert_eq!(headline(&again), first);
+}
+
+#[test]
+fn a_drawn_seed_is_in_the_reproduce_line() {
+    let dir = TempDir::new("run-drawn-seed");
+    let json = dir.path().join("report.json");
+    let output = holdoff_run(
+        dir.path(),
+        &[
+            "--allow-no-traffic",
+            "--report-json",
+            &json.display().to_string(),
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let report = json_report(&json);
+    let seed = report["seed"].as_u64().expect("a drawn seed");
+    assert_eq!(
+        report["reproduce"],
+        format!("holdoff run --log-level warn --allow-no-traffic --seed {seed} -- true"),
+        "{report:#}"
+    );
 }

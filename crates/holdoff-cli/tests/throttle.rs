@@ -63,8 +63,19 @@ fn a_shell_loop_retrying_at_once_is_premature_every_time() {
     let rt = runtime();
     let upstream = rt.block_on(TestServer::start());
     upstream.set_default("/api", Reply::ok("hello"));
+    // Each curl is a process of its own, and so a client of its own by default: a script that
+    // retries by running curl again is one client by address.
     let proxy = Proxy::start(&[
-        "--preset", "throttle", "-f", "100", "--seed", "7", "-u", WATCH,
+        "--preset",
+        "throttle",
+        "-f",
+        "100",
+        "--seed",
+        "7",
+        "-u",
+        WATCH,
+        "--client-id",
+        "peer",
     ]);
 
     let output = Command::new("sh")
@@ -219,7 +230,8 @@ fn a_changed_data_file_is_reloaded_and_the_judge_keeps_its_windows() {
     let dir = TempDir::new("reload");
     dir.write("errors.json", &errors_file(429));
     let config = dir.write("holdoff.json", r#"{ "errors": { "file": "errors.json" } }"#);
-    let proxy = Proxy::start(&["-c", &config, "-u", WATCH]);
+    // One client in many curl processes: by address.
+    let proxy = Proxy::start(&["-c", &config, "-u", WATCH, "--client-id", "peer"]);
     let throttled = upstream.url("/fail/first");
     assert_eq!(curl(proxy.addr, &[], &throttled), "429");
 
@@ -276,7 +288,8 @@ fn a_dev_proxy_config_throttles_and_says_what_it_maps_differently() {
   "errors": { "errorsFile": "devproxy-errors.json", "rate": 100 }
 }"#,
     );
-    let proxy = Proxy::start(&["--devproxy-config", &rc]);
+    // One client in two curl processes: by address.
+    let proxy = Proxy::start(&["--devproxy-config", &rc, "--client-id", "peer"]);
     let url = upstream.url("/v1/chat");
     assert_eq!(curl(proxy.addr, &[], &url), "429");
     assert_eq!(curl(proxy.addr, &[], &url), "429");

@@ -85,7 +85,8 @@ pub mod tls;
 
 pub use body::{Body, BoxError};
 pub use config::{
-    CaSource, ConfigError, Credentials, DEFAULT_PORT, ProxyConfig, Upstream, WatchPattern,
+    CaSource, ClientIdMode, ConfigError, Credentials, DEFAULT_PORT, ProxyConfig, Upstream,
+    WatchPattern,
 };
 pub use error::{ErrorKind, ProxyError};
 pub use proxy::{

@@ -15,8 +15,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use holdoff_proxy::tls::{CertificateAuthority, LeafCache};
 use holdoff_proxy::{
-    Action, Body, CaSource, ClientId, ErrorKind, Mode, ProxyConfig, ProxyServer, RequestMeta,
-    ShutdownHandle, Stage, Summary,
+    Action, Body, CaSource, ClientId, ClientIdMode, ErrorKind, Mode, ProxyConfig, ProxyServer,
+    RequestMeta, ShutdownHandle, Stage, Summary,
 };
 use holdoff_testkit::{Reply, TestServer};
 use http::header::{HOST, PROXY_AUTHORIZATION};
@@ -631,7 +631,9 @@ mod identity {
     async fn comes_from_proxy_credentials_then_the_header_then_the_peer() {
         let upstream = TestServer::start().await;
         let record = Arc::new(Record::default());
-        let proxy = Proxy::start(config(), vec![record.clone()]).await;
+        let mut config = config();
+        config.client_id = ClientIdMode::Peer;
+        let proxy = Proxy::start(config, vec![record.clone()]).await;
         let url = upstream.url("/who");
         let alice = basic("alice:");
 
@@ -665,6 +667,28 @@ mod identity {
             assert!(!request.headers.contains_key("x-holdoff-client"));
             assert!(!request.headers.contains_key("proxy-authorization"));
         }
+        proxy.stop().await;
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_loopback_client_that_names_no_one_is_its_process() {
+        let upstream = TestServer::start().await;
+        let record = Arc::new(Record::default());
+        let proxy = Proxy::start(config(), vec![record.clone()]).await;
+        let url = upstream.url("/who");
+        send(proxy.addr, proxied(&url, &[])).await;
+        send(proxy.addr, proxied(&url, &[("x-holdoff-client", "bob")])).await;
+        let clients: Vec<ClientId> = record.seen().into_iter().map(|meta| meta.client).collect();
+        assert!(
+            matches!(&clients[0], ClientId::Process { pid, .. } if *pid == std::process::id()),
+            "this test's own process: {clients:?}"
+        );
+        assert_eq!(
+            clients[1],
+            ClientId::Header("bob".into()),
+            "a name still wins"
+        );
         proxy.stop().await;
     }
 
@@ -914,7 +938,11 @@ mod connect {
             format!("https://{}/secure", upstream_tls.addr)
         );
         assert_eq!(metas[0].watched.as_deref(), Some("https://127.0.0.1:*/*"));
-        assert_eq!(metas[0].client, ClientId::Peer(Ipv4Addr::LOCALHOST.into()));
+        assert!(
+            matches!(&metas[0].client, ClientId::Process { pid, .. } if *pid == std::process::id()),
+            "the tunnel's client is this test's process: {:?}",
+            metas[0].client
+        );
         assert_eq!(metas[1].client, ClientId::ProxyUser("carol".into()));
         let summary = proxy.stop().await;
         assert_eq!(summary.intercepted, 2);

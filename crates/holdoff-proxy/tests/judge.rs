@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
+use holdoff_proxy::report::{Event, HintKind, Recorder};
 use holdoff_testkit::{Reply, TestServer};
 use support::get_as as get;
 
@@ -52,7 +53,8 @@ async fn an_upstream_hint_catches_an_immediate_retry() {
     assert_eq!(events[0].verdict, Verdict::Premature);
     assert_eq!(events[0].client, "header:alice");
     assert_eq!(events[0].url, url);
-    assert!(events[0].by > Duration::from_secs(29) && events[0].by <= Duration::from_secs(30));
+    let by = events[0].by.expect("a bounded window");
+    assert!(by > Duration::from_secs(29) && by <= Duration::from_secs(30));
     handle.shutdown();
 }
 
@@ -130,5 +132,219 @@ async fn a_date_hint_is_judged_against_the_date_sent_with_it() {
         (29..=31).contains(&wait),
         "judged against Date, not our clock: {wait}"
     );
+    handle.shutdown();
+}
+
+/// The `Retry-After` of the judge's own answer, in seconds.
+fn judged_wait(response: &http::Response<bytes::Bytes>) -> u64 {
+    response.headers()["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("secs")
+}
+
+/// A stage recording its throttles, and the recorder.
+fn recording_stage() -> (Arc<JudgeStage>, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::new(None).expect("in memory"));
+    let judge = Judge::new(KeyMode::default(), TokioClock.now());
+    let stage = JudgeStage::new(Arc::new(judge)).with_recorder(Arc::clone(&recorder));
+    (Arc::new(stage), recorder)
+}
+
+/// The recorded throttles: `(status, hint, header, reading)`.
+fn throttles(recorder: &Recorder) -> Vec<(u16, HintKind, Option<String>, Option<String>)> {
+    recorder
+        .events()
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::Throttle {
+                status,
+                hint,
+                header,
+                reading,
+                ..
+            } => Some((status, hint, header, reading)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_date_against_a_whole_second_date_is_judged_by_its_earliest_reading() {
+    let upstream = TestServer::start().await;
+    // A real server: `Date` is its clock truncated to the second, the hint two seconds on.
+    // Its clock was anywhere in [Date, Date + 1 s): a retry as soon as 1 s after the
+    // response can be exactly on time.
+    let now = TokioClock.wall_now();
+    let since_epoch = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
+    let date = std::time::UNIX_EPOCH + Duration::from_secs(since_epoch.as_secs());
+    upstream.script(
+        "/d",
+        [Reply::status(429)
+            .date(date)
+            .retry_after_date(date + Duration::from_secs(2))],
+    );
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/d");
+    assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    let retry = get(addr, &url, "alice").await;
+    assert_eq!(retry.status(), 429, "still early under every reading");
+    assert_eq!(judged_wait(&retry), 1, "Date + 2 s − (Date + 1 s), not 2 s");
+    let by = judge.events()[0].by.expect("bounded");
+    assert!(by <= Duration::from_secs(1), "{by:?}");
+    let found = throttles(&recorder);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].1, HintKind::Usable);
+    assert_eq!(found[0].2.as_deref(), Some("retry-after"));
+    assert!(
+        found[0]
+            .3
+            .as_deref()
+            .is_some_and(|r| r.contains("Date − 1 s")),
+        "{:?}",
+        found[0].3
+    );
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn retry_after_takes_precedence_over_a_longer_reset() {
+    let upstream = TestServer::start().await;
+    upstream.script(
+        "/p",
+        [Reply::too_many_requests("1").header("ratelimit-reset", "100")],
+    );
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/p");
+    assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    let retry = get(addr, &url, "alice").await;
+    assert_eq!(
+        judged_wait(&retry),
+        1,
+        "Retry-After decides, not RateLimit-Reset"
+    );
+    assert_eq!(throttles(&recorder)[0].2.as_deref(), Some("retry-after"));
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_reset_decides_when_no_retry_after_is_sent() {
+    let upstream = TestServer::start().await;
+    upstream.script("/r", [Reply::status(429).header("ratelimit-reset", "40")]);
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/r");
+    assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    let retry = get(addr, &url, "alice").await;
+    assert!((39..=40).contains(&judged_wait(&retry)));
+    assert_eq!(
+        throttles(&recorder)[0].2.as_deref(),
+        Some("ratelimit-reset")
+    );
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn an_immediate_retry_after_a_malformed_hint_was_read_as_zero() {
+    let upstream = TestServer::start().await;
+    upstream.script("/m", [Reply::too_many_requests("soon")]);
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/m");
+    assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    let retry = get(addr, &url, "alice").await;
+    assert_eq!(retry.status(), 429, "answered by the judge");
+    assert_eq!(upstream.requests_to("/m").len(), 1, "not forwarded");
+    assert_eq!(judge.events()[0].verdict, Verdict::ReadAsZero);
+    assert_eq!(
+        throttles(&recorder),
+        [(
+            429,
+            HintKind::Malformed,
+            Some("retry-after".to_owned()),
+            throttles(&recorder)[0].3.clone()
+        )]
+    );
+    assert_eq!(judge.judge().verdicts().too_soon, 1);
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_retry_after_the_minimum_backoff_is_compliant_after_a_malformed_hint() {
+    let upstream = TestServer::start().await;
+    upstream.script("/m", [Reply::too_many_requests("-1")]);
+    let judge = JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), TokioClock.now())))
+        .min_backoff(Duration::ZERO);
+    let judge = Arc::new(judge);
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/m");
+    assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    assert_eq!(get(addr, &url, "alice").await.status(), 200);
+    assert_eq!(judge.events()[0].verdict, Verdict::Compliant);
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_throttle_without_a_hint_is_counted_and_its_gap_measured() {
+    let upstream = TestServer::start().await;
+    upstream.script("/n", [Reply::status(503)]);
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/n");
+    assert_eq!(get(addr, &url, "alice").await.status(), 503);
+    assert_eq!(
+        get(addr, &url, "alice").await.status(),
+        200,
+        "forwarded: without a hint there is no wait to enforce"
+    );
+    let events = judge.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].verdict, Verdict::NoBackoff);
+    let found = throttles(&recorder);
+    assert_eq!((found[0].0, found[0].1), (503, HintKind::None));
+    assert_eq!(found[0].2, None);
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn an_error_without_a_hint_other_than_429_or_503_is_no_throttle() {
+    let upstream = TestServer::start().await;
+    upstream.script("/e", [Reply::status(500)]);
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/e");
+    assert_eq!(get(addr, &url, "alice").await.status(), 500);
+    assert_eq!(get(addr, &url, "alice").await.status(), 200);
+    assert!(judge.events().is_empty());
+    assert!(throttles(&recorder).is_empty());
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_hint_beyond_the_clock_opens_a_window_that_does_not_close() {
+    let upstream = TestServer::start().await;
+    upstream.script("/u", [Reply::too_many_requests("99999999999999999999999")]);
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/u");
+    assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    for _ in 0..2 {
+        assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    }
+    assert_eq!(upstream.requests_to("/u").len(), 1, "no retry reached it");
+    let events = judge.events();
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e.verdict == Verdict::Premature));
+    assert!(
+        events
+            .iter()
+            .all(|e| e.permitted_at.is_none() && e.by.is_none())
+    );
+    assert_eq!(throttles(&recorder)[0].1, HintKind::Unbounded);
     handle.shutdown();
 }

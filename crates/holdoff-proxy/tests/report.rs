@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use holdoff_proxy::fault::FaultCounts;
 use holdoff_proxy::judge::Verdict;
-use holdoff_proxy::report::{Event, Format, Recorder, Report, RunInfo};
+use holdoff_proxy::report::{Event, Format, HintKind, Recorder, Report, RunInfo};
 use insta::assert_snapshot;
 
 const FIXTURE: &str = "tests/fixtures/report/events.jsonl";
@@ -70,6 +70,74 @@ mod snapshots {
     }
 }
 
+/// A run of hint-less, malformed and unbounded throttles: a client that read `soon` as zero,
+/// one that did not back off after a bare 503 (a warning), one inside a window that never
+/// closes, and one that waited out its minimum backoff.
+const HINTLESS: &str = r#"{"event":"start","at":"2025-03-01T12:00:00.000Z","seed":9,"source":"config holdoff.yaml","command":["npm","test"],"proxy_url":"http://127.0.0.1:41234","judge_key":"client-method-url","argv":["holdoff","run","-c","holdoff.yaml","-f","100","--seed","9","--","npm","test"]}
+{"event":"throttle","at":"2025-03-01T12:00:01.000Z","client":"process:1234 (node)","user_agent":"OpenAI/JS 4.77.0","method":"POST","url":"https://api.openai.com/v1/chat/completions","status":429,"permitted_at":"2025-03-01T12:00:01.100Z","hint":"malformed","header":"retry-after","value":"soon","reading":"malformed, so never zero: a retry must wait the minimum backoff"}
+{"event":"retry","verdict":"read_as_zero","client":"process:1234 (node)","user_agent":"OpenAI/JS 4.77.0","method":"POST","url":"https://api.openai.com/v1/chat/completions","throttled_at":"2025-03-01T12:00:01.000Z","permitted_at":"2025-03-01T12:00:01.100Z","retried_at":"2025-03-01T12:00:01.004Z","early_by_ms":96.0}
+{"event":"throttle","at":"2025-03-01T12:00:02.000Z","client":"process:1240 (python3)","user_agent":"python-requests/2.32.3","method":"GET","url":"https://api.example.com/v1/items","status":503,"permitted_at":"2025-03-01T12:00:02.100Z","hint":"none","reading":"no hint: the gap to the next request is measured against the minimum backoff"}
+{"event":"retry","verdict":"no_backoff","client":"process:1240 (python3)","user_agent":"python-requests/2.32.3","method":"GET","url":"https://api.example.com/v1/items","throttled_at":"2025-03-01T12:00:02.000Z","permitted_at":"2025-03-01T12:00:02.100Z","retried_at":"2025-03-01T12:00:02.018Z","early_by_ms":82.0}
+{"event":"throttle","at":"2025-03-01T12:00:03.000Z","client":"process:1250 (curl)","user_agent":"curl/8.5.0","method":"GET","url":"https://api.example.com/v1/users","status":429,"permitted_at":null,"hint":"unbounded","header":"retry-after","value":"99999999999999999999","reading":"longer than the monotonic clock can hold: a window that never closes"}
+{"event":"retry","verdict":"premature","client":"process:1250 (curl)","user_agent":"curl/8.5.0","method":"GET","url":"https://api.example.com/v1/users","throttled_at":"2025-03-01T12:00:03.000Z","permitted_at":null,"retried_at":"2025-03-01T12:00:03.500Z"}
+{"event":"throttle","at":"2025-03-01T12:00:04.000Z","client":"process:1260 (go)","user_agent":"Go-http-client/1.1","method":"GET","url":"https://api.example.com/v1/items","status":429,"permitted_at":"2025-03-01T12:00:04.100Z","hint":"none","reading":"no hint: the gap to the next request is measured against the minimum backoff"}
+{"event":"retry","verdict":"compliant","client":"process:1260 (go)","user_agent":"Go-http-client/1.1","method":"GET","url":"https://api.example.com/v1/items","throttled_at":"2025-03-01T12:00:04.000Z","permitted_at":"2025-03-01T12:00:04.100Z","retried_at":"2025-03-01T12:00:05.000Z","late_by_ms":900.0}
+{"event":"finish","at":"2025-03-01T12:00:06.000Z","requests":9,"faults":{"errors":4,"rate_limited":0,"mocked":0,"delayed":0,"resets":0,"hangs":0,"truncated":0,"slowed":0},"exit_code":0}
+"#;
+
+fn events_of(text: &str) -> Vec<Event> {
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("an event"))
+        .collect()
+}
+
+mod hintless {
+    use super::*;
+
+    #[test]
+    fn markdown() {
+        assert_snapshot!(Report::from_events(&events_of(HINTLESS)).render(Format::Markdown));
+    }
+
+    #[test]
+    fn terminal_summary() {
+        assert_snapshot!(Report::from_events(&events_of(HINTLESS)).terminal_summary(&[]));
+    }
+
+    #[test]
+    fn junit() {
+        assert_snapshot!(Report::from_events(&events_of(HINTLESS)).render(Format::Junit));
+    }
+
+    #[test]
+    fn json() {
+        assert_snapshot!(Report::from_events(&events_of(HINTLESS)).render(Format::Json));
+    }
+}
+
+mod not_tested {
+    use super::*;
+
+    const NOTHING: &str = r#"{"event":"start","at":"2025-03-01T12:00:00.000Z","seed":9,"source":"preset throttle","command":["node","-e","fetch(url)"],"proxy_url":"http://127.0.0.1:41234","judge_key":"client-method-url","argv":["holdoff","run","--seed","9","--","node","-e","fetch(url)"]}
+{"event":"finish","at":"2025-03-01T12:00:01.000Z","requests":0,"faults":{"errors":0,"rate_limited":0,"mocked":0,"delayed":0,"resets":0,"hangs":0,"truncated":0,"slowed":0},"exit_code":0}
+"#;
+
+    #[test]
+    fn markdown() {
+        assert_snapshot!(Report::from_events(&events_of(NOTHING)).render(Format::Markdown));
+    }
+
+    #[test]
+    fn terminal_summary() {
+        assert_snapshot!(Report::from_events(&events_of(NOTHING)).terminal_summary(&[]));
+    }
+
+    #[test]
+    fn junit() {
+        assert_snapshot!(Report::from_events(&events_of(NOTHING)).render(Format::Junit));
+    }
+}
+
 mod recorder {
     use super::*;
 
@@ -91,6 +159,9 @@ mod recorder {
                 command: Some(vec!["sh".into(), "-c".into(), "npm test".into()]),
                 proxy_url: "http://127.0.0.1:41234".into(),
                 judge_key: "client-method-url".into(),
+                argv: None,
+                allow_no_traffic: false,
+                fail_on_no_backoff: false,
             },
         );
         for event in Report::read_log(Path::new(FIXTURE)).expect("the fixture reads") {
@@ -165,6 +236,11 @@ mod judge {
             url: throttled_url,
             status,
             permitted_at,
+            hint,
+            header,
+            value,
+            reading,
+            ..
         } = &events[0]
         else {
             panic!("expected a throttle first: {events:#?}");
@@ -174,7 +250,16 @@ mod judge {
             ("header:alice", "GET", &url, 429)
         );
         assert!(*at >= before);
-        let wait = permitted_at.duration_since(*at).expect("permitted after");
+        assert_eq!(*hint, HintKind::Usable);
+        assert_eq!(
+            (header.as_deref(), value.as_deref()),
+            (Some("retry-after"), Some("30"))
+        );
+        assert!(reading.is_some(), "the reading is recorded");
+        let wait = permitted_at
+            .expect("a window that closes")
+            .duration_since(*at)
+            .expect("permitted after");
         assert!(
             wait > Duration::from_secs(29) && wait <= Duration::from_secs(30),
             "{wait:?}"

@@ -510,6 +510,16 @@ mod tests {
     /// 1994-11-06T08:49:37Z, the RFC's example instant.
     const RFC_EXAMPLE: u64 = 784_111_777;
 
+    fn headers(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                let value = http::HeaderValue::from_static(v);
+                (http::HeaderName::from_static(k), value)
+            })
+            .collect()
+    }
+
     fn receipt() -> Receipt {
         Receipt {
             instant: crate::clock::SystemClock.now(),
@@ -985,19 +995,6 @@ mod tests {
     mod vendor_hints {
         use super::*;
         use crate::hints::{HintSource, VendorHints};
-        use http::{HeaderMap, HeaderValue};
-
-        fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-            pairs
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        http::HeaderName::from_static(k),
-                        HeaderValue::from_static(v),
-                    )
-                })
-                .collect()
-        }
 
         #[test]
         fn a_longer_vendor_hint_beats_retry_after_and_is_named() {
@@ -1089,19 +1086,6 @@ mod tests {
     mod precedence {
         use super::*;
         use crate::hints::{HintSource, Precedence};
-        use http::{HeaderMap, HeaderValue};
-
-        fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-            pairs
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        http::HeaderName::from_static(k),
-                        HeaderValue::from_static(v),
-                    )
-                })
-                .collect()
-        }
 
         #[test]
         fn retry_after_decides_over_a_longer_reset() {
@@ -1149,19 +1133,6 @@ mod tests {
         use super::*;
         use crate::hints::HintSource;
         use crate::response::{Earliest, Reading};
-        use http::{HeaderMap, HeaderValue};
-
-        fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-            pairs
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        http::HeaderName::from_static(k),
-                        HeaderValue::from_static(v),
-                    )
-                })
-                .collect()
-        }
 
         fn at(after: Duration, source: HintSource, reading: Reading) -> Earliest {
             Earliest::At {

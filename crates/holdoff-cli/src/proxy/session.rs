@@ -7,6 +7,7 @@
 //! future completes, then drains; [`Stopped::report`] records the end, writes the reports and
 //! prints the summaries.
 
+use std::ffi::OsString;
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -28,7 +29,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::logging::{self, Guard};
-use super::{Options, Output, PenaltyArg, faults, usage};
+use super::{NoBackoffArg, Options, Output, PenaltyArg, faults, usage};
 use crate::Failure;
 use crate::report::ReportArgs;
 
@@ -42,6 +43,9 @@ pub(crate) struct Prepared {
     faults: Option<(faults::Source, faults::Loaded)>,
     judge_key: Option<KeyMode>,
     judge_penalty: Option<PenaltyArg>,
+    judge_min_backoff: Duration,
+    /// Whether a retry without backoff after a hint-less throttle fails the run.
+    fail_on_no_backoff: bool,
     seed: Option<u64>,
     overrides: faults::Overrides,
     recorder: Arc<Recorder>,
@@ -49,6 +53,10 @@ pub(crate) struct Prepared {
     /// `--control-port` and `--metrics-port`.
     control_port: Option<u16>,
     metrics_port: Option<u16>,
+    /// The command line that repeats the run ([`reproducible_argv`]), when known.
+    argv: Option<Vec<String>>,
+    /// `holdoff run --allow-no-traffic`.
+    allow_no_traffic: bool,
 }
 
 /// Checks `config` (the proxy's settings from `options` and the command's own), loads the
@@ -111,6 +119,8 @@ pub(crate) fn prepare(
         faults,
         judge_key: options.judge_key.clone(),
         judge_penalty: options.judge_penalty,
+        judge_min_backoff: options.judge_min_backoff,
+        fail_on_no_backoff: options.judge_no_backoff == NoBackoffArg::Fail,
         seed: options.seed,
         overrides: faults::Overrides {
             failure_rate: options.failure_rate,
@@ -120,6 +130,8 @@ pub(crate) fn prepare(
         output: options.output,
         control_port: options.control_port,
         metrics_port: options.metrics_port,
+        argv: None,
+        allow_no_traffic: false,
     };
     Ok((prepared, logs))
 }
@@ -133,6 +145,17 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 }
 
 impl Prepared {
+    /// Records `argv` ([`reproducible_argv`]) as the command line that repeats the run; the
+    /// seed is added at start if the run draws one.
+    pub(crate) fn reproducible_as(&mut self, argv: Vec<String>) {
+        self.argv = Some(argv);
+    }
+
+    /// Records that the run allows no request to reach the proxy (`--allow-no-traffic`).
+    pub(crate) fn allow_no_traffic(&mut self, allow: bool) {
+        self.allow_no_traffic = allow;
+    }
+
     /// Watches `patterns` when neither the command line nor the config named any.
     pub(crate) fn watch_by_default(&mut self, patterns: Vec<holdoff_proxy::WatchPattern>) {
         if self.config.urls_to_watch.is_empty() {
@@ -153,12 +176,16 @@ impl Prepared {
             faults,
             judge_key,
             judge_penalty,
+            judge_min_backoff,
+            fail_on_no_backoff,
             seed,
             overrides,
             recorder,
             output,
             control_port,
             metrics_port,
+            mut argv,
+            allow_no_traffic,
         } = self;
         let port = config.listen.port();
         let upstream = config.upstream.clone();
@@ -185,10 +212,16 @@ impl Prepared {
                 let rng = seed
                     .or(compiled.seed)
                     .map_or_else(FaultRng::random, FaultRng::new);
+                if seed.or(compiled.seed).is_none() {
+                    if let Some(argv) = &mut argv {
+                        with_seed(argv, rng.seed());
+                    }
+                }
                 let plan = overrides.apply(compiled.plan.clone());
                 describe = format!("faults from {source}: {}", faults::describe(&plan));
-                let mut judge =
-                    JudgeStage::new(Arc::new(judge)).with_recorder(Arc::clone(&recorder));
+                let mut judge = JudgeStage::new(Arc::new(judge))
+                    .min_backoff(judge_min_backoff)
+                    .with_recorder(Arc::clone(&recorder));
                 let mut fault_stage = FaultStage::new(plan, rng, Arc::new(TokioClock));
                 if let Some(state) = &compiled.state {
                     let store = shared_store(state).map_err(|message| {
@@ -342,6 +375,9 @@ impl Prepared {
                 command,
                 proxy_url: format!("http://{}", server.local_addr()),
                 judge_key,
+                argv,
+                allow_no_traffic,
+                fail_on_no_backoff,
             },
         );
         Ok(Serving {
@@ -446,8 +482,13 @@ impl Stopped {
     /// `reports` asks for, and prints what the faults did, the judge's verdicts, the proxy's
     /// summary and the reports' summary on stderr (as log events with `--output json`).
     ///
-    /// Returns whether any retry was premature.
-    pub(crate) fn report(self, exit_code: Option<i32>, reports: &ReportArgs, logs: &Guard) -> bool {
+    /// Returns the report, whose verdict decides the exit status ([`crate::report::exit_status`]).
+    pub(crate) fn report(
+        self,
+        exit_code: Option<i32>,
+        reports: &ReportArgs,
+        logs: &Guard,
+    ) -> Report {
         let counts = self.record_end(exit_code);
         if let Some(stages) = &self.stages {
             report_faults(&counts, stages.faults.seed(), self.output, logs);
@@ -475,17 +516,19 @@ impl Stopped {
                 }
                 tracing::info!(
                     target: "holdoff::report",
-                    verdict = if report.passed() { "pass" } else { "fail" },
+                    verdict = report.outcome().as_str(),
                     requests = report.requests(),
                     throttled = report.throttled(),
                     compliant = report.compliant(),
                     premature = report.premature(),
+                    read_as_zero = report.read_as_zero(),
+                    no_backoff = report.no_backoff(),
                     "{}",
                     summary.lines().next().unwrap_or_default()
                 );
             }
         }
-        !report.passed()
+        report
     }
 }
 
@@ -567,18 +610,26 @@ fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &Guard) 
 }
 
 /// What the judge found: the counts, as a text line (the report's summary lists the worst
-/// premature retries), or as JSON events (target `holdoff::judge`) with each premature retry,
-/// the worst first.
+/// violations), or as JSON events (target `holdoff::judge`) with each retry that broke its
+/// window, the most early first.
 fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &Guard) {
-    let mut premature: Vec<&JudgeEvent> = events
-        .iter()
-        .filter(|e| e.verdict == Verdict::Premature)
-        .collect();
-    premature.sort_by_key(|e| std::cmp::Reverse(e.by));
-    let compliant = events.len() - premature.len();
+    let count = |verdict: Verdict| events.iter().filter(|e| e.verdict == verdict).count();
+    let (premature, read_as_zero, no_backoff, compliant) = (
+        count(Verdict::Premature),
+        count(Verdict::ReadAsZero),
+        count(Verdict::NoBackoff),
+        count(Verdict::Compliant),
+    );
+    let mut counts = vec![format!("{premature} premature")];
+    if read_as_zero > 0 {
+        counts.push(format!("{read_as_zero} read as zero"));
+    }
+    if no_backoff > 0 {
+        counts.push(format!("{no_backoff} without backoff"));
+    }
     let line = format!(
-        "holdoff judge: {} premature and {compliant} compliant retr{}.",
-        premature.len(),
+        "holdoff judge: {} and {compliant} compliant retr{}.",
+        counts.join(", "),
         if events.len() == 1 { "y" } else { "ies" }
     );
     match output {
@@ -587,19 +638,30 @@ fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &Guard) {
             let _ = writeln!(io::stderr(), "{line}");
         }
         Output::Json => {
-            for event in premature.iter().take(10) {
+            let mut broke: Vec<&JudgeEvent> = events
+                .iter()
+                .filter(|e| e.verdict != Verdict::Compliant)
+                .collect();
+            // Inside a window that never closes (no duration) is the most early of all.
+            broke.sort_by_key(|e| std::cmp::Reverse(e.by.unwrap_or(Duration::MAX)));
+            for event in broke.iter().take(10) {
                 tracing::warn!(
                     target: "holdoff::judge",
+                    verdict = event.verdict.as_str(),
                     client = %event.client,
+                    user_agent = event.user_agent.as_deref().unwrap_or_default(),
                     method = %event.method,
                     url = %event.url,
-                    early_ms = event.by.as_millis() as u64,
-                    "premature retry"
+                    early_ms = event.by.map(|by| by.as_millis() as u64),
+                    "{} retry",
+                    event.verdict.as_str().replace('_', " ")
                 );
             }
             tracing::info!(
                 target: "holdoff::judge",
-                premature = premature.len(),
+                premature,
+                read_as_zero,
+                no_backoff,
                 compliant,
                 "{line}"
             );
@@ -677,4 +739,143 @@ pub(crate) fn fail(message: &str) -> ExitCode {
 /// `1 reset`, `2 resets`.
 fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Options that say only where output goes: left out of the command line that repeats a run.
+const OUTPUT_OPTIONS: [&str; 6] = [
+    "--report-json",
+    "--report-junit",
+    "--report-md",
+    "--report-html",
+    "--events",
+    "--log-file",
+];
+
+/// The command line that repeats a run, from holdoff's own (`args`, program first): `holdoff`
+/// and every option as given, but those that say only where output goes ([`OUTPUT_OPTIONS`],
+/// with their values); everything after `--` is the command, kept as it is.
+pub(crate) fn reproducible_argv(args: impl IntoIterator<Item = OsString>) -> Vec<String> {
+    let mut argv = vec!["holdoff".to_owned()];
+    let mut args = args
+        .into_iter()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned());
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            argv.push(arg);
+            argv.extend(args);
+            break;
+        }
+        if OUTPUT_OPTIONS.contains(&arg.as_str()) {
+            // Its value.
+            args.next();
+            continue;
+        }
+        let joined = OUTPUT_OPTIONS
+            .iter()
+            .any(|option| arg.strip_prefix(option).is_some_and(|v| v.starts_with('=')));
+        if !joined {
+            argv.push(arg);
+        }
+    }
+    argv
+}
+
+/// Adds `--seed SEED` to `argv`, before the command if there is one.
+fn with_seed(argv: &mut Vec<String>, seed: u64) {
+    let at = argv
+        .iter()
+        .position(|arg| arg == "--")
+        .unwrap_or(argv.len());
+    argv.splice(at..at, ["--seed".to_owned(), seed.to_string()]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(args: &[&str]) -> Vec<String> {
+        reproducible_argv(args.iter().map(OsString::from))
+    }
+
+    mod reproducible_argv {
+        use super::*;
+
+        #[test]
+        fn keeps_what_shapes_the_run_and_drops_where_output_goes() {
+            assert_eq!(
+                argv(&[
+                    "/usr/local/bin/holdoff",
+                    "run",
+                    "-c",
+                    "holdoff.yaml",
+                    "--report-json",
+                    "r.json",
+                    "-f",
+                    "100",
+                    "--events=e.jsonl",
+                    "--log-file",
+                    "proxy.log",
+                    "--judge-key",
+                    "url",
+                    "--report-md",
+                    "r.md",
+                    "--",
+                    "sh",
+                    "-c",
+                    "curl --events x",
+                    "--report-json",
+                ]),
+                [
+                    "holdoff",
+                    "run",
+                    "-c",
+                    "holdoff.yaml",
+                    "-f",
+                    "100",
+                    "--judge-key",
+                    "url",
+                    "--",
+                    "sh",
+                    "-c",
+                    "curl --events x",
+                    "--report-json",
+                ]
+            );
+        }
+
+        #[test]
+        fn takes_a_proxy_command_line_without_a_command() {
+            assert_eq!(
+                argv(&[
+                    "holdoff",
+                    "proxy",
+                    "--preset",
+                    "github",
+                    "--report-html",
+                    "r.html"
+                ]),
+                ["holdoff", "proxy", "--preset", "github"]
+            );
+        }
+    }
+
+    mod with_seed {
+        use super::*;
+
+        #[test]
+        fn goes_before_the_command_or_at_the_end() {
+            let mut run = argv(&["holdoff", "run", "-f", "50", "--", "npm", "test"]);
+            with_seed(&mut run, 7);
+            assert_eq!(
+                run,
+                [
+                    "holdoff", "run", "-f", "50", "--seed", "7", "--", "npm", "test"
+                ]
+            );
+            let mut proxy = argv(&["holdoff", "proxy"]);
+            with_seed(&mut proxy, 7);
+            assert_eq!(proxy, ["holdoff", "proxy", "--seed", "7"]);
+        }
+    }
 }

@@ -87,6 +87,9 @@ pub struct ProxyConfig {
     /// an event loop per core does; `0` (the default) serves them on the runtime that runs
     /// the server. `holdoff proxy` uses one per core.
     pub connection_threads: usize,
+    /// How a client that does not name itself (by proxy credentials or `X-Holdoff-Client`)
+    /// is told apart. Default [`ClientIdMode::Auto`]: by its process when it can be found.
+    pub client_id: ClientIdMode,
 }
 
 impl Default for ProxyConfig {
@@ -104,6 +107,7 @@ impl Default for ProxyConfig {
             max_connections: 10_000,
             max_header_bytes: 64 * 1024,
             connection_threads: 0,
+            client_id: ClientIdMode::default(),
         }
     }
 }
@@ -162,6 +166,22 @@ fn is_loopback(ip: IpAddr) -> bool {
             v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
         }
     }
+}
+
+/// How the proxy tells apart clients that do not name themselves.
+///
+/// A name always wins: proxy credentials, then `X-Holdoff-Client`. Without one, a client is
+/// [`ClientId::Process`](crate::ClientId::Process) or [`ClientId::Peer`](crate::ClientId::Peer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClientIdMode {
+    /// The process at the other end of the connection, when the peer is loopback and the
+    /// system says which (Linux, under `/proc`, looked up once per connection); else the peer
+    /// address. Every process on the machine connects from `127.0.0.1`: this keeps them apart.
+    #[default]
+    Auto,
+    /// The peer address, always: no lookup.
+    Peer,
 }
 
 /// Where the interception CA comes from.

@@ -289,14 +289,20 @@ impl Collector for Scrape {
         if let Some(judge) = &self.judge {
             let VerdictCounts {
                 premature,
+                too_soon,
                 compliant,
+                ..
             } = judge.judge().verdicts();
             counters(
                 &mut encoder,
                 "holdoff_retries",
                 "Retries the judge judged, by verdict.",
                 "verdict",
-                [("premature", premature), ("compliant", compliant)],
+                [
+                    ("premature", premature),
+                    ("too_soon", too_soon),
+                    ("compliant", compliant),
+                ],
             )?;
             let open = i64::try_from(judge.judge().open_windows()).unwrap_or(i64::MAX);
             let gauge = ConstGauge::new(open);
@@ -366,6 +372,7 @@ mod tests {
                 peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
                 received,
                 method: Method::GET,
+                user_agent: None,
                 uri: "http://api.test/".parse().unwrap(),
                 mode,
                 watched: None,

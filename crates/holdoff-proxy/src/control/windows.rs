@@ -254,6 +254,7 @@ mod tests {
             peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
             received: at,
             method: Method::GET,
+            user_agent: None,
             uri,
             mode: Mode::Forward,
             watched: Some("*".into()),

@@ -1024,6 +1024,7 @@ mod tests {
                 wall: UNIX_EPOCH,
             },
             method,
+            user_agent: None,
             uri: url.parse().unwrap(),
             mode: Mode::Forward,
             watched: Some(API.into()),

@@ -6,10 +6,14 @@
 //! the upstream, and the window stays open) and *compliant* if it comes at or after it (how
 //! late is recorded, and the window closes).
 //!
+//! A window is of a [`WindowKind`]: a usable hint's lasts until its earliest reading (one
+//! too long for the clock never closes, until evicted); a malformed hint's, and a hint-less
+//! throttle's, last the minimum backoff, and a retry inside them is [`Check::TooSoon`].
+//!
 //! The judge is pure: every method takes the monotonic time as an argument, and it does no
-//! I/O. It keeps a 32-byte entry per open window (a 128-bit key digest and two offsets), in
-//! sharded maps, so a million open windows fit in a few tens of megabytes and checks on
-//! different keys rarely contend.
+//! I/O. It keeps a 40-byte entry per open window (a 128-bit key digest, two offsets and the
+//! kind), in sharded maps, so a million open windows fit in a few tens of megabytes and checks
+//! on different keys rarely contend.
 
 mod key;
 mod stage;
@@ -21,7 +25,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
-pub use stage::{JudgeEvent, JudgeStage, Verdict};
+pub use stage::{DEFAULT_MIN_BACKOFF, JudgeEvent, JudgeStage, Verdict};
 pub(crate) use stage::{Origin, fail_closed_answer, wall_of};
 
 const SHARDS: usize = 32;
@@ -37,6 +41,21 @@ pub enum Penalty {
     Sliding,
 }
 
+/// What opened a window, which decides what a retry inside it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WindowKind {
+    /// A usable hint: the window lasts until its earliest reading.
+    #[default]
+    Hinted,
+    /// A hint that could not be read: never read as zero, the window lasts the minimum
+    /// backoff.
+    Malformed,
+    /// A throttle without a hint: the window lasts the minimum backoff, and closes at the
+    /// first request under it, whose gap is measured.
+    NoHint,
+}
+
 /// The verdict on one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Check {
@@ -49,6 +68,24 @@ pub enum Check {
         /// When a retry is permitted now (later than before under a sliding penalty).
         permitted_at: Instant,
         /// How early the request came, against the permitted time it broke.
+        early_by: Duration,
+    },
+    /// The request came inside a window that never closes: its hint was too long for the
+    /// monotonic clock. The window stays open.
+    Unbounded {
+        /// When the window was opened.
+        throttled_at: Instant,
+    },
+    /// The request came sooner than the minimum backoff after a throttle whose hint was
+    /// malformed (the window stays open) or missing (the window closes).
+    TooSoon {
+        /// What opened the window: [`WindowKind::Malformed`] or [`WindowKind::NoHint`].
+        kind: WindowKind,
+        /// When the window was opened.
+        throttled_at: Instant,
+        /// When the minimum backoff was over.
+        permitted_at: Instant,
+        /// How early the request came, against it.
         early_by: Duration,
     },
     /// The request came at or after the permitted time. The window is closed.
@@ -75,18 +112,30 @@ pub struct WindowTimes {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct VerdictCounts {
-    /// Retries that came before the permitted time.
+    /// Retries that came before the permitted time (or inside a window that never closes).
     pub premature: u64,
+    /// Retries that came sooner than the minimum backoff after a malformed or missing hint.
+    pub too_soon: u64,
     /// Retries that came at or after it.
     pub compliant: u64,
 }
 
 /// One open window: offsets in nanoseconds from the judge's epoch, on the monotonic clock.
+/// A window that never closes has `permitted` [`NEVER`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Window {
     opened: u64,
     permitted: u64,
+    kind: WindowKind,
 }
+
+/// The permitted offset of a window that never closes.
+const NEVER: u64 = u64::MAX;
+
+/// Where [`Judge::verdicts`] counts each verdict.
+const PREMATURE: usize = 0;
+const COMPLIANT: usize = 1;
+const TOO_SOON: usize = 2;
 
 /// Judges retries against the windows that hints open. Share it behind an `Arc`.
 #[derive(Debug)]
@@ -97,8 +146,8 @@ pub struct Judge {
     hasher: KeyHasher,
     epoch: Instant,
     shards: Box<[Mutex<HashMap<WindowKey, Window>>]>,
-    /// Verdicts so far, for metrics: `[premature, compliant]`.
-    verdicts: [AtomicU64; 2],
+    /// Verdicts so far, for metrics: `[premature, compliant, too soon]`.
+    verdicts: [AtomicU64; 3],
 }
 
 impl Judge {
@@ -154,7 +203,8 @@ impl Judge {
 
     /// Counts a verdict made elsewhere (by a shared store) in [`Judge::verdicts`].
     pub(crate) fn count(&self, premature: bool) {
-        self.verdicts[usize::from(!premature)].fetch_add(1, Ordering::Relaxed);
+        let slot = if premature { PREMATURE } else { COMPLIANT };
+        self.verdicts[slot].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The key a request falls under.
@@ -184,7 +234,27 @@ impl Judge {
     /// A hint reached the client at `now`: keep `key` closed until `permitted_at`. An open
     /// window keeps the later of the two permitted times.
     pub fn open(&self, key: WindowKey, now: Instant, permitted_at: Instant) {
-        let (opened, permitted) = (self.offset(now), self.offset(permitted_at));
+        self.open_as(key, now, Some(permitted_at), WindowKind::Hinted);
+    }
+
+    /// A throttle reached the client at `now`: keep `key` closed until `permitted_at` (never,
+    /// for `None`: a hint too long for the clock), judging what comes sooner as `kind` says.
+    /// An open window keeps the later of the two permitted times; at the same time, a hint
+    /// wins over a missing or malformed one.
+    pub fn open_as(
+        &self,
+        key: WindowKey,
+        now: Instant,
+        permitted_at: Option<Instant>,
+        kind: WindowKind,
+    ) {
+        let opened = self.offset(now);
+        let permitted = permitted_at.map_or(NEVER, |at| self.offset(at).min(NEVER - 1));
+        let window = Window {
+            opened,
+            permitted,
+            kind,
+        };
         let mut shard = self
             .shard(key)
             .lock()
@@ -192,11 +262,14 @@ impl Judge {
         shard
             .entry(key)
             .and_modify(|w| {
-                if permitted > w.permitted {
-                    *w = Window { opened, permitted };
+                let hinted = |k| k == WindowKind::Hinted;
+                if permitted > w.permitted
+                    || (permitted == w.permitted && hinted(kind) && !hinted(w.kind))
+                {
+                    *w = window;
                 }
             })
-            .or_insert(Window { opened, permitted });
+            .or_insert(window);
     }
 
     /// Judges a request under `key` arriving at `now`.
@@ -213,21 +286,41 @@ impl Judge {
         if at >= window.permitted {
             let window = *window;
             shard.remove(&key);
-            self.verdicts[1].fetch_add(1, Ordering::Relaxed);
+            self.verdicts[COMPLIANT].fetch_add(1, Ordering::Relaxed);
             return Check::Compliant {
                 throttled_at,
                 permitted_at: self.instant(window.permitted),
                 late_by: Duration::from_nanos(at - window.permitted),
             };
         }
+        if window.permitted == NEVER {
+            self.verdicts[PREMATURE].fetch_add(1, Ordering::Relaxed);
+            return Check::Unbounded { throttled_at };
+        }
         let early_by = Duration::from_nanos(window.permitted - at);
-        self.verdicts[0].fetch_add(1, Ordering::Relaxed);
+        let permitted_at = self.instant(window.permitted);
+        match window.kind {
+            WindowKind::Hinted => {}
+            kind => {
+                self.verdicts[TOO_SOON].fetch_add(1, Ordering::Relaxed);
+                // A hint-less throttle's window measures one gap: the next request is
+                // forwarded, and whatever it gets opens the next window.
+                if kind == WindowKind::NoHint {
+                    shard.remove(&key);
+                }
+                return Check::TooSoon {
+                    kind,
+                    throttled_at,
+                    permitted_at,
+                    early_by,
+                };
+            }
+        }
+        self.verdicts[PREMATURE].fetch_add(1, Ordering::Relaxed);
         if self.penalty == Penalty::Sliding {
             let wait = window.permitted - window.opened;
-            *window = Window {
-                opened: at,
-                permitted: at.saturating_add(wait),
-            };
+            window.opened = at;
+            window.permitted = at.saturating_add(wait).min(NEVER - 1);
         }
         Check::Premature {
             throttled_at,
@@ -236,18 +329,23 @@ impl Judge {
         }
     }
 
-    /// Drops windows whose permitted time passed more than the retention period ago.
-    /// Returns how many were dropped.
+    /// Drops windows whose permitted time passed more than the retention period ago, and
+    /// windows that never close once they have been open that long. Returns how many were
+    /// dropped.
     pub fn evict(&self, now: Instant) -> usize {
         let horizon = self
             .offset(now)
             .saturating_sub(u64::try_from(self.retention.as_nanos()).unwrap_or(u64::MAX));
+        let keep = |w: &Window| match w.permitted {
+            NEVER => w.opened >= horizon,
+            permitted => permitted >= horizon,
+        };
         self.shards
             .iter()
             .map(|shard| {
                 let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
                 let before = shard.len();
-                shard.retain(|_, w| w.permitted >= horizon);
+                shard.retain(|_, w| keep(w));
                 before - shard.len()
             })
             .sum()
@@ -273,11 +371,12 @@ impl Judge {
         })
     }
 
-    /// How many retries [`Judge::check`] has found premature and compliant so far.
+    /// How many retries [`Judge::check`] has found premature, too soon and compliant so far.
     pub fn verdicts(&self) -> VerdictCounts {
         VerdictCounts {
-            premature: self.verdicts[0].load(Ordering::Relaxed),
-            compliant: self.verdicts[1].load(Ordering::Relaxed),
+            premature: self.verdicts[PREMATURE].load(Ordering::Relaxed),
+            too_soon: self.verdicts[TOO_SOON].load(Ordering::Relaxed),
+            compliant: self.verdicts[COMPLIANT].load(Ordering::Relaxed),
         }
     }
 }
@@ -393,6 +492,82 @@ mod tests {
         }
     }
 
+    mod kinds {
+        use super::*;
+
+        const MIN: Duration = Duration::from_millis(100);
+
+        #[test]
+        fn a_retry_inside_a_malformed_hints_backoff_is_too_soon_and_keeps_the_window() {
+            let t0 = holdoff::clock::SystemClock.now();
+            let judge = Judge::new(KeyMode::default(), t0);
+            let key = judge.key(&parts("alice"));
+            judge.open_as(key, t0, Some(t0 + MIN), WindowKind::Malformed);
+            let ms = Duration::from_millis;
+            assert_eq!(
+                judge.check(key, t0 + ms(5)),
+                Check::TooSoon {
+                    kind: WindowKind::Malformed,
+                    throttled_at: t0,
+                    permitted_at: t0 + MIN,
+                    early_by: ms(95),
+                }
+            );
+            assert!(matches!(
+                judge.check(key, t0 + ms(10)),
+                Check::TooSoon { .. }
+            ));
+            assert!(matches!(
+                judge.check(key, t0 + MIN),
+                Check::Compliant { .. }
+            ));
+            assert_eq!(judge.verdicts().too_soon, 2);
+        }
+
+        #[test]
+        fn a_hintless_window_measures_one_gap() {
+            let t0 = holdoff::clock::SystemClock.now();
+            let judge = Judge::new(KeyMode::default(), t0);
+            let key = judge.key(&parts("alice"));
+            judge.open_as(key, t0, Some(t0 + MIN), WindowKind::NoHint);
+            assert!(matches!(
+                judge.check(key, t0),
+                Check::TooSoon {
+                    kind: WindowKind::NoHint,
+                    ..
+                }
+            ));
+            assert_eq!(judge.check(key, t0), Check::Open);
+        }
+
+        #[test]
+        fn a_window_beyond_the_clock_never_closes_until_evicted() {
+            let t0 = holdoff::clock::SystemClock.now();
+            let judge = Judge::new(KeyMode::default(), t0).retention(10 * S);
+            let key = judge.key(&parts("alice"));
+            judge.open_as(key, t0, None, WindowKind::Hinted);
+            for later in [S, 9 * S] {
+                assert_eq!(
+                    judge.check(key, t0 + later),
+                    Check::Unbounded { throttled_at: t0 }
+                );
+            }
+            assert_eq!(judge.verdicts().premature, 2);
+            assert_eq!(judge.evict(t0 + 5 * S), 0);
+            assert_eq!(judge.evict(t0 + 11 * S), 1);
+        }
+
+        #[test]
+        fn a_hint_wins_over_a_missing_one_at_the_same_time() {
+            let t0 = holdoff::clock::SystemClock.now();
+            let judge = Judge::new(KeyMode::default(), t0);
+            let key = judge.key(&parts("alice"));
+            judge.open_as(key, t0, Some(t0 + MIN), WindowKind::NoHint);
+            judge.open_as(key, t0, Some(t0 + MIN), WindowKind::Hinted);
+            assert!(matches!(judge.check(key, t0), Check::Premature { .. }));
+        }
+    }
+
     mod evict {
         use super::*;
 
@@ -445,6 +620,7 @@ mod tests {
                 judge.verdicts(),
                 VerdictCounts {
                     premature: 2,
+                    too_soon: 0,
                     compliant: 1,
                 }
             );

@@ -6,45 +6,69 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use holdoff::clock::TokioClock;
-use holdoff::{Attempt, JitterDraw, Policy, Receipt, ResponseInfo};
+use holdoff::{Earliest, Policy, Receipt, ResponseInfo};
 use http::{Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
-use super::{Check, Judge, KeyHasher, KeyText, KeyUrl, WindowKey};
+use super::{Check, Judge, KeyHasher, KeyText, KeyUrl, WindowKey, WindowKind};
 use crate::fault::ratelimit::ceil_secs;
-use crate::report::{Event, Recorder};
+use crate::report::{Event, HintKind, Recorder};
 use crate::shared::{OnFailure, SharedCheck, SharedStore};
 use crate::{Action, Body, Finish, RequestMeta, Stage};
 
 /// What the judge found, for the log and the reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JudgeEvent {
-    /// Premature or compliant.
+    /// The verdict.
     pub verdict: Verdict,
     /// Who retried (`ClientId`'s display form).
     pub client: String,
+    /// The retry's `User-Agent`, if it had one.
+    pub user_agent: Option<String>,
     /// The method.
     pub method: String,
     /// The URL.
     pub url: String,
     /// When the throttled response passed to the client (wall clock).
     pub throttled_at: SystemTime,
-    /// When a retry was permitted (wall clock).
-    pub permitted_at: SystemTime,
+    /// When a retry was permitted (wall clock); `None` for a window that never closes.
+    pub permitted_at: Option<SystemTime>,
     /// When the retry arrived (wall clock).
     pub retried_at: SystemTime,
-    /// How early (premature) or late (compliant) it came.
-    pub by: Duration,
+    /// How early (a violation) or late (compliant) it came; `None` when early against a
+    /// window that never closes.
+    pub by: Option<Duration>,
 }
 
-/// A verdict on a retry; in the event log and the reports, `"premature"` or `"compliant"`.
+/// A verdict on a retry; in the event log and the reports, `"premature"`, `"read_as_zero"`,
+/// `"no_backoff"` or `"compliant"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Verdict {
-    /// Came before the permitted time.
+    /// Came before the permitted time of a usable hint (or inside a window that never
+    /// closes). Fails the run.
     Premature,
-    /// Came at or after it.
+    /// Came sooner than the minimum backoff after a throttle whose hint was malformed, as if
+    /// the client had read it as zero. Fails the run.
+    ReadAsZero,
+    /// Came sooner than the minimum backoff after a throttle with no hint at all. Reported;
+    /// fails the run only when the judge is told to (RFC 9110 names no wait to honour).
+    NoBackoff,
+    /// Came at or after the permitted time (or the minimum backoff).
     Compliant,
+}
+
+impl Verdict {
+    /// `premature`, `read_as_zero`, `no_backoff` or `compliant`, as in the event log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Premature => "premature",
+            Verdict::ReadAsZero => "read_as_zero",
+            Verdict::NoBackoff => "no_backoff",
+            Verdict::Compliant => "compliant",
+        }
+    }
 }
 
 /// Marks a response the judge made itself, so it does not open a window of its own.
@@ -62,6 +86,8 @@ pub struct JudgeStage {
     judge: Arc<Judge>,
     verdicts: Verdicts,
     hints: Policy,
+    /// How long a retry must wait after a throttle whose hint was malformed or missing.
+    min_backoff: Duration,
     /// In header mode, the header's value per request id, from the request to its response.
     pending_headers: Mutex<std::collections::HashMap<u64, String>>,
     /// The store other proxies share, if any.
@@ -82,27 +108,43 @@ impl Verdicts {
         self.recorder.as_deref().filter(|r| r.is_recording())
     }
 
-    fn record(&self, verdict: Verdict, meta: &RequestMeta, times: [Instant; 2], by: Duration) {
+    fn record(
+        &self,
+        verdict: Verdict,
+        meta: &RequestMeta,
+        throttled_at: Instant,
+        permitted_at: Option<Instant>,
+        by: Option<Duration>,
+    ) {
         let arrival = meta.received;
         let wall = |at: Instant| wall_of(arrival, at);
         let event = JudgeEvent {
             verdict,
             client: meta.client.to_string(),
+            user_agent: user_agent(meta),
             method: meta.method.to_string(),
             url: meta.uri.to_string(),
-            throttled_at: wall(times[0]),
-            permitted_at: wall(times[1]),
+            throttled_at: wall(throttled_at),
+            permitted_at: permitted_at.map(wall),
             retried_at: arrival.wall,
             by,
         };
+        let ms = by.map_or(u64::MAX, |by| by.as_millis() as u64);
+        let (client, method, url) = (&event.client, &event.method, &event.url);
         match verdict {
             Verdict::Premature => tracing::warn!(
-                client = %event.client, method = %event.method, url = %event.url,
-                early_ms = by.as_millis() as u64, "premature retry"
+                %client, %method, %url, early_ms = ms, "premature retry"
+            ),
+            Verdict::ReadAsZero => tracing::warn!(
+                %client, %method, %url, early_ms = ms,
+                "retried sooner than the minimum backoff after a malformed Retry-After: read as zero?"
+            ),
+            Verdict::NoBackoff => tracing::info!(
+                %client, %method, %url, early_ms = ms,
+                "retried sooner than the minimum backoff after a throttle without a hint"
             ),
             Verdict::Compliant => tracing::info!(
-                client = %event.client, method = %event.method, url = %event.url,
-                late_ms = by.as_millis() as u64, "compliant retry"
+                %client, %method, %url, late_ms = ms, "compliant retry"
             ),
         }
         if let Some(recorder) = self.recording() {
@@ -114,46 +156,104 @@ impl Verdicts {
             .push(event);
     }
 
-    /// Records `check`'s verdict on the request, and answers a premature one.
+    /// Records `check`'s verdict on the request, and answers a retry that broke a window.
     fn act(&self, check: Check, request: Request<Body>, meta: &RequestMeta) -> Action {
-        match check {
-            Check::Open => Action::Continue(request),
+        let (permitted_at, text) = match check {
+            Check::Open => return Action::Continue(request),
             Check::Compliant {
                 throttled_at,
                 permitted_at,
                 late_by,
             } => {
+                let verdict = Verdict::Compliant;
                 self.record(
-                    Verdict::Compliant,
+                    verdict,
                     meta,
-                    [throttled_at, permitted_at],
-                    late_by,
+                    throttled_at,
+                    Some(permitted_at),
+                    Some(late_by),
                 );
-                Action::Continue(request)
+                return Action::Continue(request);
+            }
+            Check::TooSoon {
+                kind: WindowKind::NoHint,
+                throttled_at,
+                permitted_at,
+                early_by,
+            } => {
+                let verdict = Verdict::NoBackoff;
+                self.record(
+                    verdict,
+                    meta,
+                    throttled_at,
+                    Some(permitted_at),
+                    Some(early_by),
+                );
+                return Action::Continue(request);
+            }
+            Check::TooSoon {
+                throttled_at,
+                permitted_at,
+                early_by,
+                ..
+            } => {
+                let verdict = Verdict::ReadAsZero;
+                self.record(
+                    verdict,
+                    meta,
+                    throttled_at,
+                    Some(permitted_at),
+                    Some(early_by),
+                );
+                (
+                    Some(permitted_at),
+                    "retry too soon: the Retry-After this client got was malformed, which is \
+                     never zero; this request was not forwarded",
+                )
+            }
+            Check::Unbounded { throttled_at } => {
+                self.record(Verdict::Premature, meta, throttled_at, None, None);
+                (
+                    None,
+                    "premature retry: the server asked for a wait longer than any clock can \
+                     hold; this request was not forwarded",
+                )
             }
             Check::Premature {
                 throttled_at,
                 permitted_at,
                 early_by,
             } => {
+                let verdict = Verdict::Premature;
                 self.record(
-                    Verdict::Premature,
+                    verdict,
                     meta,
-                    [throttled_at, permitted_at],
-                    early_by,
+                    throttled_at,
+                    Some(permitted_at),
+                    Some(early_by),
                 );
-                let wait = permitted_at.saturating_duration_since(meta.received.instant);
-                let seconds = ceil_secs(wait);
-                Action::Respond(judge_answer(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    seconds,
-                    format!(
-                        "premature retry: the server permitted a retry in {seconds}s; this request was not forwarded\n"
-                    ),
-                ))
+                (
+                    Some(permitted_at),
+                    "premature retry: the server permitted a retry later; this request was not \
+                     forwarded",
+                )
             }
-        }
+        };
+        let seconds = permitted_at.map_or(u64::from(u32::MAX), |at| {
+            ceil_secs(at.saturating_duration_since(meta.received.instant))
+        });
+        Action::Respond(judge_answer(
+            StatusCode::TOO_MANY_REQUESTS,
+            seconds,
+            format!("{text} (Retry-After: {seconds})\n"),
+        ))
     }
+}
+
+/// The request's `User-Agent`, as text.
+fn user_agent(meta: &RequestMeta) -> Option<String> {
+    let value = meta.user_agent.as_ref()?;
+    Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
 }
 
 /// An answer of the judge's own, with `Retry-After: seconds`.
@@ -217,9 +317,18 @@ impl JudgeStage {
             judge,
             verdicts: Verdicts::default(),
             hints: Policy::default(),
+            min_backoff: DEFAULT_MIN_BACKOFF,
             pending_headers: Mutex::default(),
             shared: None,
         }
+    }
+
+    /// How long a retry must wait after a throttle whose `Retry-After` was malformed (a
+    /// sooner retry is [`Verdict::ReadAsZero`]) or missing ([`Verdict::NoBackoff`]); 100 ms by
+    /// default.
+    pub fn min_backoff(mut self, min_backoff: Duration) -> JudgeStage {
+        self.min_backoff = min_backoff;
+        self
     }
 
     /// Records every throttle (a window opening) and every verdict in `recorder` too, for
@@ -289,8 +398,13 @@ impl JudgeStage {
         (local, shared)
     }
 
-    /// Opens the window a throttled response's hint asks for, in this proxy's judge, and
-    /// records it; returns the shared key and the wait, for the shared store.
+    /// Opens the window a throttle asks for, in this proxy's judge, and records it; returns
+    /// the shared key and the wait, for the shared store.
+    ///
+    /// A throttle is a 429 or 503, hint or not, or any other error status with a hint. Its
+    /// hint is read as leniently as its headers allow ([`Policy::earliest`]): a retry is early
+    /// only when it is early under every reading. A malformed or missing hint opens a window
+    /// of the minimum backoff; one too long for the clock, a window that never closes.
     fn throttled(
         &self,
         response: &Response<Body>,
@@ -311,41 +425,108 @@ impl JudgeStage {
         // A success or redirect is no throttle, whatever rate-limit headers it carries
         // (`X-RateLimit-Remaining: 0` on the last allowed request): the client's next request
         // is not a retry.
-        if response.status().as_u16() < 400 || !has_hint_header(response.headers()) {
+        let status = response.status();
+        let throttle = matches!(status.as_u16(), 429 | 503);
+        if !throttle && (status.as_u16() < 400 || !has_hint_header(response.headers())) {
             return None;
         }
         // The hint reaches the client now: the window opens from here.
         let receipt = Receipt::now(&TokioClock);
-        let info = ResponseInfo::from_headers(response.status(), response.headers(), receipt);
-        let attempt = Attempt {
-            method: &meta.method,
-            repeat_safe: true,
-            number: 1,
-            backoff: Duration::ZERO,
-            jitter: JitterDraw::Exact(Duration::ZERO),
-            remaining: None,
-        };
-        let verdict = self.hints.decide(&info, &attempt);
-        let (Some(_), Some(permitted_at)) = (verdict.diagnostics.interval, verdict.permitted.at)
-        else {
+        let info = ResponseInfo::from_headers(status, response.headers(), receipt);
+        let read = Read::of(self.hints.earliest(&info), receipt, self.min_backoff);
+        if read.hint == HintKind::None && !throttle {
             return None;
-        };
+        }
         let (local, shared) = self.keys(meta, header.as_deref());
-        self.judge.open(local, receipt.instant, permitted_at);
+        self.judge
+            .open_as(local, receipt.instant, read.permitted_at, read.kind);
         if let Some(recorder) = self.verdicts.recording() {
+            let value = read.source.and_then(|source| {
+                let value = response.headers().get(source.header_name())?;
+                Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+            });
             recorder.record(Event::Throttle {
                 at: receipt.wall,
                 client: meta.client.to_string(),
+                user_agent: user_agent(meta),
                 method: meta.method.to_string(),
                 url: meta.uri.to_string(),
-                status: response.status().as_u16(),
-                permitted_at: wall_of(receipt, permitted_at),
+                status: status.as_u16(),
+                permitted_at: read.permitted_at.map(|at| wall_of(receipt, at)),
+                hint: read.hint,
+                header: read.source.map(|source| source.header_name().to_owned()),
+                value,
+                reading: Some(read.reading.to_owned()),
             });
         }
-        Some((
-            shared?,
-            permitted_at.saturating_duration_since(receipt.instant),
-        ))
+        // A shared store holds windows of a length: one that never closes is kept there for
+        // a century. A hint-less window only measures, and stays here.
+        let wait = match read.permitted_at {
+            _ if read.kind == WindowKind::NoHint => return None,
+            Some(at) => at.saturating_duration_since(receipt.instant),
+            None => CENTURY,
+        };
+        Some((shared?, wait))
+    }
+}
+
+/// How long a retry waits after a malformed or missing hint, by default.
+pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_millis(100);
+
+/// How long a shared store keeps a window that never closes.
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A throttle's hint as the judge reads it: the window it opens, and how it was read.
+struct Read {
+    kind: WindowKind,
+    hint: HintKind,
+    /// `None`: never.
+    permitted_at: Option<Instant>,
+    source: Option<holdoff::HintSource>,
+    reading: &'static str,
+}
+
+impl Read {
+    fn of(earliest: Earliest, receipt: Receipt, min_backoff: Duration) -> Read {
+        let backoff = receipt.instant.checked_add(min_backoff);
+        match earliest {
+            Earliest::At {
+                after,
+                source,
+                reading,
+            } => {
+                let permitted_at = receipt.instant.checked_add(after);
+                Read {
+                    kind: WindowKind::Hinted,
+                    hint: if permitted_at.is_some() {
+                        HintKind::Usable
+                    } else {
+                        HintKind::Unbounded
+                    },
+                    permitted_at,
+                    source: Some(source),
+                    reading: if permitted_at.is_some() {
+                        reading.describe()
+                    } else {
+                        "longer than the monotonic clock can hold: a window that never closes"
+                    },
+                }
+            }
+            Earliest::Malformed { source } => Read {
+                kind: WindowKind::Malformed,
+                hint: HintKind::Malformed,
+                permitted_at: backoff,
+                source: Some(source),
+                reading: "malformed, so never zero: a retry must wait the minimum backoff",
+            },
+            _ => Read {
+                kind: WindowKind::NoHint,
+                hint: HintKind::None,
+                permitted_at: backoff,
+                source: None,
+                reading: "no hint: the gap to the next request is measured against the minimum backoff",
+            },
+        }
     }
 }
 
@@ -414,12 +595,12 @@ impl Stage for JudgeStage {
                     // This proxy's copy follows the store: a window closed elsewhere (or
                     // never opened here) is closed here too.
                     match check {
-                        Check::Premature { .. } => judge.count(true),
                         Check::Compliant { .. } => {
                             judge.count(false);
                             judge.close(local);
                         }
                         Check::Open => judge.close(local),
+                        _ => judge.count(true),
                     }
                     check
                 }

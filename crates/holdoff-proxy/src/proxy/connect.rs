@@ -54,7 +54,7 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
     let user: Option<Arc<str>> = proxy_user(&parts.headers).map(Into::into);
     let who = match &user {
         Some(user) => Who::User(user),
-        None => Who::Ip(conn.peer.ip()),
+        None => Who::Id(&conn.identity),
     };
     let leaves = match &shared.route {
         Route::Forward { leaves } => leaves.as_ref(),
@@ -131,8 +131,8 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
             user,
             affinity: None,
         };
+        // The CONNECT is no request of its own: the requests inside are counted as they come.
         let response = Response::new(Body::empty());
-        shared.stats.response(response.status());
         log_connect(
             shared,
             &parts,
@@ -180,7 +180,6 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
     };
     let _ = upstream.set_nodelay(true);
     shared.stats.tunnel();
-    shared.stats.response(StatusCode::OK);
     log_connect(
         shared,
         &parts,
@@ -196,10 +195,10 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
     Response::new(Body::empty())
 }
 
-fn who_of<'a>(tunnel: &'a Tunnel, conn: &Conn) -> Who<'a> {
+fn who_of<'a>(tunnel: &'a Tunnel, conn: &'a Conn) -> Who<'a> {
     match &tunnel.user {
         Some(user) => Who::User(user),
-        None => Who::Ip(conn.peer.ip()),
+        None => Who::Id(&conn.identity),
     }
 }
 
@@ -212,7 +211,7 @@ fn without_default_port(authority: Authority) -> Authority {
         .unwrap_or(authority)
 }
 
-/// Answers a `CONNECT` with an error and logs it.
+/// Answers a `CONNECT` with an error and logs it: counted as an error, not as a request.
 fn refuse(
     shared: &Shared,
     parts: &Parts,
@@ -223,7 +222,6 @@ fn refuse(
     mode: &'static str,
 ) -> Response<Body> {
     shared.stats.error();
-    shared.stats.response(status);
     log_connect(
         shared,
         parts,
@@ -363,5 +361,71 @@ fn handshake_failed(shared: &Shared, tunnel: &Tunnel, err: &std::io::Error) {
         );
     } else {
         tracing::debug!(host, error = %err, "TLS with an intercepting client failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use holdoff_testkit::{Reply, TestServer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use crate::{ProxyConfig, ProxyServer};
+
+    /// Sends `head` on a new connection to `proxy` and reads the answer's head; then, if
+    /// `then` is given, sends it and reads to the end.
+    async fn exchange(proxy: SocketAddr, head: &str, then: Option<&str>) -> String {
+        let mut stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let mut byte = [0u8; 1];
+        while !answer.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.unwrap() == 1 {
+            answer.push(byte[0]);
+        }
+        if let Some(then) = then {
+            stream.write_all(then.as_bytes()).await.unwrap();
+            stream.read_to_end(&mut answer).await.unwrap();
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_connect_is_no_request_only_what_the_proxy_sees_inside_counts() {
+        let upstream = TestServer::start().await;
+        upstream.set_default("/t", Reply::ok("hello"));
+        let target = upstream.addr();
+        let config = ProxyConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..ProxyConfig::default()
+        };
+        let server = ProxyServer::bind(config, Vec::new()).await.unwrap();
+        let proxy = server.local_addr();
+        let stop = server.shutdown_handle();
+        let running = tokio::spawn(server.run());
+
+        // A blind tunnel, and a request through it that the proxy cannot see.
+        let get = format!("GET /t HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n");
+        let connect = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+        let tunnelled = exchange(proxy, &connect, Some(&get)).await;
+        assert!(tunnelled.starts_with("HTTP/1.1 200"), "{tunnelled}");
+        assert!(tunnelled.ends_with("hello"), "{tunnelled}");
+        // A CONNECT that fails.
+        let closed = "CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n";
+        let refused = exchange(proxy, closed, None).await;
+        assert!(refused.starts_with("HTTP/1.1 502"), "{refused}");
+        // One plain request.
+        let forward = format!(
+            "GET http://{target}/t HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"
+        );
+        let forwarded = exchange(proxy, &forward, Some("")).await;
+        assert!(forwarded.starts_with("HTTP/1.1 200"), "{forwarded}");
+
+        stop.shutdown();
+        let summary = running.await.unwrap();
+        assert_eq!(summary.requests, 1, "{summary}");
+        assert_eq!(summary.by_class, [0, 1, 0, 0, 0], "{summary}");
+        assert_eq!(summary.tunnels, 1, "{summary}");
+        assert_eq!(summary.errors, 1, "the CONNECT that failed: {summary}");
     }
 }

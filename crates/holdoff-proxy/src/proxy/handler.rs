@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use holdoff::Receipt;
 use holdoff::clock::Clock;
-use http::header::HOST;
+use http::header::{HOST, USER_AGENT};
 use http::request::Parts;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
@@ -71,7 +71,7 @@ pub(crate) async fn handle(
             if let Some(credentials) = &shared.auth {
                 if !credentials.accepts(&parts.headers) {
                     let response = reply::proxy_auth_required();
-                    let line = Line::early(&parts, conn.peer, None, plain_mode(shared));
+                    let line = Line::early(&parts, conn, None, plain_mode(shared));
                     return Ok(finish_early(shared, line, received, response, None));
                 }
             }
@@ -86,13 +86,14 @@ pub(crate) async fn handle(
         Ok(target) => target,
         Err((status, message)) => {
             let user = proxy_user(&parts.headers);
-            let line = Line::early(&parts, conn.peer, user.as_deref(), plain_mode(shared));
+            let line = Line::early(&parts, conn, user.as_deref(), plain_mode(shared));
             let error = Some(reason(&message));
             let response = reply::text(status, message.clone());
             return Ok(finish_early(shared, line, received, response, error));
         }
     };
-    let client = identify(&mut parts.headers, tunnel, conn.peer.ip());
+    let client = identify(&mut parts.headers, tunnel, &conn.identity);
+    let user_agent = parts.headers.get(USER_AGENT).cloned();
     let watched = shared
         .watch
         .watching_with(|| url_parts(&uri))
@@ -124,6 +125,7 @@ pub(crate) async fn handle(
         peer: conn.peer,
         received,
         method: parts.method.clone(),
+        user_agent,
         uri: uri.clone(),
         mode,
         watched,
@@ -325,8 +327,9 @@ fn url_parts(uri: &Uri) -> UrlParts<'_> {
 }
 
 /// Who sent the request: proxy credentials (on the request, or on the tunnel's `CONNECT`),
-/// then `X-Holdoff-Client`, then the peer address. `X-Holdoff-Client` is removed either way.
-fn identify(headers: &mut HeaderMap, tunnel: Option<&Tunnel>, peer: IpAddr) -> ClientId {
+/// then `X-Holdoff-Client`, then the connection's own identity (its process, or its peer
+/// address), found once for the connection. `X-Holdoff-Client` is removed either way.
+fn identify(headers: &mut HeaderMap, tunnel: Option<&Tunnel>, connection: &ClientId) -> ClientId {
     let named = headers.remove(CLIENT_HEADER);
     if let Some(user) = proxy_user(headers) {
         return ClientId::ProxyUser(user.into());
@@ -342,7 +345,7 @@ fn identify(headers: &mut HeaderMap, tunnel: Option<&Tunnel>, peer: IpAddr) -> C
     {
         return ClientId::Header(name.into());
     }
-    ClientId::Peer(peer)
+    connection.clone()
 }
 
 enum Decision {
@@ -466,7 +469,6 @@ pub(crate) struct Line<'a> {
 /// The client as logged.
 pub(crate) enum Who<'a> {
     Id(&'a ClientId),
-    Ip(IpAddr),
     User(&'a str),
 }
 
@@ -474,7 +476,6 @@ impl fmt::Display for Who<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Who::Id(id) => id.fmt(f),
-            Who::Ip(ip) => ip.fmt(f),
             Who::User(user) => write!(f, "user:{user}"),
         }
     }
@@ -491,10 +492,10 @@ impl<'a> Line<'a> {
     }
 
     /// For a request answered before it was routed: as received, the client by proxy user
-    /// or address.
+    /// or the connection's identity.
     fn early(
         parts: &'a Parts,
-        peer: SocketAddr,
+        conn: &'a Conn,
         user: Option<&'a str>,
         mode: &'static str,
     ) -> Line<'a> {
@@ -502,12 +503,13 @@ impl<'a> Line<'a> {
             method: &parts.method,
             url: &parts.uri,
             mode,
-            client: user.map_or(Who::Ip(peer.ip()), Who::User),
+            client: user.map_or(Who::Id(&conn.identity), Who::User),
         }
     }
 }
 
-/// Answers a request the proxy refused before routing it, and logs it.
+/// Answers a request the proxy refused before routing it, and logs it. A refused `CONNECT`
+/// (`407`) is not counted as a request: tunnels are counted apart.
 fn finish_early(
     shared: &Shared,
     line: Line<'_>,
@@ -518,7 +520,9 @@ fn finish_early(
     if error.is_some() {
         shared.stats.error();
     }
-    shared.stats.response(response.status());
+    if *line.method != Method::CONNECT {
+        shared.stats.response(response.status());
+    }
     log(
         shared,
         &line,

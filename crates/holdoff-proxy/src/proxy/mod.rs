@@ -4,13 +4,15 @@
 //! Files: `server` accepts and drives connections, `handler` routes one request through the
 //! pipeline, `connect` handles `CONNECT` (tunnels and interception), `upstream` is the way out,
 //! `headers` rewrites hop-by-hop fields and `Via`, `reply` makes the proxy's own answers,
-//! `stage` is the pipeline's interface, `stats` counts, `io` closes client sockets gently.
+//! `stage` is the pipeline's interface, `stats` counts, `io` closes client sockets gently,
+//! `process` finds which process a loopback client is.
 
 mod affinity;
 mod connect;
 mod handler;
 mod headers;
 mod io;
+mod process;
 mod reply;
 mod server;
 mod stage;
@@ -35,7 +37,7 @@ pub use stage::{Action, ClientId, Finish, Mode, RequestMeta, Stage};
 pub use stats::Summary;
 
 use crate::ProxyError;
-use crate::config::{CaSource, ConfigError, ProxyConfig, Upstream, WatchList};
+use crate::config::{CaSource, ClientIdMode, ConfigError, ProxyConfig, Upstream, WatchList};
 use crate::tls::{CertificateAuthority, LeafCache, upstream_client_config};
 use stats::Stats;
 use upstream::Upstreams;
@@ -95,6 +97,7 @@ pub(crate) struct Shared {
     upstream_timeout: Duration,
     idle_timeout: Duration,
     max_header_bytes: usize,
+    client_id: ClientIdMode,
     http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,
     /// Every connection and tunnel task, to wait for at shutdown.
@@ -200,6 +203,7 @@ impl ProxyServer {
             upstream_timeout: config.upstream_timeout,
             idle_timeout: config.idle_timeout,
             max_header_bytes: config.max_header_bytes,
+            client_id: config.client_id,
             http1,
             http2,
             tasks: TaskTracker::new(),

@@ -24,6 +24,8 @@ use super::Shared;
 use super::affinity::Affinity;
 use super::handler::{self, Aborted, Origin};
 use super::io::ClientIo;
+use super::process;
+use super::stage::ClientId;
 use crate::{Body, BoxError};
 
 /// How long to pause accepting after an error such as running out of file descriptors.
@@ -33,6 +35,9 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 pub(crate) struct Conn {
     pub(crate) shared: Arc<Shared>,
     pub(crate) peer: SocketAddr,
+    /// Who its requests come from unless they name their client: its process, or its peer
+    /// address (see `process`). Found before the first request.
+    pub(crate) identity: ClientId,
     /// Its own upstream connection, once it has one.
     pub(crate) affinity: Affinity,
     /// How many requests on it have reached the proxy.
@@ -151,13 +156,11 @@ pub(crate) async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let conn = Arc::new(Conn {
+        let accepted = Accepted {
             shared: Arc::clone(&shared),
             peer,
-            affinity: Affinity::default(),
-            calls: AtomicU64::new(0),
-            _permit: permit,
-        });
+            permit,
+        };
         match workers.next() {
             Some(runtime) => {
                 // Registered with the thread's own reactor: the socket goes over as std's.
@@ -165,7 +168,7 @@ pub(crate) async fn serve(
                     Ok(stream) => {
                         let task = shared.tasks.track_future(async move {
                             match TcpStream::from_std(stream) {
-                                Ok(stream) => serve_plain(conn, stream).await,
+                                Ok(stream) => serve_plain(accepted, stream).await,
                                 Err(err) => {
                                     tracing::warn!(error = %err, "failed to take a connection over")
                                 }
@@ -177,7 +180,7 @@ pub(crate) async fn serve(
                 }
             }
             None => {
-                shared.tasks.spawn(serve_plain(conn, stream));
+                shared.tasks.spawn(serve_plain(accepted, stream));
             }
         }
     }
@@ -200,13 +203,35 @@ pub(crate) async fn serve(
     drop(workers);
 }
 
+/// A connection just accepted, on its way to its thread.
+struct Accepted {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+}
+
 /// Serves a connection to the proxy's port: HTTP/1.1 with upgrades (for `CONNECT` and
 /// WebSocket).
-async fn serve_plain(conn: Arc<Conn>, stream: TcpStream) {
-    let shared = Arc::clone(&conn.shared);
-    let h2 = prior_knowledge(&stream, &shared.clock, shared.idle_timeout).await;
+async fn serve_plain(accepted: Accepted, stream: TcpStream) {
+    let Accepted {
+        shared,
+        peer,
+        permit,
+    } = accepted;
+    // Who is at the other end is found while the client sends its first request.
+    let (h2, identity) = tokio::join!(
+        prior_knowledge(&stream, &shared.clock, shared.idle_timeout),
+        process::identity(shared.client_id, peer, stream.local_addr()),
+    );
+    let conn = Arc::new(Conn {
+        shared: Arc::clone(&shared),
+        peer,
+        identity,
+        affinity: Affinity::default(),
+        calls: AtomicU64::new(0),
+        _permit: permit,
+    });
     let io = TokioIo::new(ClientIo::new(stream, Arc::clone(&conn)));
-    let peer = conn.peer;
     let origin = Origin::Plain(Arc::clone(&conn));
     // HTTP/2 requests run concurrently: they use the shared upstream pool.
     let affinity = (!h2).then_some(&conn.affinity);

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use holdoff::Receipt;
-use http::{Method, Request, Response, Uri};
+use http::{HeaderValue, Method, Request, Response, Uri};
 
 use crate::Body;
 
@@ -129,6 +129,8 @@ pub struct RequestMeta {
     pub received: Receipt,
     /// The request method.
     pub method: Method,
+    /// Its `User-Agent`, if it sent one.
+    pub user_agent: Option<HeaderValue>,
     /// The absolute URL it is going to: `http://host/path` (forward), `https://host/path`
     /// (intercepted), or the upstream's URL (reverse).
     pub uri: Uri,
@@ -168,28 +170,64 @@ impl fmt::Display for Mode {
     }
 }
 
-/// Who sent a request, in order of precedence.
+/// Who sent a request, in order of precedence: the names a client gives itself, then what
+/// the proxy can tell about its connection.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ClientId {
     /// The user name of the proxy credentials (`http://alice@127.0.0.1:8000`), on the
     /// request or, inside a tunnel, on its `CONNECT`.
     ProxyUser(Arc<str>),
     /// The `X-Holdoff-Client` header (which is not forwarded).
     Header(Arc<str>),
+    /// The process at the other end of a loopback connection (Linux: found under `/proc`
+    /// once per connection), unless
+    /// [`ClientIdMode::Peer`](crate::ClientIdMode::Peer) turns the lookup off.
+    Process {
+        /// Its process id.
+        pid: u32,
+        /// Its name, as `/proc/PID/comm` says (at most 15 bytes, e.g. `python3`).
+        name: Arc<str>,
+    },
     /// The client's IP address.
     Peer(IpAddr),
 }
 
 impl fmt::Display for ClientId {
-    /// `user:alice`, `header:worker-3` or `127.0.0.1`: distinct for distinct identities.
+    /// `user:alice`, `header:worker-3`, `process:python3[4242]` or `127.0.0.1`: distinct
+    /// for distinct identities.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClientId::ProxyUser(user) => write!(f, "user:{user}"),
             ClientId::Header(name) => write!(f, "header:{name}"),
+            ClientId::Process { pid, name } => {
+                // Piece by piece: the judge writes a key from this for every request.
+                f.write_str("process:")?;
+                f.write_str(name)?;
+                f.write_str("[")?;
+                f.write_str(u32_text(*pid, &mut [0; 10]))?;
+                f.write_str("]")
+            }
             ClientId::Peer(IpAddr::V4(ip)) => f.write_str(ipv4_text(*ip, &mut [0; 15])),
             ClientId::Peer(ip) => write!(f, "{ip}"),
         }
     }
+}
+
+/// `n` in decimal, as `u32`'s `Display` writes it, without the formatting machinery.
+fn u32_text(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        // A digit: `n % 10` is below 10.
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&buf[start..]).unwrap_or_default()
 }
 
 /// `ip` in dotted decimal, as `Ipv4Addr`'s `Display` writes it, without the formatting
@@ -236,6 +274,30 @@ mod tests {
         assert_eq!(ClientId::Peer(v6).to_string(), "::1");
         assert_eq!(ClientId::ProxyUser("ann".into()).to_string(), "user:ann");
         assert_eq!(ClientId::Header("w-3".into()).to_string(), "header:w-3");
+        let process = ClientId::Process {
+            pid: 4242,
+            name: "python3".into(),
+        };
+        assert_eq!(process.to_string(), "process:python3[4242]");
+    }
+
+    #[test]
+    fn every_pid_displays_as_std_does() {
+        for pid in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            4242,
+            65_535,
+            4_194_304,
+            u32::MAX - 1,
+            u32::MAX,
+        ] {
+            assert_eq!(u32_text(pid, &mut [0; 10]), pid.to_string());
+        }
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
+    /// A response to a request: never to a `CONNECT`, which is a [`tunnel`](Stats::tunnel),
+    /// an [`intercepted`](Stats::intercepted) one, or an [`error`](Stats::error).
     pub(crate) fn response(&self, status: StatusCode) {
         let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
         self.by_class[class].fetch_add(1, Ordering::Relaxed);
@@ -79,10 +81,11 @@ impl Stats {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Summary {
-    /// Requests answered or dropped, `CONNECT`s included, requests refused as malformed or
-    /// too large included.
+    /// Requests answered or dropped, those inside intercepted tunnels and those refused as
+    /// malformed or too large included. A `CONNECT` is not a request: it is counted in
+    /// `tunnels` or `intercepted`, or in `errors` when it failed.
     pub requests: u64,
-    /// Responses by status class: `[1xx, 2xx, 3xx, 4xx, 5xx]`.
+    /// Responses to those requests by status class: `[1xx, 2xx, 3xx, 4xx, 5xx]`.
     pub by_class: [u64; 5],
     /// Requests dropped without an answer by a stage.
     pub aborted: u64,
@@ -102,7 +105,7 @@ pub struct Summary {
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let uptime = self.uptime.as_secs_f64();
-        if self.requests == 0 && self.tunnels == 0 && self.intercepted == 0 {
+        if self.requests == 0 && self.tunnels == 0 && self.intercepted == 0 && self.errors == 0 {
             return write!(f, "holdoff proxy: no requests in {uptime:.1}s.");
         }
         write!(
@@ -177,6 +180,35 @@ mod tests {
                 "holdoff proxy: 6 requests in 12.3s (2 2xx, 2 4xx, 1 5xx); 1 connection \
                  tunnelled blind, 1 intercepted; 2 errors; 1 dropped by a stage; 1 connection \
                  cut at shutdown."
+            );
+        }
+
+        #[test]
+        fn tunnels_are_not_requests() {
+            let stats = Stats::default();
+            stats.tunnel();
+            stats.intercepted();
+            stats.response(StatusCode::OK);
+            let summary = stats.summary(Duration::from_secs(1), 0);
+            assert_eq!(
+                summary.requests, 1,
+                "the request inside the intercepted tunnel"
+            );
+            assert_eq!(
+                summary.to_string(),
+                "holdoff proxy: 1 request in 1.0s (1 2xx); 1 connection tunnelled blind, 1 \
+                 intercepted; 0 errors."
+            );
+        }
+
+        #[test]
+        fn a_failed_connect_alone_is_still_reported() {
+            let stats = Stats::default();
+            stats.error();
+            assert_eq!(
+                stats.summary(Duration::from_secs(1), 0).to_string(),
+                "holdoff proxy: 0 requests in 1.0s; 0 connections tunnelled blind, 0 \
+                 intercepted; 1 error."
             );
         }
 

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::time::rfc3339;
+use super::time::{rfc3339, rfc3339_option};
 use crate::fault::FaultCounts;
 use crate::judge::{JudgeEvent, Verdict};
 
@@ -15,7 +15,7 @@ use crate::judge::{JudgeEvent, Verdict};
 /// (UTC, milliseconds):
 ///
 /// ```json
-/// {"event":"throttle","at":"2025-03-01T12:00:00.000Z","client":"alice","method":"GET","url":"http://api.example/items","status":429,"permitted_at":"2025-03-01T12:00:02.000Z"}
+/// {"event":"throttle","at":"2025-03-01T12:00:00.000Z","client":"alice","method":"GET","url":"http://api.example/items","status":429,"permitted_at":"2025-03-01T12:00:02.000Z","hint":"usable","header":"retry-after","value":"2","reading":"delay-seconds, counted from the response"}
 /// {"event":"retry","verdict":"premature","client":"alice","method":"GET","url":"http://api.example/items","throttled_at":"2025-03-01T12:00:00.000Z","permitted_at":"2025-03-01T12:00:02.000Z","retried_at":"2025-03-01T12:00:00.100Z","early_by_ms":1900.0}
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,31 +39,66 @@ pub enum Event {
         proxy_url: String,
         /// What windows were keyed by, e.g. `client-method-url`.
         judge_key: String,
+        /// The holdoff command line that repeats the run, program first (`holdoff`), with
+        /// `--seed` when the seed was drawn and without the options that only say where output
+        /// goes; `None` when not known (older logs, `holdoff demo`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        argv: Option<Vec<String>>,
+        /// Whether a run in which no request reached the proxy is allowed
+        /// (`--allow-no-traffic`): it is still *not tested*, but does not fail.
+        #[serde(default, skip_serializing_if = "is_false")]
+        allow_no_traffic: bool,
+        /// Whether a retry without backoff after a throttle with no hint fails the run, rather
+        /// than being a warning.
+        #[serde(default, skip_serializing_if = "is_false")]
+        fail_on_no_backoff: bool,
     },
-    /// A response carrying a hint (status 400 or above) reached a client: a window opened,
-    /// or an open one was renewed.
+    /// A throttle reached a client: a 429 or 503 (hint or not), or any other error status
+    /// with a hint. A window opened, or an open one was renewed.
     Throttle {
         /// When the response passed to the client.
         #[serde(with = "rfc3339")]
         at: SystemTime,
         /// Who was throttled.
         client: String,
+        /// The request's `User-Agent`, if it had one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user_agent: Option<String>,
         /// The request's method.
         method: String,
         /// The request's URL.
         url: String,
         /// The response's status.
         status: u16,
-        /// When a retry is permitted.
-        #[serde(with = "rfc3339")]
-        permitted_at: SystemTime,
+        /// When a retry is permitted: the hint's earliest reading, or for a malformed or
+        /// missing hint the minimum backoff; `null` for a window that never closes (a hint
+        /// beyond the clock's range).
+        #[serde(default, with = "rfc3339_option")]
+        permitted_at: Option<SystemTime>,
+        /// What the response said about when to retry.
+        #[serde(default)]
+        hint: HintKind,
+        /// The header that decided (or, for a malformed hint, the one that could not be
+        /// read), lowercase.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        header: Option<String>,
+        /// That header's value, as sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        /// How the judge read it, for people: e.g. `HTTP-date − Date − 1 s (the server's
+        /// clock has whole seconds)`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reading: Option<String>,
     },
     /// A request came under an open window: the judge's verdict on it.
     Retry {
-        /// Premature or compliant.
+        /// The verdict.
         verdict: Verdict,
         /// Who retried.
         client: String,
+        /// The request's `User-Agent`, if it had one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user_agent: Option<String>,
         /// The method.
         method: String,
         /// The URL.
@@ -71,13 +106,14 @@ pub enum Event {
         /// When the window opened.
         #[serde(with = "rfc3339")]
         throttled_at: SystemTime,
-        /// When a retry was permitted.
-        #[serde(with = "rfc3339")]
-        permitted_at: SystemTime,
+        /// When a retry was permitted; `null` for a window that never closes.
+        #[serde(default, with = "rfc3339_option")]
+        permitted_at: Option<SystemTime>,
         /// When the retry came.
         #[serde(with = "rfc3339")]
         retried_at: SystemTime,
-        /// How early a premature retry came, in milliseconds.
+        /// How early a retry that broke its window came, in milliseconds (none for a window
+        /// that never closes).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         early_by_ms: Option<f64>,
         /// How late a compliant retry came, in milliseconds.
@@ -101,6 +137,41 @@ pub enum Event {
     },
 }
 
+/// What a throttled response said about when to retry, as the judge read it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HintKind {
+    /// A hint the judge could read: the window lasts until its earliest reading.
+    #[default]
+    Usable,
+    /// A hint was sent but could not be read. It is never read as zero: the window lasts the
+    /// minimum backoff, and a retry inside it is a violation ([`Verdict::ReadAsZero`]).
+    Malformed,
+    /// No hint at all: the gap to the next request is measured against the minimum backoff
+    /// ([`Verdict::NoBackoff`]).
+    None,
+    /// A hint too long for the monotonic clock: a window that never closes (until evicted).
+    Unbounded,
+}
+
+impl HintKind {
+    /// `usable`, `malformed`, `none` or `unbounded`, as in the event log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HintKind::Usable => "usable",
+            HintKind::Malformed => "malformed",
+            HintKind::None => "none",
+            HintKind::Unbounded => "unbounded",
+        }
+    }
+}
+
+/// For `skip_serializing_if`: a flag that is off is left out of the event log.
+fn is_false(flag: &bool) -> bool {
+    !*flag
+}
+
 impl Event {
     /// Whether it is a throttle or a verdict, which are recorded only while recording is on.
     pub(crate) fn is_judged(&self) -> bool {
@@ -110,14 +181,15 @@ impl Event {
 
 impl From<&JudgeEvent> for Event {
     fn from(event: &JudgeEvent) -> Event {
-        let ms = event.by.as_secs_f64() * 1000.0;
+        let ms = event.by.map(|by| by.as_secs_f64() * 1000.0);
         let (early_by_ms, late_by_ms) = match event.verdict {
-            Verdict::Premature => (Some(ms), None),
-            Verdict::Compliant => (None, Some(ms)),
+            Verdict::Compliant => (None, ms),
+            Verdict::Premature | Verdict::ReadAsZero | Verdict::NoBackoff => (ms, None),
         };
         Event::Retry {
             verdict: event.verdict,
             client: event.client.clone(),
+            user_agent: event.user_agent.clone(),
             method: event.method.clone(),
             url: event.url.clone(),
             throttled_at: event.throttled_at,
@@ -142,6 +214,12 @@ pub struct RunInfo {
     pub proxy_url: String,
     /// What windows are keyed by, e.g. `client-method-url`.
     pub judge_key: String,
+    /// The holdoff command line that repeats the run, program first: see [`Event::Start`].
+    pub argv: Option<Vec<String>>,
+    /// Whether a run that no request reached is allowed (`--allow-no-traffic`).
+    pub allow_no_traffic: bool,
+    /// Whether a retry without backoff after a throttle with no hint fails the run.
+    pub fail_on_no_backoff: bool,
 }
 
 #[cfg(test)]
@@ -162,10 +240,11 @@ mod tests {
             let event = Event::Retry {
                 verdict: Verdict::Premature,
                 client: "alice".into(),
+                user_agent: None,
                 method: "GET".into(),
                 url: "http://api.example/items".into(),
                 throttled_at: t(0),
-                permitted_at: t(2000),
+                permitted_at: Some(t(2000)),
                 retried_at: t(100),
                 early_by_ms: Some(1900.0),
                 late_by_ms: None,
@@ -192,6 +271,14 @@ mod tests {
                     command: Some(vec!["curl".into(), "-s".into()]),
                     proxy_url: "http://127.0.0.1:8000".into(),
                     judge_key: "client-method-url".into(),
+                    argv: Some(vec![
+                        "holdoff".into(),
+                        "run".into(),
+                        "--seed".into(),
+                        "7".into(),
+                    ]),
+                    allow_no_traffic: true,
+                    fail_on_no_backoff: false,
                 },
                 Event::Finish {
                     at: t(5000),
@@ -208,6 +295,55 @@ mod tests {
                 );
             }
         }
+
+        #[test]
+        fn a_throttle_without_a_window_end_round_trips_with_null() {
+            let event = Event::Throttle {
+                at: t(0),
+                client: "alice".into(),
+                user_agent: Some("openai-node/4".into()),
+                method: "GET".into(),
+                url: "http://api.example/items".into(),
+                status: 429,
+                permitted_at: None,
+                hint: HintKind::Unbounded,
+                header: Some("retry-after".into()),
+                value: Some("99999999999999999999".into()),
+                reading: Some("beyond the clock".into()),
+            };
+            let line = serde_json::to_string(&event).unwrap();
+            assert!(
+                line.contains(r#""permitted_at":null,"hint":"unbounded""#),
+                "{line}"
+            );
+            assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), event);
+        }
+
+        #[test]
+        fn an_older_log_reads_with_the_new_fields_defaulted() {
+            let start = r#"{"event":"start","at":"2025-03-01T12:00:00.000Z","source":"x","proxy_url":"u","judge_key":"k"}"#;
+            let Event::Start {
+                argv,
+                allow_no_traffic,
+                fail_on_no_backoff,
+                ..
+            } = serde_json::from_str(start).unwrap()
+            else {
+                panic!("a start");
+            };
+            assert_eq!(
+                (argv, allow_no_traffic, fail_on_no_backoff),
+                (None, false, false)
+            );
+            let throttle = r#"{"event":"throttle","at":"2025-03-01T12:00:00.000Z","client":"a","method":"GET","url":"http://x/","status":429,"permitted_at":"2025-03-01T12:00:01.000Z"}"#;
+            let Event::Throttle {
+                hint, permitted_at, ..
+            } = serde_json::from_str(throttle).unwrap()
+            else {
+                panic!("a throttle");
+            };
+            assert_eq!((hint, permitted_at), (HintKind::Usable, Some(t(1000))));
+        }
     }
 
     mod from_judge_event {
@@ -218,12 +354,13 @@ mod tests {
             let mut judged = JudgeEvent {
                 verdict: Verdict::Compliant,
                 client: "bob".into(),
+                user_agent: Some("curl/8.5.0".into()),
                 method: "POST".into(),
                 url: "http://api.example/jobs".into(),
                 throttled_at: t(0),
-                permitted_at: t(1000),
+                permitted_at: Some(t(1000)),
                 retried_at: t(1250),
-                by: Duration::from_micros(250_500),
+                by: Some(Duration::from_micros(250_500)),
             };
             let Event::Retry {
                 early_by_ms,
@@ -245,6 +382,21 @@ mod tests {
                 panic!("expected a retry");
             };
             assert_eq!((early_by_ms, late_by_ms), (Some(250.5), None));
+
+            judged.verdict = Verdict::ReadAsZero;
+            judged.permitted_at = None;
+            judged.by = None;
+            let Event::Retry {
+                early_by_ms,
+                late_by_ms,
+                user_agent,
+                ..
+            } = Event::from(&judged)
+            else {
+                panic!("expected a retry");
+            };
+            assert_eq!((early_by_ms, late_by_ms), (None, None));
+            assert_eq!(user_agent.as_deref(), Some("curl/8.5.0"));
         }
     }
 }

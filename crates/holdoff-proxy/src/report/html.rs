@@ -3,26 +3,37 @@
 //! compliant retries came, the violations, the herds and the run's details.
 //!
 //! The charts' elements have stable classes for tests and user styles: each chart is an
-//! `svg.timeline` (with `data-client`, `data-premature` and `data-compliant`), drawn on a
-//! `rect.paper`; a window is a `rect.window` from its throttle (`path.throttle`) to its
-//! permitted time; a retry is a `circle.retry.premature` (red) or `circle.retry.compliant`
-//! (green). The histogram is an `svg.histogram` of `rect.bar`s.
+//! `svg.timeline` (with `data-client`, `data-premature`, `data-read-as-zero`,
+//! `data-no-backoff` and `data-compliant`), drawn on a `rect.paper`; every throttle is a
+//! `path.throttle`, and its window a `rect.window` (with `data-hint`) to its permitted time:
+//! the hint's, the minimum backoff's for a malformed hint (`rect.window.malformed`) or none
+//! (`rect.window.no-hint`, a short one), or to the end of the chart for a hint beyond the
+//! clock's range (`rect.window.unbounded`). A retry is a `circle.retry.premature` or
+//! `circle.retry.read-as-zero` (red), `circle.retry.no-backoff` (amber) or
+//! `circle.retry.compliant` (green). The histogram is an `svg.histogram` of `rect.bar`s.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
 use super::markdown::faults_line;
-use super::text::{count, millis, shell_words, truncate, xml};
-use super::{Report, RetryRow, WindowRow, time};
+use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES};
+use super::text::{client_label, count, html_with_code, millis, shell_words, truncate, xml};
+use super::{HintKind, JudgedBy, Report, RetryRow, Violation, WindowRow, time};
 use crate::judge::Verdict;
 
 /// The fill of premature retries.
 const PREMATURE: &str = "#d7191c";
 /// The fill of compliant retries.
 const COMPLIANT: &str = "#1a9641";
+/// The fill of retries without backoff after no hint (warnings).
+const NO_BACKOFF: &str = "#f39c12";
 /// The fill of windows, from throttle to permitted time.
 const WINDOW: &str = "#9ecae1";
+/// The fill of minimum-backoff windows: after a malformed hint, or none.
+const BACKOFF_WINDOW: &str = "#fdd49e";
+/// The fill of windows that never close.
+const UNBOUNDED_WINDOW: &str = "#bcbddc";
 /// The fill of throttle markers.
 const THROTTLE: &str = "#525252";
 /// The background of the plot area; no other element uses it (the screenshot check finds
@@ -37,6 +48,8 @@ const WIDTH: f64 = 1100.0;
 const LABELS: f64 = 300.0;
 /// The margin on the right.
 const RIGHT: f64 = 24.0;
+/// Where the plot area ends on the right: a window that never closes is drawn to here.
+pub(super) const PLOT_END: f64 = WIDTH - RIGHT;
 /// The height of one lane (one method and URL).
 const LANE: f64 = 30.0;
 /// The room for the time axis below the lanes.
@@ -56,7 +69,7 @@ pub(super) fn render(report: &Report) -> String {
 }
 
 fn write(out: &mut String, report: &Report) -> fmt::Result {
-    let verdict = if report.passed() { "PASS" } else { "FAIL" };
+    let verdict = Headline::of(report).mark;
     writeln!(out, "<!DOCTYPE html>")?;
     writeln!(out, r#"<html lang="en">"#)?;
     writeln!(out, "<head>")?;
@@ -72,10 +85,12 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, "<body>")?;
     writeln!(out, "<main>")?;
     header(out, report)?;
+    not_tested(out, report)?;
     stats(out, report)?;
     timelines(out, report)?;
     histogram(out, report)?;
     violations(out, report)?;
+    warnings(out, report)?;
     herds(out, report)?;
     run_details(out, report)?;
     writeln!(out, "</main>")?;
@@ -94,6 +109,8 @@ h2 { font-size: 1.15rem; margin: 2rem 0 .6rem; border-bottom: 1px solid #e4e7ec;
 .verdict .mark { font-size: 1.6rem; font-weight: 700; letter-spacing: .04em; }
 .verdict.pass { background: #e6f4ea; color: #14532d; border: 1px solid #a7d7b5; }
 .verdict.fail { background: #fbeaea; color: #7a1111; border: 1px solid #e8b4b4; }
+.verdict.untested, .verdict.unsure { background: #fff4e0; color: #6b4200; border: 1px solid #f0c987; }
+td.why { font-size: .85rem; }
 .note { color: #57606a; font-size: .9rem; }
 .stats { display: grid; grid-template-columns: repeat(auto-fill, minmax(160px, 1fr)); gap: 10px; margin-top: 14px; }
 .stat { border: 1px solid #e4e7ec; border-radius: 8px; padding: 8px 12px; }
@@ -118,35 +135,20 @@ code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; fo
 "#;
 
 fn header(out: &mut String, report: &Report) -> fmt::Result {
-    let (class, mark) = if report.passed() {
-        ("pass", "✓ PASS")
-    } else {
-        ("fail", "✗ FAIL")
-    };
-    let what = if report.passed() {
-        "Every retry waited for its permitted time.".to_owned()
-    } else {
-        format!(
-            "{} before the permitted time.",
-            count(
-                report.retries.premature,
-                "premature retry",
-                "premature retries"
-            )
-        )
-    };
+    let headline = Headline::of(report);
     writeln!(
         out,
-        r#"<header class="verdict {class}" id="verdict"><span class="mark">{mark}</span><div><h1>{}</h1><div class="note">{}</div></div></header>"#,
-        xml(&what),
+        r#"<header class="verdict {}" id="verdict"><span class="mark">{} {}</span><div><h1>{}.</h1><div class="note">{}.</div></div></header>"#,
+        headline.class,
+        headline.symbol,
+        xml(headline.mark),
+        xml(&capitalise(&headline.what)),
         xml(&format!(
-            "{} and {} premature, after {}; {}.",
-            count(
-                report.retries.compliant,
-                "compliant retry",
-                "compliant retries"
-            ),
+            "{} compliant, {} premature, {} read as zero, {} without backoff; {}; {}",
+            report.retries.compliant,
             report.retries.premature,
+            report.retries.read_as_zero,
+            report.retries.no_backoff,
             count(
                 report.throttled,
                 "throttled response",
@@ -168,14 +170,68 @@ fn header(out: &mut String, report: &Report) -> fmt::Result {
     Ok(())
 }
 
+/// `s` with its first letter in upper case.
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// When no request reached the proxy: why that usually is, and the fixes.
+fn not_tested(out: &mut String, report: &Report) -> fmt::Result {
+    match Case::of(report) {
+        Case::NotTested { allowed: false } => {
+            writeln!(out, r#"<section id="not-tested">"#)?;
+            writeln!(out, "<h2>Nothing was tested</h2>")?;
+            writeln!(
+                out,
+                r#"<p>No request reached the proxy, so no retry was judged: this is not a pass. The command's HTTP clients bypassed the proxy, or sent nothing. The usual causes:</p>"#
+            )?;
+            writeln!(out, "<ul>")?;
+            for (cause, fix) in NO_TRAFFIC_CAUSES {
+                writeln!(
+                    out,
+                    r#"<li class="cause"><strong>{}</strong>: {}</li>"#,
+                    html_with_code(cause),
+                    html_with_code(fix)
+                )?;
+            }
+            writeln!(out, "</ul>")?;
+            writeln!(out, "</section>")
+        }
+        _ => Ok(()),
+    }
+}
+
 fn stats(out: &mut String, report: &Report) -> fmt::Result {
+    let by_hint = report.throttled_by_hint;
     let mut stats = vec![
         (report.requests.to_string(), "requests"),
         (report.throttled.to_string(), "throttled responses"),
-        (report.retries.compliant.to_string(), "compliant retries"),
-        (report.retries.premature.to_string(), "premature retries"),
-        (report.herds.len().to_string(), "herds"),
     ];
+    for (n, what) in [
+        (by_hint.malformed, "throttled with a malformed hint"),
+        (by_hint.none, "throttled with no hint"),
+        (by_hint.unbounded, "throttled beyond the clock's range"),
+    ] {
+        if n > 0 {
+            stats.push((n.to_string(), what));
+        }
+    }
+    stats.push((report.retries.compliant.to_string(), "compliant retries"));
+    stats.push((report.retries.premature.to_string(), "premature retries"));
+    if report.retries.read_as_zero > 0 || by_hint.malformed > 0 {
+        stats.push((report.retries.read_as_zero.to_string(), "read as zero"));
+    }
+    if report.retries.no_backoff > 0 || by_hint.none > 0 {
+        stats.push((
+            report.retries.no_backoff.to_string(),
+            "without backoff (no hint)",
+        ));
+    }
+    stats.push((report.herds.len().to_string(), "herds"));
     if let Some(l) = report.lateness {
         stats.push((millis(l.p50_ms), "median lateness"));
         stats.push((millis(l.max_ms), "latest compliant retry"));
@@ -282,7 +338,7 @@ fn timelines(out: &mut String, report: &Report) -> fmt::Result {
     )?;
     legend(out)?;
     for (i, (client, lanes)) in clients.iter().take(MAX_CLIENTS).enumerate() {
-        chart(out, i, client, lanes, &scale)?;
+        chart(out, report, i, client, lanes, &scale)?;
     }
     if clients.len() > MAX_CLIENTS {
         writeln!(
@@ -297,12 +353,13 @@ fn timelines(out: &mut String, report: &Report) -> fmt::Result {
 fn legend(out: &mut String) -> fmt::Result {
     writeln!(
         out,
-        r#"<div class="legend" aria-hidden="true"><span><svg width="14" height="14" viewBox="0 0 14 14"><path d="M2,2 h10 l-5,9 z" fill="{THROTTLE}"/></svg>throttled</span><span><svg width="30" height="14" viewBox="0 0 30 14"><rect x="0" y="3" width="30" height="8" fill="{WINDOW}"/></svg>waiting until the permitted time</span><span><svg width="14" height="14" viewBox="0 0 14 14"><circle cx="7" cy="7" r="6" fill="{PREMATURE}"/></svg>premature retry</span><span><svg width="14" height="14" viewBox="0 0 14 14"><circle cx="7" cy="7" r="6" fill="{COMPLIANT}"/></svg>compliant retry</span></div>"#
+        r#"<div class="legend" aria-hidden="true"><span><svg width="14" height="14" viewBox="0 0 14 14"><path d="M2,2 h10 l-5,9 z" fill="{THROTTLE}"/></svg>throttled</span><span><svg width="30" height="14" viewBox="0 0 30 14"><rect x="0" y="3" width="30" height="8" fill="{WINDOW}"/></svg>waiting until the permitted time</span><span><svg width="30" height="14" viewBox="0 0 30 14"><rect x="0" y="3" width="30" height="8" fill="{BACKOFF_WINDOW}"/></svg>minimum backoff (malformed or no hint)</span><span><svg width="30" height="14" viewBox="0 0 30 14"><rect x="0" y="3" width="30" height="8" fill="{UNBOUNDED_WINDOW}"/></svg>a window that never closes</span><span><svg width="14" height="14" viewBox="0 0 14 14"><circle cx="7" cy="7" r="6" fill="{PREMATURE}"/></svg>premature or read-as-zero retry</span><span><svg width="14" height="14" viewBox="0 0 14 14"><circle cx="7" cy="7" r="6" fill="{NO_BACKOFF}"/></svg>no backoff (warning)</span><span><svg width="14" height="14" viewBox="0 0 14 14"><circle cx="7" cy="7" r="6" fill="{COMPLIANT}"/></svg>compliant retry</span></div>"#
     )
 }
 
 fn chart(
     out: &mut String,
+    report: &Report,
     index: usize,
     client: &str,
     lanes: &BTreeMap<(&str, &str), Lane<'_>>,
@@ -311,26 +368,39 @@ fn chart(
     let drawn = lanes.len().min(MAX_LANES);
     let plot_height = drawn as f64 * LANE;
     let height = plot_height + AXIS;
-    let (mut premature, mut compliant, mut throttles) = (0, 0, 0);
+    let (mut premature, mut read_as_zero, mut no_backoff, mut compliant, mut throttles) =
+        (0, 0, 0, 0, 0);
+    let mut agents = std::collections::BTreeSet::new();
     for lane in lanes.values().take(MAX_LANES) {
         throttles += lane.windows.iter().filter(|w| w.status.is_some()).count();
+        agents.extend(lane.windows.iter().filter_map(|w| w.user_agent.as_deref()));
         for r in &lane.retries {
+            agents.extend(r.user_agent.as_deref());
             match r.verdict {
                 Verdict::Premature => premature += 1,
-                Verdict::Compliant => compliant += 1,
+                Verdict::ReadAsZero => read_as_zero += 1,
+                Verdict::NoBackoff => no_backoff += 1,
+                _ => compliant += 1,
             }
         }
     }
     let client_x = xml(client);
+    let agents = match agents.len() {
+        0 => String::new(),
+        _ => format!(
+            r#" <span class="agents">· {}</span>"#,
+            xml(&agents.into_iter().collect::<Vec<_>>().join(", "))
+        ),
+    };
     writeln!(out, r#"<figure class="client" id="client-{index}">"#)?;
     writeln!(
         out,
-        r#"<figcaption>{client_x} <span class="counts">— {}, {premature} premature, {compliant} compliant</span></figcaption>"#,
+        r#"<figcaption>{client_x}{agents} <span class="counts">— {}, {premature} premature, {read_as_zero} read as zero, {no_backoff} without backoff, {compliant} compliant</span></figcaption>"#,
         count(throttles, "throttle", "throttles"),
     )?;
     writeln!(
         out,
-        r#"<svg class="timeline" id="timeline-{index}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="Timeline of {client_x}" data-client="{client_x}" data-premature="{premature}" data-compliant="{compliant}">"#
+        r#"<svg class="timeline" id="timeline-{index}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="Timeline of {client_x}" data-client="{client_x}" data-premature="{premature}" data-read-as-zero="{read_as_zero}" data-no-backoff="{no_backoff}" data-compliant="{compliant}">"#
     )?;
     let plot_width = WIDTH - LABELS - RIGHT;
     writeln!(
@@ -349,7 +419,7 @@ fn chart(
     writeln!(out, "</g>")?;
     for (row, ((url, method), lane)) in lanes.iter().take(MAX_LANES).enumerate() {
         let y = row as f64 * LANE + LANE / 2.0;
-        lane_svg(out, y, method, url, lane, scale)?;
+        lane_svg(out, report, y, method, url, lane, scale)?;
     }
     writeln!(out, r#"<g class="axis">"#)?;
     for ms in &ticks {
@@ -373,8 +443,56 @@ fn chart(
     writeln!(out, "</figure>")
 }
 
+/// A throttle's marker and its window: to the permitted time (the hint's, or the minimum
+/// backoff's), or to the end of the chart when it never closes.
+fn window_svg(out: &mut String, y: f64, w: &WindowRow, scale: &Scale) -> fmt::Result {
+    let x1 = scale.x(w.from);
+    let (x2, class, fill) = match (w.to, w.hint) {
+        (None, _) | (_, Some(HintKind::Unbounded)) => {
+            (PLOT_END, "window unbounded", UNBOUNDED_WINDOW)
+        }
+        (Some(to), Some(HintKind::Malformed)) => (scale.x(to), "window malformed", BACKOFF_WINDOW),
+        (Some(to), Some(HintKind::None)) => (scale.x(to), "window no-hint", BACKOFF_WINDOW),
+        (Some(to), _) => (scale.x(to), "window", WINDOW),
+    };
+    let until = match w.to {
+        Some(to) => format!(
+            "retry permitted at {} ({} later)",
+            time::format(to),
+            millis(time::millis_between(w.from, to))
+        ),
+        None => "a window that never closes".to_owned(),
+    };
+    let mut title = match w.status {
+        Some(status) => format!("{status} at {}; {until}", time::format(w.from)),
+        None => format!("window from {}; {until}", time::format(w.from)),
+    };
+    if let Some(judged_by) = &w.judged_by {
+        title.push_str("; judged by ");
+        title.push_str(&judged_by.plain());
+    }
+    let hint = w.hint.map_or("unknown", HintKind::as_str);
+    writeln!(
+        out,
+        r#"<rect class="{class}" data-hint="{hint}" x="{x1:.1}" y="{:.1}" width="{:.1}" height="8" fill="{fill}"><title>{}</title></rect>"#,
+        y - 4.0,
+        (x2 - x1).max(1.0),
+        xml(&title),
+    )?;
+    if w.status.is_some() {
+        writeln!(
+            out,
+            r#"<path class="throttle" d="M{:.1},{:.1} h10 l-5,8 z" fill="{THROTTLE}"/>"#,
+            x1 - 5.0,
+            y - 14.0,
+        )?;
+    }
+    Ok(())
+}
+
 fn lane_svg(
     out: &mut String,
+    report: &Report,
     y: f64,
     method: &str,
     url: &str,
@@ -392,57 +510,37 @@ fn lane_svg(
         xml(&truncate(&request, 44)),
     )?;
     for w in &lane.windows {
-        let (x1, x2) = (scale.x(w.from), scale.x(w.to));
-        let title = match w.status {
-            Some(status) => format!(
-                "{status} at {}; retry permitted at {} ({} later)",
-                time::format(w.from),
-                time::format(w.to),
-                millis(time::millis_between(w.from, w.to)),
-            ),
-            None => format!(
-                "window from {} to {}",
-                time::format(w.from),
-                time::format(w.to)
-            ),
-        };
-        writeln!(
-            out,
-            r#"<rect class="window" x="{x1:.1}" y="{:.1}" width="{:.1}" height="8" fill="{WINDOW}"><title>{}</title></rect>"#,
-            y - 4.0,
-            (x2 - x1).max(1.0),
-            xml(&title),
-        )?;
-        if w.status.is_some() {
-            writeln!(
-                out,
-                r#"<path class="throttle" d="M{:.1},{:.1} h10 l-5,8 z" fill="{THROTTLE}"/>"#,
-                x1 - 5.0,
-                y - 14.0,
-            )?;
-        }
+        window_svg(out, y, w, scale)?;
     }
     for r in &lane.retries {
         let (class, fill, title) = match r.verdict {
-            Verdict::Premature => (
-                "retry premature",
-                PREMATURE,
-                format!(
-                    "premature retry at {}: {} early (permitted at {})",
-                    time::format(r.retried_at),
-                    millis(r.by_ms),
-                    time::format(r.permitted_at)
-                ),
-            ),
             Verdict::Compliant => (
                 "retry compliant",
                 COMPLIANT,
                 format!(
                     "compliant retry at {}: {} after the permitted time",
                     time::format(r.retried_at),
-                    millis(r.by_ms)
+                    r.by_ms.map_or_else(|| "?".to_owned(), millis)
                 ),
             ),
+            verdict => {
+                let window = r.window.map(|i| &report.windows[i]);
+                let why = super::text::why(r, window);
+                let (class, fill) = match verdict {
+                    Verdict::ReadAsZero => ("retry read-as-zero", PREMATURE),
+                    Verdict::NoBackoff => ("retry no-backoff", NO_BACKOFF),
+                    _ => ("retry premature", PREMATURE),
+                };
+                (
+                    class,
+                    fill,
+                    format!(
+                        "{} retry at {}: {why}",
+                        verdict.as_str().replace('_', " "),
+                        time::format(r.retried_at)
+                    ),
+                )
+            }
         };
         writeln!(
             out,
@@ -475,7 +573,7 @@ fn histogram(out: &mut String, report: &Report) -> fmt::Result {
         .all_retries
         .iter()
         .filter(|r| r.verdict == Verdict::Compliant)
-        .map(|r| r.by_ms)
+        .filter_map(|r| r.by_ms)
         .collect();
     if late.is_empty() {
         writeln!(
@@ -547,40 +645,83 @@ fn histogram(out: &mut String, report: &Report) -> fmt::Result {
 
 fn violations(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, r#"<section id="violations">"#)?;
-    writeln!(out, "<h2>Premature retries, the most premature first</h2>")?;
+    writeln!(out, "<h2>Violations, the most premature first</h2>")?;
     let worst = report.worst();
     if worst.is_empty() {
         writeln!(out, r#"<p class="note">None.</p></section>"#)?;
         return Ok(());
     }
+    table(out, report, &worst, "violation")?;
+    writeln!(out, "</section>")
+}
+
+fn warnings(out: &mut String, report: &Report) -> fmt::Result {
+    if report.warnings.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, r#"<section id="warnings">"#)?;
+    writeln!(
+        out,
+        "<h2>Warnings: retries without backoff after a throttle with no hint</h2>"
+    )?;
+    writeln!(
+        out,
+        r#"<p class="note">RFC 9110 names no wait for a throttle without Retry-After, so these do not fail the run; a client should still back off, with jitter.</p>"#
+    )?;
+    let warnings: Vec<&Violation> = report.warnings.iter().collect();
+    table(out, report, &warnings, "warning")?;
+    writeln!(out, "</section>")
+}
+
+/// A table of violations or warnings (rows of class `class`), with why each is one and how
+/// its hint was read.
+fn table(out: &mut String, report: &Report, rows: &[&Violation], class: &str) -> fmt::Result {
     let times = report.times();
     writeln!(out, r#"<p class="note">{}.</p>"#, xml(&times.note()))?;
     writeln!(
         out,
-        r#"<table><thead><tr><th>Client</th><th>Request</th><th class="num">Early by</th><th>Throttled at</th><th>Retried at</th><th>Permitted at</th></tr></thead><tbody>"#
+        r#"<table><thead><tr><th>Client</th><th>Request</th><th>Kind</th><th class="num">Early by</th><th>Throttled at</th><th>Retried at</th><th>Permitted at</th><th>Why</th></tr></thead><tbody>"#
     )?;
-    for v in worst.iter().take(MAX_ROWS) {
+    for v in rows.iter().take(MAX_ROWS) {
+        let mut why = html_with_code(&v.why);
+        // After no hint, the sentence says all there is.
+        if let Some(judged_by) = v.judged_by.as_ref().filter(|j| j.hint != HintKind::None) {
+            why.push_str("; judged by ");
+            why.push_str(&judged_by_html(judged_by));
+        }
         writeln!(
             out,
-            r#"<tr class="violation"><td>{}</td><td class="url">{} {}</td><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
-            xml(&v.client),
+            r#"<tr class="{class}" data-kind="{}"><td>{}</td><td class="url">{} {}</td><td>{}</td><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td class="why">{why}</td></tr>"#,
+            v.kind.as_str(),
+            xml(&client_label(&v.client, v.user_agent.as_deref())),
             xml(&v.method),
             xml(&v.url),
-            millis(v.early_by_ms),
+            v.kind.as_str().replace('_', " "),
+            v.early_by_ms.map_or_else(|| "∞".to_owned(), millis),
             times.show(v.throttled_at),
             times.show(v.retried_at),
-            times.show(v.permitted_at),
+            v.permitted_at
+                .map_or_else(|| "never".to_owned(), |at| times.show(at)),
         )?;
     }
     writeln!(out, "</tbody></table>")?;
-    if worst.len() > MAX_ROWS {
+    if rows.len() > MAX_ROWS {
         writeln!(
             out,
             r#"<p class="note">And {} more (the JSON report lists them all).</p>"#,
-            worst.len() - MAX_ROWS
+            rows.len() - MAX_ROWS
         )?;
     }
-    writeln!(out, "</section>")
+    Ok(())
+}
+
+/// How a hint was read, in HTML: the header and value as code.
+fn judged_by_html(judged_by: &JudgedBy) -> String {
+    let how = xml(&judged_by.how()).into_owned();
+    match judged_by.code() {
+        Some(code) => judged_by.join(&format!("<code>{}</code>", xml(&code)), &how),
+        None => how,
+    }
 }
 
 fn herds(out: &mut String, report: &Report) -> fmt::Result {
@@ -632,6 +773,10 @@ fn run_details(out: &mut String, report: &Report) -> fmt::Result {
     }
     if let Some(command) = &report.command {
         rows.push(("Command", shell_words(command)));
+    }
+    rows.push(("Reproduce", report.reproduce().to_owned()));
+    if !report.user_agents.is_empty() {
+        rows.push(("User-Agents", report.user_agents.join(", ")));
     }
     if let Some(code) = report.exit_code {
         rows.push(("Command exit status", code.to_string()));

@@ -1,15 +1,17 @@
 //! The JUnit XML report: one test case per client and endpoint (a window family), failing
-//! when any of its retries was premature, so that a CI's test tab names the client and the
-//! request that did not wait.
+//! when any of its retries broke its window (premature, or read a malformed hint as zero), so
+//! that a CI's test tab names the client and the request that did not wait. A run in which no
+//! request reached the proxy is one failing case, never zero tests.
 
 use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
+use super::outcome::{Case, NO_TRAFFIC_CAUSES};
 use super::text::{count, millis, shell_words, xml};
-use super::{Endpoint, Report, RetryRow, time};
+use super::{Endpoint, HintKind, Report, RetryRow, time};
 use crate::judge::Verdict;
 
-/// How many premature retries a failure's one-line message lists; its body lists them all.
+/// How many failing retries a failure's one-line message lists; its body lists them all.
 const IN_MESSAGE: usize = 3;
 
 pub(super) fn render(report: &Report) -> String {
@@ -20,8 +22,25 @@ pub(super) fn render(report: &Report) -> String {
 }
 
 fn write(out: &mut String, report: &Report) -> fmt::Result {
-    let tests = report.endpoints.len();
-    let failures = report.endpoints.iter().filter(|e| e.premature > 0).count();
+    let case = Case::of(report);
+    // Never zero tests: a run that judged nothing says so in a case of its own.
+    let lone = match case {
+        Case::NotTested { .. } | Case::NothingThrottled if report.endpoints.is_empty() => {
+            Some(case)
+        }
+        _ => None,
+    };
+    let tests = report.endpoints.len() + usize::from(lone.is_some());
+    let failures = report
+        .endpoints
+        .iter()
+        .filter(|e| e.failed(report.fail_on_no_backoff))
+        .count()
+        + usize::from(lone == Some(Case::NotTested { allowed: false }));
+    let skipped = usize::from(matches!(
+        lone,
+        Some(Case::NotTested { allowed: true } | Case::NothingThrottled)
+    ));
     let seconds = report.duration_ms.unwrap_or(0.0) / 1000.0;
     let timestamp = report
         .started_at
@@ -34,14 +53,60 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
     )?;
     writeln!(
         out,
-        r#"  <testsuite name="holdoff: retries wait for Retry-After" tests="{tests}" failures="{failures}" errors="0" skipped="0" time="{seconds:.3}"{timestamp}>"#
+        r#"  <testsuite name="holdoff: retries wait for Retry-After" tests="{tests}" failures="{failures}" errors="0" skipped="{skipped}" time="{seconds:.3}"{timestamp}>"#
     )?;
     properties(out, report)?;
+    if let Some(case) = lone {
+        nothing_judged(out, report, case, seconds)?;
+    }
     for endpoint in &report.endpoints {
         testcase(out, report, endpoint)?;
     }
     writeln!(out, "  </testsuite>")?;
     writeln!(out, "</testsuites>")
+}
+
+/// The one case of a run in which nothing was judged: failing when no request reached the
+/// proxy, skipped when that is allowed or when requests came but none was throttled.
+fn nothing_judged(out: &mut String, report: &Report, case: Case, seconds: f64) -> fmt::Result {
+    let name = match case {
+        Case::NotTested { .. } => "no request reached the proxy",
+        _ => "nothing was judged",
+    };
+    writeln!(
+        out,
+        r#"    <testcase classname="holdoff" name="{name}" time="{seconds:.3}">"#
+    )?;
+    match case {
+        Case::NotTested { allowed: false } => {
+            writeln!(
+                out,
+                r#"      <failure type="NotTested" message="no request reached the proxy: the command's HTTP clients bypassed it, or sent nothing; not a pass">"#
+            )?;
+            writeln!(out, "the usual causes:")?;
+            for (cause, fix) in NO_TRAFFIC_CAUSES {
+                writeln!(out, "{}", xml(&format!("- {cause}: {fix}")))?;
+            }
+            writeln!(out, "      </failure>")?;
+        }
+        Case::NotTested { allowed: true } => writeln!(
+            out,
+            r#"      <skipped message="no request reached the proxy, as --allow-no-traffic allows"/>"#
+        )?,
+        _ => writeln!(
+            out,
+            r#"      <skipped message="{}"/>"#,
+            xml(&format!(
+                "{} reached the proxy, none throttled: no retry was judged",
+                count(
+                    usize::try_from(report.requests).unwrap_or(usize::MAX),
+                    "request",
+                    "requests"
+                )
+            ))
+        )?,
+    }
+    writeln!(out, "    </testcase>")
 }
 
 fn properties(out: &mut String, report: &Report) -> fmt::Result {
@@ -57,6 +122,11 @@ fn properties(out: &mut String, report: &Report) -> fmt::Result {
     }
     if let Some(key) = &report.judge_key {
         props.push(("judge_key", key.clone()));
+    }
+    props.push(("verdict", report.verdict.as_str().to_owned()));
+    props.push(("reproduce", report.reproduce().to_owned()));
+    if let Some(code) = report.exit_code {
+        props.push(("exit_code", code.to_string()));
     }
     props.push(("requests", report.requests.to_string()));
     props.push(("throttled", report.throttled.to_string()));
@@ -99,63 +169,124 @@ fn testcase(out: &mut String, report: &Report, endpoint: &Endpoint) -> fmt::Resu
         xml(&endpoint.client),
         xml(&format!("{} {}", endpoint.method, endpoint.url)),
     )?;
-    let premature: Vec<&RetryRow> = retries
+    let failing: Vec<&RetryRow> = retries
         .iter()
         .copied()
-        .filter(|r| r.verdict == Verdict::Premature)
+        .filter(|r| report.fails(r.verdict))
         .collect();
-    if !premature.is_empty() {
+    if !failing.is_empty() {
         let mut message = format!(
-            "{} before the permitted time: ",
-            count(premature.len(), "premature retry", "premature retries")
+            "{} broke {}: ",
+            count(failing.len(), "retry", "retries"),
+            if failing.len() == 1 {
+                "its window"
+            } else {
+                "their windows"
+            }
         );
-        let listed: Vec<String> = premature
+        let listed: Vec<String> = failing
             .iter()
             .take(IN_MESSAGE)
             .map(|r| {
                 format!(
-                    "{} early at {} (permitted {})",
-                    millis(r.by_ms),
+                    "{} at {} (permitted {})",
+                    early(r),
                     time::format(r.retried_at),
-                    time::format(r.permitted_at)
+                    permitted(r)
                 )
             })
             .collect();
         message.push_str(&listed.join("; "));
-        if premature.len() > IN_MESSAGE {
-            let _ = write!(message, "; and {} more", premature.len() - IN_MESSAGE);
+        if failing.len() > IN_MESSAGE {
+            let _ = write!(message, "; and {} more", failing.len() - IN_MESSAGE);
         }
         writeln!(
             out,
-            r#"      <failure type="PrematureRetry" message="{}">"#,
+            r#"      <failure type="{}" message="{}">"#,
+            failure_type(&failing),
             xml(&message)
         )?;
-        for r in &premature {
-            let line = format!(
-                "premature retry at {}: {} early; throttled at {}, permitted at {}",
-                time::format(r.retried_at),
-                millis(r.by_ms),
-                time::format(r.throttled_at),
-                time::format(r.permitted_at),
-            );
-            writeln!(out, "{}", xml(&line))?;
+        for r in &failing {
+            writeln!(out, "{}", xml(&explain(report, r)))?;
         }
         writeln!(out, "      </failure>")?;
     }
     let mut story = format!(
-        "{}, {} premature, {} compliant",
+        "{}, {} premature, {} read as zero, {} without backoff, {} compliant",
         count(endpoint.throttles, "throttle", "throttles"),
         endpoint.premature,
+        endpoint.read_as_zero,
+        endpoint.no_backoff,
         endpoint.compliant,
     );
-    for r in retries.iter().filter(|r| r.verdict == Verdict::Compliant) {
-        let _ = write!(
-            story,
-            "\ncompliant retry at {}: {} after the permitted time",
-            time::format(r.retried_at),
-            millis(r.by_ms)
-        );
+    if !endpoint.user_agents.is_empty() {
+        let _ = write!(story, "\nUser-Agent: {}", endpoint.user_agents.join(", "));
+    }
+    for judged_by in &endpoint.judged_by {
+        let _ = write!(story, "\njudged by {}", judged_by.plain());
+    }
+    for r in &retries {
+        match r.verdict {
+            Verdict::Compliant => {
+                let _ = write!(
+                    story,
+                    "\ncompliant retry at {}: {} after the permitted time",
+                    time::format(r.retried_at),
+                    r.by_ms.map_or_else(|| "?".to_owned(), millis)
+                );
+            }
+            v if !report.fails(v) && v == Verdict::NoBackoff => {
+                let _ = write!(story, "\nwarning: {}", explain(report, r));
+            }
+            _ => {}
+        }
     }
     writeln!(out, "      <system-out>{}</system-out>", xml(&story))?;
     writeln!(out, "    </testcase>")
+}
+
+/// `1.90 s early`, or that the window never closes.
+fn early(r: &RetryRow) -> String {
+    match r.by_ms {
+        Some(ms) => format!("{} early", millis(ms)),
+        None => "inside a window that never closes".to_owned(),
+    }
+}
+
+/// The permitted time, or `never`.
+fn permitted(r: &RetryRow) -> String {
+    r.permitted_at
+        .map_or_else(|| "never".to_owned(), time::format)
+}
+
+/// One line on a retry that broke its window (or a warning): its kind, when, why, and how
+/// the hint was read.
+fn explain(report: &Report, r: &RetryRow) -> String {
+    let window = r.window.map(|i| &report.windows[i]);
+    let mut line = format!(
+        "{} retry at {}: {}; throttled at {}, permitted at {}",
+        r.verdict.as_str(),
+        time::format(r.retried_at),
+        super::text::why(r, window),
+        time::format(r.throttled_at),
+        permitted(r),
+    );
+    let judged_by = window.and_then(|w| w.judged_by.as_ref());
+    if let Some(judged_by) = judged_by.filter(|j| j.hint != HintKind::None) {
+        let _ = write!(line, "; judged by {}", judged_by.plain());
+    }
+    line
+}
+
+/// The failure's type: `PrematureRetry`, `ReadAsZero` or `NoBackoff` (the first kind among
+/// them that fails, in that order).
+fn failure_type(failing: &[&RetryRow]) -> &'static str {
+    let has = |v: Verdict| failing.iter().any(|r| r.verdict == v);
+    if has(Verdict::Premature) {
+        "PrematureRetry"
+    } else if has(Verdict::ReadAsZero) {
+        "ReadAsZero"
+    } else {
+        "NoBackoff"
+    }
 }

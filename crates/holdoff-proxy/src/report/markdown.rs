@@ -1,10 +1,12 @@
 //! The Markdown report: what a reviewer reads in a pull-request comment — the verdict, the
-//! counts, the worst premature retries, the herds, and how to reproduce the run.
+//! counts, the worst violations and the warnings (each with why, and how its hint was read),
+//! the endpoints, the herds, and how to reproduce the run.
 
 use std::fmt::{self, Write as _};
 
-use super::Report;
-use super::text::{count, md, md_code, millis, shell_words};
+use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES};
+use super::text::{client_label, md, md_code, md_with_code, millis};
+use super::{HintKind, JudgedBy, Report, Violation};
 
 /// How many rows a table shows before "and N more".
 const ROWS: usize = 20;
@@ -17,24 +19,14 @@ pub(super) fn render(report: &Report) -> String {
 }
 
 fn write(out: &mut String, report: &Report) -> fmt::Result {
-    let mark = if report.passed() {
-        "✓ PASS"
-    } else {
-        "✗ FAIL"
-    };
-    let what = if report.passed() {
-        "every retry waited for its permitted time".to_owned()
-    } else {
-        format!(
-            "{} before the permitted time",
-            count(
-                report.retries.premature,
-                "premature retry",
-                "premature retries"
-            )
-        )
-    };
-    writeln!(out, "## holdoff: {mark}: {what}\n")?;
+    let headline = Headline::of(report);
+    writeln!(
+        out,
+        "## holdoff: {} {} {}\n",
+        headline.symbol,
+        headline.lead(),
+        md(&headline.what)
+    )?;
     if !report.complete {
         writeln!(
             out,
@@ -42,19 +34,82 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
              partial.\n"
         )?;
     }
+    not_tested(out, report)?;
     counts(out, report)?;
     violations(out, report)?;
+    warnings(out, report)?;
     endpoints(out, report)?;
     herds(out, report)?;
     reproduce(out, report)
+}
+
+fn not_tested(out: &mut String, report: &Report) -> fmt::Result {
+    match Case::of(report) {
+        Case::NotTested { allowed: false } => {
+            writeln!(
+                out,
+                "No request reached the proxy, so no retry was judged: this is not a pass. The \
+                 command's HTTP clients bypassed the proxy, or sent nothing. The usual causes:\n"
+            )?;
+            for (cause, fix) in NO_TRAFFIC_CAUSES {
+                writeln!(out, "- **{}**: {}", md_with_code(cause), md_with_code(fix))?;
+            }
+            writeln!(out)
+        }
+        Case::NotTested { allowed: true } => writeln!(
+            out,
+            "No request reached the proxy, and the run allows it (`--allow-no-traffic`): \
+             nothing was tested.\n"
+        ),
+        Case::NothingThrottled => writeln!(
+            out,
+            "Requests reached the proxy, but none was throttled: no retry was judged.\n"
+        ),
+        Case::NoRetry => writeln!(
+            out,
+            "Requests were throttled, but no client came back while a window was open: no \
+             retry was judged.\n"
+        ),
+        _ => Ok(()),
+    }
 }
 
 fn counts(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, "| | |\n|:--|--:|")?;
     writeln!(out, "| Requests | {} |", report.requests)?;
     writeln!(out, "| Throttled responses | {} |", report.throttled)?;
-    writeln!(out, "| Compliant retries | {} |", report.retries.compliant)?;
-    writeln!(out, "| Premature retries | {} |", report.retries.premature)?;
+    let by_hint = report.throttled_by_hint;
+    for (n, what) in [
+        (by_hint.malformed, "… with a malformed hint"),
+        (by_hint.none, "… with no hint"),
+        (by_hint.unbounded, "… with a hint beyond the clock's range"),
+    ] {
+        if n > 0 {
+            writeln!(out, "| {what} | {n} |")?;
+        }
+    }
+    let retries = &report.retries;
+    writeln!(out, "| Compliant retries | {} |", retries.compliant)?;
+    writeln!(out, "| Premature retries | {} |", retries.premature)?;
+    if retries.read_as_zero > 0 || by_hint.malformed > 0 {
+        writeln!(
+            out,
+            "| Read-as-zero retries (after a malformed hint) | {} |",
+            retries.read_as_zero
+        )?;
+    }
+    if retries.no_backoff > 0 || by_hint.none > 0 {
+        let what = if report.fail_on_no_backoff {
+            "failing"
+        } else {
+            "warnings"
+        };
+        writeln!(
+            out,
+            "| Retries without backoff (after no hint; {what}) | {} |",
+            retries.no_backoff
+        )?;
+    }
     if let Some(l) = report.lateness {
         writeln!(
             out,
@@ -106,35 +161,75 @@ fn violations(out: &mut String, report: &Report) -> fmt::Result {
     if worst.is_empty() {
         return Ok(());
     }
+    writeln!(
+        out,
+        "### Violations, the most premature first ({})\n",
+        report.times().note()
+    )?;
+    table(out, report, &worst)
+}
+
+fn warnings(out: &mut String, report: &Report) -> fmt::Result {
+    if report.warnings.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "### Warnings: retries without backoff after a throttle with no hint ({})\n",
+        report.times().note()
+    )?;
+    writeln!(
+        out,
+        "RFC 9110 names no wait for a throttle without `Retry-After`, so these do not fail the \
+         run; a client should still back off (with jitter).\n"
+    )?;
+    let warnings: Vec<&Violation> = report.warnings.iter().collect();
+    table(out, report, &warnings)
+}
+
+/// A table of violations or warnings, with why each is one and how its hint was read.
+fn table(out: &mut String, report: &Report, rows: &[&Violation]) -> fmt::Result {
     let times = report.times();
     writeln!(
         out,
-        "### Premature retries, the most premature first ({})\n",
-        times.note()
+        "| Client | Request | Early by | Retried at | Permitted at | Why |\n|:--|:--|--:|:--|:--|:--|"
     )?;
-    writeln!(
-        out,
-        "| Client | Request | Early by | Retried at | Permitted at |\n|:--|:--|--:|:--|:--|"
-    )?;
-    for v in worst.iter().take(ROWS) {
+    for v in rows.iter().take(ROWS) {
+        let early = v.early_by_ms.map_or_else(|| "∞".to_owned(), millis);
+        let permitted = v
+            .permitted_at
+            .map_or_else(|| "never".to_owned(), |at| times.show(at));
+        let mut why = md_with_code(&v.why);
+        // After no hint, the sentence says all there is.
+        if let Some(judged_by) = v.judged_by.as_ref().filter(|j| j.hint != HintKind::None) {
+            why.push_str("; judged by ");
+            why.push_str(&judged_by_md(judged_by));
+        }
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
-            md(&v.client),
+            "| {} | {} | {early} | {} | {permitted} | {why} |",
+            md(&client_label(&v.client, v.user_agent.as_deref())),
             md_code(&format!("{} {}", v.method, v.url)),
-            millis(v.early_by_ms),
             times.show(v.retried_at),
-            times.show(v.permitted_at),
         )?;
     }
-    if worst.len() > ROWS {
+    if rows.len() > ROWS {
         writeln!(
             out,
             "\n…and {} more (the JSON report lists them all).",
-            worst.len() - ROWS
+            rows.len() - ROWS
         )?;
     }
     writeln!(out)
+}
+
+/// How a hint was read, in Markdown: ``Retry-After: 2`` as code.
+fn judged_by_md(judged_by: &JudgedBy) -> String {
+    let how = md(&judged_by.how());
+    match judged_by.code() {
+        Some(code) => judged_by.join(&md_code(&code), &how),
+        None => how,
+    }
 }
 
 fn endpoints(out: &mut String, report: &Report) -> fmt::Result {
@@ -144,20 +239,28 @@ fn endpoints(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, "### By client and request\n")?;
     writeln!(
         out,
-        "| Client | Request | Throttled | Compliant | Premature |\n|:--|:--|--:|--:|--:|"
+        "| Client | Request | Throttled | Compliant | Premature | Read as zero | No backoff | Judged by |\n|:--|:--|--:|--:|--:|--:|--:|:--|"
     )?;
     // Failing ones first, so that a cut table still shows them.
     let mut rows: Vec<_> = report.endpoints.iter().collect();
-    rows.sort_by_key(|e| std::cmp::Reverse(e.premature > 0));
+    rows.sort_by_key(|e| std::cmp::Reverse(e.failed(report.fail_on_no_backoff)));
     for e in rows.iter().take(ROWS) {
+        let agents: Vec<&str> = e.user_agents.iter().map(String::as_str).collect();
+        let client = match agents.as_slice() {
+            [] => md(&e.client),
+            agents => md(&format!("{} ({})", e.client, agents.join(", "))),
+        };
+        let judged_by: Vec<String> = e.judged_by.iter().map(judged_by_md).collect();
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
-            md(&e.client),
+            "| {client} | {} | {} | {} | {} | {} | {} | {} |",
             md_code(&format!("{} {}", e.method, e.url)),
             e.throttles,
             e.compliant,
             e.premature,
+            e.read_as_zero,
+            e.no_backoff,
+            judged_by.join("; "),
         )?;
     }
     if rows.len() > ROWS {
@@ -189,21 +292,14 @@ fn reproduce(out: &mut String, report: &Report) -> fmt::Result {
     match report.seed {
         Some(seed) => writeln!(
             out,
-            "Faults from {}, seed {seed}: the same seed and the same sequence of requests give the \
-             same faults.\n",
+            "Faults from {}, seed {seed}: the same options and the same sequence of requests \
+             give the same faults.\n",
             md(source)
         )?,
         None => writeln!(out, "Faults from {}, with no seed.\n", md(source))?,
     }
-    let seed = report
-        .seed
-        .map(|s| format!(" --seed {s}"))
-        .unwrap_or_default();
-    let command = match &report.command {
-        Some(command) => format!("holdoff run{seed} -- {}", shell_words(command)),
-        None => format!("holdoff proxy{seed}"),
-    };
-    let fence = "`".repeat(3.max(longest_backticks(&command) + 1));
+    let command = report.reproduce();
+    let fence = "`".repeat(3.max(longest_backticks(command) + 1));
     writeln!(out, "{fence}sh\n{command}\n{fence}")
 }
 

@@ -5,7 +5,7 @@
 //! ```
 //! use std::time::{Duration, SystemTime};
 //! use holdoff_proxy::judge::Verdict;
-//! use holdoff_proxy::report::{Event, Format, Report};
+//! use holdoff_proxy::report::{Event, Format, HintKind, Outcome, Report};
 //!
 //! let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_740_830_400);
 //! let at = |ms| t0 + Duration::from_millis(ms);
@@ -13,26 +13,34 @@
 //!     Event::Throttle {
 //!         at: at(0),
 //!         client: "alice".into(),
+//!         user_agent: Some("curl/8.5.0".into()),
 //!         method: "GET".into(),
 //!         url: "http://api.example/items".into(),
 //!         status: 429,
-//!         permitted_at: at(2000),
+//!         permitted_at: Some(at(2000)),
+//!         hint: HintKind::Usable,
+//!         header: Some("retry-after".into()),
+//!         value: Some("2".into()),
+//!         reading: Some("a delay, counted from the response".into()),
 //!     },
 //!     Event::Retry {
 //!         verdict: Verdict::Premature,
 //!         client: "alice".into(),
+//!         user_agent: Some("curl/8.5.0".into()),
 //!         method: "GET".into(),
 //!         url: "http://api.example/items".into(),
 //!         throttled_at: at(0),
-//!         permitted_at: at(2000),
+//!         permitted_at: Some(at(2000)),
 //!         retried_at: at(100),
 //!         early_by_ms: Some(1900.0),
 //!         late_by_ms: None,
 //!     },
 //! ];
 //! let report = Report::from_events(&events);
-//! assert!(!report.passed());
-//! assert!(report.render(Format::Markdown).contains("1.90 s"));
+//! assert_eq!(report.outcome(), Outcome::Fail);
+//! let markdown = report.render(Format::Markdown);
+//! assert!(markdown.contains("1.90 s"));
+//! assert!(markdown.contains("`Retry-After: 2` read as a delay, counted from the response"));
 //! ```
 //!
 //! # Time
@@ -46,12 +54,13 @@ mod herd;
 mod html;
 mod junit;
 mod markdown;
+mod outcome;
 mod recorder;
 mod terminal;
 mod text;
 mod time;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error as StdError;
 use std::fmt;
 use std::fs;
@@ -62,8 +71,9 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-pub use event::{Event, RunInfo};
+pub use event::{Event, HintKind, RunInfo};
 pub use herd::{Herd, PERMITTED_TOLERANCE, RESUME_SPREAD};
+pub use outcome::Outcome;
 pub use recorder::Recorder;
 
 use crate::fault::FaultCounts;
@@ -78,9 +88,10 @@ const SAME_WINDOW: Duration = Duration::from_millis(5);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Format {
-    /// JSON, for tools: `{"verdict": "pass"|"fail", "requests": N, …}`.
+    /// JSON, for tools: `{"verdict": "pass"|"fail"|"not_tested", "requests": N, …}`.
     Json,
-    /// JUnit XML, for CI test tabs: one test case per client and endpoint.
+    /// JUnit XML, for CI test tabs: one test case per client and endpoint (or one failing
+    /// case when no request reached the proxy).
     Junit,
     /// Markdown, for a pull-request comment.
     Markdown,
@@ -211,27 +222,51 @@ impl StdError for ReportError {
     }
 }
 
-/// Whether the run passed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Outcome {
-    Pass,
-    Fail,
-}
-
-/// Compliant and premature retries.
+/// Retries by verdict.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 struct Retries {
     compliant: usize,
     premature: usize,
+    read_as_zero: usize,
+    no_backoff: usize,
 }
 
-/// A premature retry.
+/// Throttles by what their hint was.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct HintCounts {
+    /// With a hint the judge could read.
+    pub usable: usize,
+    /// With a hint that could not be read.
+    pub malformed: usize,
+    /// With no hint at all.
+    pub none: usize,
+    /// With a hint too long for the clock: a window that never closes.
+    pub unbounded: usize,
+}
+
+impl HintCounts {
+    fn add(&mut self, hint: HintKind) {
+        match hint {
+            HintKind::Usable => self.usable += 1,
+            HintKind::Malformed => self.malformed += 1,
+            HintKind::None => self.none += 1,
+            HintKind::Unbounded => self.unbounded += 1,
+        }
+    }
+}
+
+/// A retry that broke its window (or, in [`Report::warnings`], came without backoff after a
+/// throttle with no hint).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct Violation {
+    /// What kind: `premature`, `read_as_zero` or `no_backoff`.
+    pub kind: Verdict,
     /// Who retried.
     pub client: String,
+    /// The retry's `User-Agent`, if it had one.
+    pub user_agent: Option<String>,
     /// The method.
     pub method: String,
     /// The URL.
@@ -239,14 +274,20 @@ pub struct Violation {
     /// When the window opened.
     #[serde(with = "rfc3339")]
     pub throttled_at: SystemTime,
-    /// When a retry was permitted.
-    #[serde(with = "rfc3339")]
-    pub permitted_at: SystemTime,
+    /// When a retry was permitted; `None` for a window that never closes.
+    #[serde(with = "rfc3339_option")]
+    pub permitted_at: Option<SystemTime>,
     /// When the retry came.
     #[serde(with = "rfc3339")]
     pub retried_at: SystemTime,
-    /// How early, in milliseconds.
-    pub early_by_ms: f64,
+    /// How early, in milliseconds; `None` inside a window that never closes.
+    pub early_by_ms: Option<f64>,
+    /// The throttled response's status, when its throttle was recorded.
+    pub status: Option<u16>,
+    /// How the judge read the throttle's hint, when its throttle was recorded.
+    pub judged_by: Option<JudgedBy>,
+    /// Why it is a violation, one sentence.
+    pub why: String,
 }
 
 /// What happened under one client, method and URL: a *window family*, one JUnit test case.
@@ -255,18 +296,96 @@ pub struct Violation {
 pub struct Endpoint {
     /// The client.
     pub client: String,
+    /// The `User-Agent`s its requests carried, sorted, each once.
+    pub user_agents: Vec<String>,
     /// The method.
     pub method: String,
     /// The URL.
     pub url: String,
     /// How many throttled responses it got.
     pub throttles: usize,
+    /// Those throttles by what their hint was.
+    pub throttles_by_hint: HintCounts,
     /// How many of its retries were compliant.
     pub compliant: usize,
     /// How many were premature.
     pub premature: usize,
+    /// How many came sooner than the minimum backoff after a malformed hint.
+    pub read_as_zero: usize,
+    /// How many came sooner than the minimum backoff after a throttle with no hint.
+    pub no_backoff: usize,
     /// The earliest premature retry, in milliseconds before its permitted time.
     pub worst_early_by_ms: Option<f64>,
+    /// How the judge read its throttles' hints, each way once (the first value as the
+    /// example; at most three).
+    pub judged_by: Vec<JudgedBy>,
+}
+
+/// How the judge read a throttle's hint: which header decided, its value, and the reading.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct JudgedBy {
+    /// What the hint was.
+    pub hint: HintKind,
+    /// The header that decided (or could not be read), lowercase.
+    pub header: Option<String>,
+    /// Its value, as sent.
+    pub value: Option<String>,
+    /// The judge's reading, for people, e.g. `a delay, counted from the response`.
+    pub reading: Option<String>,
+}
+
+impl JudgedBy {
+    /// The header and its value as code, `Retry-After: 2`, if a header decided.
+    pub(crate) fn code(&self) -> Option<String> {
+        let header = text::header_name(self.header.as_deref()?);
+        Some(format!("{header}: {}", self.value.as_deref().unwrap_or("")))
+    }
+
+    /// What follows the code: `read as a delay, …`, or the reading of a hint the judge could
+    /// not use.
+    pub(crate) fn how(&self) -> String {
+        let reading = self.reading.as_deref();
+        match self.hint {
+            HintKind::Usable => format!("read as {}", reading.unwrap_or("a usable hint")),
+            HintKind::Malformed => reading.unwrap_or("malformed, so never zero").to_owned(),
+            HintKind::None => reading.unwrap_or("no hint").to_owned(),
+            HintKind::Unbounded => reading
+                .unwrap_or("beyond the clock's range: a window that never closes")
+                .to_owned(),
+        }
+    }
+
+    /// The code and the reading joined: ``Retry-After: 2` read as a delay, …`.
+    pub(crate) fn join(&self, code: &str, how: &str) -> String {
+        match self.hint {
+            HintKind::Usable => format!("{code} {how}"),
+            _ => format!("{code}, {how}"),
+        }
+    }
+
+    /// In plain text, with the code in backticks.
+    pub(crate) fn plain(&self) -> String {
+        match self.code() {
+            Some(code) => self.join(&format!("`{code}`"), &self.how()),
+            None => self.how(),
+        }
+    }
+
+    /// Whether `other` is the same reading of the same header, whatever its value.
+    fn same_way(&self, other: &JudgedBy) -> bool {
+        (self.hint, &self.header, &self.reading) == (other.hint, &other.header, &other.reading)
+    }
+}
+
+/// How many different readings an endpoint lists.
+const JUDGED_BY: usize = 3;
+
+impl Endpoint {
+    /// Whether any of its retries failed the run.
+    fn failed(&self, fail_on_no_backoff: bool) -> bool {
+        self.premature + self.read_as_zero > 0 || (fail_on_no_backoff && self.no_backoff > 0)
+    }
 }
 
 /// How late compliant retries came, in milliseconds after their permitted time.
@@ -288,12 +407,18 @@ pub struct Lateness {
 #[derive(Clone, Debug)]
 struct WindowRow {
     client: String,
+    user_agent: Option<String>,
     method: String,
     url: String,
     from: SystemTime,
-    to: SystemTime,
+    /// `None`: a window that never closes.
+    to: Option<SystemTime>,
     /// The throttled response's status; `None` for a window known only from a retry.
     status: Option<u16>,
+    /// What the hint was; `None` for a window known only from a retry.
+    hint: Option<HintKind>,
+    /// How the judge read the hint; `None` for a window known only from a retry.
+    judged_by: Option<JudgedBy>,
 }
 
 /// A retry, for the timeline and the test cases.
@@ -301,13 +426,17 @@ struct WindowRow {
 struct RetryRow {
     verdict: Verdict,
     client: String,
+    user_agent: Option<String>,
     method: String,
     url: String,
     throttled_at: SystemTime,
-    permitted_at: SystemTime,
+    permitted_at: Option<SystemTime>,
     retried_at: SystemTime,
-    /// How early (premature) or late (compliant), in milliseconds.
-    by_ms: f64,
+    /// How early (a violation) or late (compliant), in milliseconds; `None` when early inside
+    /// a window that never closes.
+    by_ms: Option<f64>,
+    /// Its window in [`Report::windows`], once linked.
+    window: Option<usize>,
 }
 
 /// What a run found, built from its events with [`Report::from_events`] and written in any
@@ -317,8 +446,12 @@ pub struct Report {
     verdict: Outcome,
     requests: u64,
     throttled: usize,
+    throttled_by_hint: HintCounts,
     retries: Retries,
     violations: Vec<Violation>,
+    /// Retries without backoff after a throttle with no hint, when they do not fail the run.
+    warnings: Vec<Violation>,
+    user_agents: Vec<String>,
     #[serde(with = "rfc3339_option")]
     started_at: Option<SystemTime>,
     #[serde(with = "rfc3339_option")]
@@ -329,6 +462,11 @@ pub struct Report {
     seed: Option<u64>,
     source: Option<String>,
     command: Option<Vec<String>>,
+    argv: Option<Vec<String>>,
+    /// The command line that repeats the run, quoted for a POSIX shell.
+    reproduce: Option<String>,
+    allow_no_traffic: bool,
+    fail_on_no_backoff: bool,
     proxy_url: Option<String>,
     judge_key: Option<String>,
     exit_code: Option<i32>,
@@ -350,8 +488,11 @@ impl Report {
             verdict: Outcome::Pass,
             requests: 0,
             throttled: 0,
+            throttled_by_hint: HintCounts::default(),
             retries: Retries::default(),
             violations: Vec::new(),
+            warnings: Vec::new(),
+            user_agents: Vec::new(),
             started_at: None,
             finished_at: None,
             duration_ms: None,
@@ -359,6 +500,10 @@ impl Report {
             seed: None,
             source: None,
             command: None,
+            argv: None,
+            reproduce: None,
+            allow_no_traffic: false,
+            fail_on_no_backoff: false,
             proxy_url: None,
             judge_key: None,
             exit_code: None,
@@ -372,7 +517,7 @@ impl Report {
         for event in events {
             report.add(event);
         }
-        report.windows_from_retries();
+        report.link_windows();
         report.summarise();
         report
     }
@@ -386,6 +531,9 @@ impl Report {
                 command,
                 proxy_url,
                 judge_key,
+                argv,
+                allow_no_traffic,
+                fail_on_no_backoff,
             } => {
                 // Logs appended to one another: the first start counts.
                 if self.started_at.is_none() {
@@ -393,6 +541,9 @@ impl Report {
                     self.seed = *seed;
                     self.source = Some(source.clone());
                     self.command.clone_from(command);
+                    self.argv.clone_from(argv);
+                    self.allow_no_traffic = *allow_no_traffic;
+                    self.fail_on_no_backoff = *fail_on_no_backoff;
                     self.proxy_url = Some(proxy_url.clone());
                     self.judge_key = Some(judge_key.clone());
                 }
@@ -400,24 +551,39 @@ impl Report {
             Event::Throttle {
                 at,
                 client,
+                user_agent,
                 method,
                 url,
                 status,
                 permitted_at,
+                hint,
+                header,
+                value,
+                reading,
             } => {
                 self.throttled += 1;
+                self.throttled_by_hint.add(*hint);
                 self.windows.push(WindowRow {
                     client: client.clone(),
+                    user_agent: user_agent.clone(),
                     method: method.clone(),
                     url: url.clone(),
                     from: *at,
                     to: *permitted_at,
                     status: Some(*status),
+                    hint: Some(*hint),
+                    judged_by: Some(JudgedBy {
+                        hint: *hint,
+                        header: header.clone(),
+                        value: value.clone(),
+                        reading: reading.clone(),
+                    }),
                 });
             }
             Event::Retry {
                 verdict,
                 client,
+                user_agent,
                 method,
                 url,
                 throttled_at,
@@ -428,20 +594,24 @@ impl Report {
             } => {
                 // A hand-made log may leave the duration out: the times say it.
                 let by_ms = match verdict {
-                    Verdict::Premature => early_by_ms
-                        .unwrap_or_else(|| time::millis_between(*retried_at, *permitted_at)),
-                    Verdict::Compliant => late_by_ms
-                        .unwrap_or_else(|| time::millis_between(*permitted_at, *retried_at)),
+                    Verdict::Compliant => late_by_ms.or_else(|| {
+                        permitted_at.map(|permitted| time::millis_between(permitted, *retried_at))
+                    }),
+                    _ => early_by_ms.or_else(|| {
+                        permitted_at.map(|permitted| time::millis_between(*retried_at, permitted))
+                    }),
                 };
                 self.all_retries.push(RetryRow {
                     verdict: *verdict,
                     client: client.clone(),
+                    user_agent: user_agent.clone(),
                     method: method.clone(),
                     url: url.clone(),
                     throttled_at: *throttled_at,
                     permitted_at: *permitted_at,
                     retried_at: *retried_at,
-                    by_ms: by_ms.max(0.0),
+                    by_ms: by_ms.map(|ms| ms.max(0.0)),
+                    window: None,
                 });
             }
             Event::Finish {
@@ -459,92 +629,171 @@ impl Report {
         }
     }
 
-    /// Windows the retries know of that no throttle event opened. A retry's window is the
-    /// throttle's when they start within [`SAME_WINDOW`] of each other: the judge derives the
-    /// wall times of the two from different clock readings.
-    fn windows_from_retries(&mut self) {
-        let mut known: HashMap<(&str, &str, &str), Vec<SystemTime>> = HashMap::new();
-        for w in &self.windows {
+    /// Links each retry to its window, adding the windows the retries know of that no
+    /// throttle event opened. A retry's window is the throttle's when they start within
+    /// [`SAME_WINDOW`] of each other (the nearest, if several): the judge derives the wall
+    /// times of the two from different clock readings.
+    fn link_windows(&mut self) {
+        let mut known: HashMap<(String, String, String), Vec<usize>> = HashMap::new();
+        for (i, w) in self.windows.iter().enumerate() {
             known
-                .entry((&w.client, &w.method, &w.url))
+                .entry((w.client.clone(), w.method.clone(), w.url.clone()))
                 .or_default()
-                .push(w.from);
+                .push(i);
         }
-        let mut added = Vec::new();
-        for retry in &self.all_retries {
-            let starts = known
-                .entry((&retry.client, &retry.method, &retry.url))
-                .or_default();
-            let near = |t: &SystemTime| {
-                time::millis_between(*t, retry.throttled_at).abs()
-                    <= SAME_WINDOW.as_secs_f64() * 1000.0
+        let same = SAME_WINDOW.as_secs_f64() * 1000.0;
+        for retry in &mut self.all_retries {
+            let key = (
+                retry.client.clone(),
+                retry.method.clone(),
+                retry.url.clone(),
+            );
+            let starts = known.entry(key).or_default();
+            let apart =
+                |i: &usize| time::millis_between(self.windows[*i].from, retry.throttled_at).abs();
+            let nearest = starts
+                .iter()
+                .copied()
+                .filter(|i| apart(i) <= same)
+                .min_by(|a, b| apart(a).total_cmp(&apart(b)));
+            let index = match nearest {
+                Some(i) => i,
+                None => {
+                    self.windows.push(WindowRow {
+                        client: retry.client.clone(),
+                        user_agent: retry.user_agent.clone(),
+                        method: retry.method.clone(),
+                        url: retry.url.clone(),
+                        from: retry.throttled_at,
+                        to: retry.permitted_at,
+                        status: None,
+                        hint: None,
+                        judged_by: None,
+                    });
+                    starts.push(self.windows.len() - 1);
+                    self.windows.len() - 1
+                }
             };
-            if !starts.iter().any(near) {
-                starts.push(retry.throttled_at);
-                added.push(WindowRow {
-                    client: retry.client.clone(),
-                    method: retry.method.clone(),
-                    url: retry.url.clone(),
-                    from: retry.throttled_at,
-                    to: retry.permitted_at,
-                    status: None,
-                });
-            }
+            retry.window = Some(index);
         }
-        self.windows.extend(added);
     }
 
     /// The counts, violations, lateness, herds and endpoints, from the rows.
     fn summarise(&mut self) {
         let mut endpoints = BTreeMap::new();
-        for w in self.windows.iter().filter(|w| w.status.is_some()) {
-            endpoint(&mut endpoints, &w.client, &w.method, &w.url).throttles += 1;
+        let mut agents = BTreeSet::new();
+        for w in &self.windows {
+            agents.extend(w.user_agent.clone());
+            let e = endpoint(&mut endpoints, &w.client, &w.method, &w.url);
+            e.user_agents.extend(w.user_agent.clone());
+            let (Some(_), Some(hint)) = (w.status, w.hint) else {
+                continue;
+            };
+            e.throttles += 1;
+            e.throttles_by_hint.add(hint);
+            if let Some(judged_by) = &w.judged_by {
+                let seen = e.judged_by.iter().any(|j| j.same_way(judged_by));
+                if !seen && e.judged_by.len() < JUDGED_BY {
+                    e.judged_by.push(judged_by.clone());
+                }
+            }
         }
         let mut lateness = Vec::new();
         let mut resumes = Vec::new();
         for r in &self.all_retries {
+            agents.extend(r.user_agent.clone());
             let e = endpoint(&mut endpoints, &r.client, &r.method, &r.url);
+            e.user_agents.extend(r.user_agent.clone());
             match r.verdict {
-                Verdict::Premature => {
-                    self.retries.premature += 1;
-                    e.premature += 1;
-                    e.worst_early_by_ms =
-                        Some(e.worst_early_by_ms.map_or(r.by_ms, |w| w.max(r.by_ms)));
-                    self.violations.push(Violation {
-                        client: r.client.clone(),
-                        method: r.method.clone(),
-                        url: r.url.clone(),
-                        throttled_at: r.throttled_at,
-                        permitted_at: r.permitted_at,
-                        retried_at: r.retried_at,
-                        early_by_ms: r.by_ms,
-                    });
-                }
                 Verdict::Compliant => {
                     self.retries.compliant += 1;
                     e.compliant += 1;
-                    lateness.push(r.by_ms);
-                    resumes.push(herd::Resume {
-                        client: &r.client,
-                        permitted_at: r.permitted_at,
-                        retried_at: r.retried_at,
-                    });
+                    if let (Some(ms), Some(permitted_at)) = (r.by_ms, r.permitted_at) {
+                        lateness.push(ms);
+                        resumes.push(herd::Resume {
+                            client: &r.client,
+                            permitted_at,
+                            retried_at: r.retried_at,
+                        });
+                    }
+                    continue;
+                }
+                Verdict::Premature => {
+                    self.retries.premature += 1;
+                    e.premature += 1;
+                    if let Some(ms) = r.by_ms {
+                        e.worst_early_by_ms =
+                            Some(e.worst_early_by_ms.map_or(ms, |w: f64| w.max(ms)));
+                    }
+                }
+                Verdict::ReadAsZero => {
+                    self.retries.read_as_zero += 1;
+                    e.read_as_zero += 1;
+                }
+                Verdict::NoBackoff => {
+                    self.retries.no_backoff += 1;
+                    e.no_backoff += 1;
                 }
             }
+            let window = r.window.map(|i| &self.windows[i]);
+            let violation = Violation {
+                kind: r.verdict,
+                client: r.client.clone(),
+                user_agent: r.user_agent.clone(),
+                method: r.method.clone(),
+                url: r.url.clone(),
+                throttled_at: r.throttled_at,
+                permitted_at: r.permitted_at,
+                retried_at: r.retried_at,
+                early_by_ms: r.by_ms,
+                status: window.and_then(|w| w.status),
+                judged_by: window.and_then(|w| w.judged_by.clone()),
+                why: text::why(r, window),
+            };
+            if r.verdict == Verdict::NoBackoff && !self.fail_on_no_backoff {
+                self.warnings.push(violation);
+            } else {
+                self.violations.push(violation);
+            }
         }
+        for e in endpoints.values_mut() {
+            e.user_agents.sort();
+            e.user_agents.dedup();
+        }
+        self.user_agents = agents.into_iter().collect();
         self.endpoints = endpoints.into_values().collect();
         self.herds = herd::detect(&resumes);
         self.violations.sort_by_key(|v| v.retried_at);
+        self.warnings.sort_by_key(|v| v.retried_at);
         self.lateness = Lateness::of(&mut lateness);
-        self.verdict = if self.retries.premature == 0 {
-            Outcome::Pass
-        } else {
+        self.verdict = if !self.violations.is_empty() {
             Outcome::Fail
+        } else if self.complete && self.requests == 0 {
+            Outcome::NotTested
+        } else {
+            Outcome::Pass
         };
         self.duration_ms = match (self.started_at, self.finished_at) {
             (Some(start), Some(end)) => Some(time::millis_between(start, end).max(0.0)),
             _ => None,
         };
+        self.reproduce = Some(self.reproduce_line());
+    }
+
+    /// The command line that repeats the run: the one recorded, else (an older log) what the
+    /// seed and the command say.
+    fn reproduce_line(&self) -> String {
+        if let Some(argv) = &self.argv {
+            return text::shell_words(argv);
+        }
+        let seed = self
+            .seed
+            .map(|s| format!(" --seed {s}"))
+            .unwrap_or_default();
+        match &self.command {
+            Some(command) => format!("holdoff run{seed} -- {}", text::shell_words(command)),
+            None => format!("holdoff proxy{seed}"),
+        }
     }
 
     /// Reads an event log: one JSON event per line, as [`Recorder`] writes it. Blank lines
@@ -576,14 +825,36 @@ impl Report {
         Ok(events)
     }
 
-    /// Whether the run passed: no client retried early.
+    /// The verdict: pass, fail, or not tested (no request reached the proxy).
+    pub fn outcome(&self) -> Outcome {
+        self.verdict
+    }
+
+    /// Whether the run passed: requests reached the proxy and no retry broke its window.
+    /// Neither a failed run nor one that was not tested passed.
     pub fn passed(&self) -> bool {
         self.verdict == Outcome::Pass
+    }
+
+    /// Whether the run allows that no request reaches the proxy (`--allow-no-traffic`): a run
+    /// not tested then does not fail.
+    pub fn allows_no_traffic(&self) -> bool {
+        self.allow_no_traffic
     }
 
     /// How many retries were premature.
     pub fn premature(&self) -> usize {
         self.retries.premature
+    }
+
+    /// How many retries came sooner than the minimum backoff after a malformed hint.
+    pub fn read_as_zero(&self) -> usize {
+        self.retries.read_as_zero
+    }
+
+    /// How many retries came sooner than the minimum backoff after a throttle with no hint.
+    pub fn no_backoff(&self) -> usize {
+        self.retries.no_backoff
     }
 
     /// How many retries were compliant.
@@ -596,20 +867,33 @@ impl Report {
         self.requests
     }
 
-    /// How many throttled responses (windows opened) were recorded.
+    /// How many throttled responses (windows opened) were recorded, hint or not.
     pub fn throttled(&self) -> usize {
         self.throttled
     }
 
-    /// The premature retries, in the order they came.
+    /// The throttled responses by what their hint was.
+    pub fn throttled_by_hint(&self) -> HintCounts {
+        self.throttled_by_hint
+    }
+
+    /// The retries that failed the run, in the order they came.
     pub fn violations(&self) -> &[Violation] {
         &self.violations
     }
 
-    /// The premature retries, the earliest (most early) first.
+    /// The retries without backoff after a throttle with no hint that do not fail the run, in
+    /// the order they came.
+    pub fn warnings(&self) -> &[Violation] {
+        &self.warnings
+    }
+
+    /// The violations, the earliest (most early) first; inside a window that never closes
+    /// counts as earliest of all.
     pub fn worst(&self) -> Vec<&Violation> {
         let mut worst: Vec<&Violation> = self.violations.iter().collect();
-        worst.sort_by(|a, b| b.early_by_ms.total_cmp(&a.early_by_ms));
+        let early = |v: &Violation| v.early_by_ms.unwrap_or(f64::INFINITY);
+        worst.sort_by(|a, b| early(b).total_cmp(&early(a)));
         worst
     }
 
@@ -636,6 +920,11 @@ impl Report {
     /// The exit status of the command the run ran, if any.
     pub fn exit_code(&self) -> Option<i32> {
         self.exit_code
+    }
+
+    /// The command line that repeats the run, quoted for a POSIX shell.
+    pub fn reproduce(&self) -> &str {
+        self.reproduce.as_deref().unwrap_or_default()
     }
 
     /// Whether the log ends with a finish event; a run cut short has none.
@@ -668,7 +957,8 @@ impl Report {
     }
 
     /// The summary printed at the end of a run: the verdict and counts, the worst offenders
-    /// (the five earliest premature retries), the herds, and each report written.
+    /// (the five earliest violations), the warnings, the herds, and each report written; when
+    /// no request reached the proxy, the usual causes and their fixes.
     pub fn terminal_summary(&self, written: &[(Format, PathBuf)]) -> String {
         terminal::render(self, written)
     }
@@ -679,7 +969,8 @@ impl Report {
         let times = self
             .windows
             .iter()
-            .flat_map(|w| [w.from, w.to])
+            .flat_map(|w| [Some(w.from), w.to])
+            .flatten()
             .chain(self.all_retries.iter().map(|r| r.retried_at))
             .chain(self.started_at)
             .chain(self.finished_at);
@@ -697,6 +988,15 @@ impl Report {
         match self.span() {
             Some((first, last)) => text::Times::new(Some(first), Some(last)),
             None => text::Times::new(None, None),
+        }
+    }
+
+    /// Whether a verdict counts against the run.
+    fn fails(&self, verdict: Verdict) -> bool {
+        match verdict {
+            Verdict::Premature | Verdict::ReadAsZero => true,
+            Verdict::NoBackoff => self.fail_on_no_backoff,
+            _ => false,
         }
     }
 }
@@ -733,10 +1033,15 @@ fn endpoint<'m, 'k>(
             client: client.to_owned(),
             method: method.to_owned(),
             url: url.to_owned(),
+            user_agents: Vec::new(),
             throttles: 0,
+            throttles_by_hint: HintCounts::default(),
             compliant: 0,
             premature: 0,
+            read_as_zero: 0,
+            no_backoff: 0,
             worst_early_by_ms: None,
+            judged_by: Vec::new(),
         })
 }
 

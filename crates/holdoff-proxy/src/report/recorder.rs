@@ -82,6 +82,9 @@ impl Recorder {
             command: info.command,
             proxy_url: info.proxy_url,
             judge_key: info.judge_key,
+            argv: info.argv,
+            allow_no_traffic: info.allow_no_traffic,
+            fail_on_no_backoff: info.fail_on_no_backoff,
         });
     }
 
@@ -175,10 +178,15 @@ mod tests {
         Event::Throttle {
             at: t(ms),
             client: "alice".into(),
+            user_agent: None,
             method: "GET".into(),
             url: "http://api.example/items".into(),
             status: 429,
-            permitted_at: t(ms + 1000),
+            permitted_at: Some(t(ms + 1000)),
+            hint: crate::report::HintKind::Usable,
+            header: Some("retry-after".into()),
+            value: Some("1".into()),
+            reading: None,
         }
     }
 
@@ -186,10 +194,11 @@ mod tests {
         Event::Retry {
             verdict: Verdict::Compliant,
             client: "alice".into(),
+            user_agent: None,
             method: "GET".into(),
             url: "http://api.example/items".into(),
             throttled_at: t(0),
-            permitted_at: t(1000),
+            permitted_at: Some(t(1000)),
             retried_at: t(ms),
             early_by_ms: None,
             late_by_ms: Some(ms as f64 - 1000.0),

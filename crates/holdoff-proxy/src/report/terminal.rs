@@ -3,10 +3,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::text::{count, millis, truncate};
-use super::{Format, Report};
+use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES};
+use super::text::{millis, truncate};
+use super::{Format, Report, Violation};
 
-/// How many of the worst premature retries are listed.
+/// How many of the worst violations, and of the warnings, are listed.
 const WORST: usize = 5;
 
 pub(super) fn render(report: &Report, written: &[(Format, PathBuf)]) -> String {
@@ -17,45 +18,36 @@ pub(super) fn render(report: &Report, written: &[(Format, PathBuf)]) -> String {
 }
 
 fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> std::fmt::Result {
-    writeln!(out, "holdoff: {}", headline(report))?;
+    writeln!(out, "holdoff: {}", Headline::of(report).line())?;
     if !report.complete {
         writeln!(
             out,
             "  the event log has no finish event: the run was cut short, counts may be partial"
         )?;
     }
+    if Case::of(report) == (Case::NotTested { allowed: false }) {
+        writeln!(
+            out,
+            "  the command's HTTP clients bypassed the proxy, or sent nothing; the usual causes:"
+        )?;
+        for (cause, fix) in NO_TRAFFIC_CAUSES {
+            writeln!(out, "  - {cause}: {fix}")?;
+        }
+    }
     let times = report.times();
     let worst = report.worst();
     if !worst.is_empty() {
         writeln!(out, "worst offenders ({}):", times.note())?;
-        let shown = &worst[..worst.len().min(WORST)];
-        let requests: Vec<String> = shown
-            .iter()
-            .map(|v| truncate(&format!("{} {}", v.method, v.url), 60).into_owned())
-            .collect();
-        let width = shown
-            .iter()
-            .map(|v| v.client.chars().count())
-            .max()
-            .unwrap_or(0);
-        let request_width = requests
-            .iter()
-            .map(|r| r.chars().count())
-            .max()
-            .unwrap_or(0);
-        for (v, request) in shown.iter().zip(&requests) {
-            writeln!(
-                out,
-                "  {:width$}  {request:request_width$}  {} early (retried {}, permitted {})",
-                v.client,
-                millis(v.early_by_ms),
-                times.show(v.retried_at),
-                times.show(v.permitted_at),
-            )?;
-        }
-        if worst.len() > WORST {
-            writeln!(out, "  and {} more", worst.len() - WORST)?;
-        }
+        rows(out, report, &worst)?;
+    }
+    if !report.warnings.is_empty() {
+        writeln!(
+            out,
+            "warnings: retries without backoff after a throttle with no hint ({}):",
+            times.note()
+        )?;
+        let warnings: Vec<&Violation> = report.warnings.iter().collect();
+        rows(out, report, &warnings)?;
     }
     for herd in &report.herds {
         writeln!(
@@ -74,38 +66,47 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
     Ok(())
 }
 
-/// One line: the verdict and the counts.
-fn headline(report: &Report) -> String {
-    let requests = count(
-        usize::try_from(report.requests).unwrap_or(usize::MAX),
-        "request",
-        "requests",
-    );
-    let throttled = count(
-        report.throttled,
-        "throttled response",
-        "throttled responses",
-    );
-    if report.passed() {
-        if report.retries.compliant == 0 {
-            return format!("PASS: no retry was judged ({throttled}, {requests})");
+/// The first few of `shown`, aligned: client, request, how early, when.
+fn rows(out: &mut String, report: &Report, all: &[&Violation]) -> std::fmt::Result {
+    let times = report.times();
+    let shown = &all[..all.len().min(WORST)];
+    let clients: Vec<&str> = shown.iter().map(|v| v.client.as_str()).collect();
+    let requests: Vec<String> = shown
+        .iter()
+        .map(|v| truncate(&format!("{} {}", v.method, v.url), 60).into_owned())
+        .collect();
+    let width = clients.iter().map(|c| c.chars().count()).max().unwrap_or(0);
+    let request_width = requests
+        .iter()
+        .map(|r| r.chars().count())
+        .max()
+        .unwrap_or(0);
+    for ((v, client), request) in shown.iter().zip(&clients).zip(&requests) {
+        let early = match v.early_by_ms {
+            Some(ms) => format!("{} early", millis(ms)),
+            None => "inside a window that never closes".to_owned(),
+        };
+        let permitted = v
+            .permitted_at
+            .map_or_else(|| "never".to_owned(), |at| times.show(at));
+        // Last, so that the columns stay narrow.
+        let agent = v
+            .user_agent
+            .as_deref()
+            .map(|agent| format!(", User-Agent {}", truncate(agent, 60)))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  {client:width$}  {request:request_width$}  {early} (retried {}, permitted \
+             {permitted}{agent})",
+            times.show(v.retried_at),
+        )?;
+        if v.kind != crate::judge::Verdict::Premature {
+            writeln!(out, "    {}", v.why)?;
         }
-        return format!(
-            "PASS: every retry waited ({}; {throttled}, {requests})",
-            count(
-                report.retries.compliant,
-                "compliant retry",
-                "compliant retries"
-            )
-        );
     }
-    format!(
-        "FAIL: {} and {} compliant ({throttled}, {requests})",
-        count(
-            report.retries.premature,
-            "premature retry",
-            "premature retries"
-        ),
-        report.retries.compliant,
-    )
+    if all.len() > WORST {
+        writeln!(out, "  and {} more", all.len() - WORST)?;
+    }
+    Ok(())
 }

@@ -20,10 +20,47 @@ fn throttle(client: &str, url: &str, at: u64, permitted: u64) -> Event {
     Event::Throttle {
         at: t(at),
         client: client.into(),
+        user_agent: None,
         method: "GET".into(),
         url: url.into(),
         status: 429,
-        permitted_at: t(permitted),
+        permitted_at: Some(t(permitted)),
+        hint: HintKind::Usable,
+        header: Some("retry-after".into()),
+        value: Some(((permitted - at) / 1000).to_string()),
+        reading: Some("a delay, counted from the response".into()),
+    }
+}
+
+/// A throttle whose hint is `hint` (`value` as sent, if any): a window of the minimum backoff
+/// (100 ms) for a malformed or missing hint, one that never closes for an unbounded one.
+fn throttle_with(client: &str, url: &str, at: u64, hint: HintKind, value: Option<&str>) -> Event {
+    let (permitted_at, reading) = match hint {
+        HintKind::Unbounded => (
+            None,
+            "longer than the monotonic clock can hold: a window that never closes",
+        ),
+        HintKind::Malformed => (
+            Some(t(at + 100)),
+            "malformed, so never zero: a retry must wait the minimum backoff",
+        ),
+        _ => (
+            Some(t(at + 100)),
+            "no hint: the gap to the next request is measured against the minimum backoff",
+        ),
+    };
+    Event::Throttle {
+        at: t(at),
+        client: client.into(),
+        user_agent: Some("openai-node/4.77".into()),
+        method: "GET".into(),
+        url: url.into(),
+        status: 429,
+        permitted_at,
+        hint,
+        header: value.map(|_| "retry-after".into()),
+        value: value.map(Into::into),
+        reading: Some(reading.into()),
     }
 }
 
@@ -36,14 +73,62 @@ fn retry(client: &str, url: &str, throttled: u64, permitted: u64, at: u64) -> Ev
             Verdict::Compliant
         },
         client: client.into(),
+        user_agent: None,
         method: "GET".into(),
         url: url.into(),
         throttled_at: t(throttled),
-        permitted_at: t(permitted),
+        permitted_at: Some(t(permitted)),
         retried_at: t(at),
         early_by_ms: premature.then(|| (permitted - at) as f64),
         late_by_ms: (!premature).then(|| (at - permitted) as f64),
     }
+}
+
+/// A retry judged `verdict` at `at` under the window from `throttled` to `permitted` (`None`:
+/// one that never closes).
+fn judged(
+    verdict: Verdict,
+    client: &str,
+    url: &str,
+    throttled: u64,
+    permitted: Option<u64>,
+    at: u64,
+) -> Event {
+    Event::Retry {
+        verdict,
+        client: client.into(),
+        user_agent: Some("openai-node/4.77".into()),
+        method: "GET".into(),
+        url: url.into(),
+        throttled_at: t(throttled),
+        permitted_at: permitted.map(t),
+        retried_at: t(at),
+        early_by_ms: permitted.map(|p| p.saturating_sub(at) as f64),
+        late_by_ms: None,
+    }
+}
+
+/// A start (with `fail_on_no_backoff`) and a finish with `requests`, around `events`.
+fn run(requests: u64, fail_on_no_backoff: bool, events: Vec<Event>) -> Vec<Event> {
+    let mut all = vec![Event::Start {
+        at: t(0),
+        seed: Some(1),
+        source: "preset throttle".into(),
+        command: Some(vec!["npm".into(), "test".into()]),
+        proxy_url: "http://127.0.0.1:1".into(),
+        judge_key: "client-method-url".into(),
+        argv: None,
+        allow_no_traffic: false,
+        fail_on_no_backoff,
+    }];
+    all.extend(events);
+    all.push(Event::Finish {
+        at: t(10_000),
+        requests,
+        faults: FaultCounts::default(),
+        exit_code: Some(0),
+    });
+    all
 }
 
 /// A scratch directory, removed on drop.
@@ -95,10 +180,10 @@ mod from_events {
     #[test]
     fn lists_violations_in_order_and_the_worst_first() {
         let report = Report::from_events(&fixture());
-        let early: Vec<f64> = report.violations().iter().map(|v| v.early_by_ms).collect();
-        assert_eq!(early, [1900.0, 1800.0, 2900.0]);
-        let worst: Vec<f64> = report.worst().iter().map(|v| v.early_by_ms).collect();
-        assert_eq!(worst, [2900.0, 1900.0, 1800.0]);
+        let early: Vec<Option<f64>> = report.violations().iter().map(|v| v.early_by_ms).collect();
+        assert_eq!(early, [Some(1900.0), Some(1800.0), Some(2900.0)]);
+        let worst: Vec<Option<f64>> = report.worst().iter().map(|v| v.early_by_ms).collect();
+        assert_eq!(worst, [Some(2900.0), Some(1900.0), Some(1800.0)]);
         assert_eq!(report.violations()[2].method, "POST");
     }
 
@@ -164,7 +249,7 @@ mod from_events {
             *early_by_ms = None;
         }
         let report = Report::from_events(&[event]);
-        assert_eq!(report.violations()[0].early_by_ms, 1500.0);
+        assert_eq!(report.violations()[0].early_by_ms, Some(1500.0));
     }
 
     #[test]
@@ -182,7 +267,10 @@ mod from_events {
             .collect();
         assert_eq!(
             windows,
-            [(t(0), t(1000), Some(429)), (t(5000), t(6000), None)]
+            [
+                (t(0), Some(t(1000)), Some(429)),
+                (t(5000), Some(t(6000)), None)
+            ]
         );
         assert_eq!(report.throttled(), 1);
         assert_eq!(report.endpoints()[0].throttles, 1);
@@ -197,10 +285,347 @@ mod from_events {
             command: None,
             proxy_url: "http://127.0.0.1:1".into(),
             judge_key: "client-method-url".into(),
+            argv: None,
+            allow_no_traffic: false,
+            fail_on_no_backoff: false,
         };
         let report = Report::from_events(&[start(t(0), 1), start(t(10_000), 2)]);
         assert_eq!(report.seed(), Some(1));
         assert_eq!(report.started_at, Some(t(0)));
+    }
+}
+
+mod throttles_and_verdicts {
+    use super::*;
+
+    const URL: &str = "http://api.example/chat";
+
+    #[test]
+    fn a_throttle_without_a_hint_is_counted_and_drawn() {
+        let report = Report::from_events(&run(
+            2,
+            false,
+            vec![throttle_with("node", URL, 1000, HintKind::None, None)],
+        ));
+        assert_eq!(report.throttled(), 1);
+        assert_eq!(report.throttled_by_hint().none, 1);
+        assert_eq!(report.endpoints()[0].throttles, 1);
+        assert_eq!(report.outcome(), Outcome::Pass);
+        let html = report.render(Format::Html);
+        assert_eq!(html.matches(r#"class="throttle""#).count(), 1, "{html}");
+        assert_eq!(html.matches(r#"class="window no-hint""#).count(), 1);
+        let md = report.render(Format::Markdown);
+        assert!(md.contains("| … with no hint | 1 |"), "{md}");
+        assert!(md.contains("no hint: the gap to the next request"), "{md}");
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert_eq!(json["throttled"], 1);
+        assert_eq!(json["throttled_by_hint"]["none"], 1);
+        assert_eq!(json["user_agents"][0], "openai-node/4.77");
+    }
+
+    #[test]
+    fn a_retry_that_read_a_malformed_hint_as_zero_fails_and_says_why() {
+        let report = Report::from_events(&run(
+            2,
+            false,
+            vec![
+                throttle_with("node", URL, 1000, HintKind::Malformed, Some("soon")),
+                judged(Verdict::ReadAsZero, "node", URL, 1000, Some(1100), 1004),
+            ],
+        ));
+        assert_eq!(report.outcome(), Outcome::Fail);
+        assert_eq!((report.read_as_zero(), report.premature()), (1, 0));
+        let v = &report.violations()[0];
+        assert_eq!(v.kind, Verdict::ReadAsZero);
+        assert_eq!(
+            v.why,
+            "retried 4 ms after a malformed Retry-After (`soon`) on a 429, sooner than the \
+             minimum backoff of 100 ms: read as zero?"
+        );
+        assert_eq!(
+            v.judged_by.as_ref().map(JudgedBy::plain).as_deref(),
+            Some(
+                "`Retry-After: soon`, malformed, so never zero: a retry must wait the minimum \
+                 backoff"
+            )
+        );
+        assert!(
+            report
+                .terminal_summary(&[])
+                .starts_with("holdoff: FAIL: 1 read-as-zero retry and 0 compliant ")
+        );
+        let md = report.render(Format::Markdown);
+        assert!(
+            md.contains("judged by `Retry-After: soon`, malformed, so never zero"),
+            "{md}"
+        );
+        assert!(md.contains("| node · openai-node/4.77 |"), "{md}");
+        let xml = report.render(Format::Junit);
+        assert!(xml.contains(r#"<failure type="ReadAsZero""#), "{xml}");
+        let html = report.render(Format::Html);
+        assert_eq!(html.matches(r#"class="retry read-as-zero""#).count(), 1);
+        assert_eq!(html.matches(r#"class="window malformed""#).count(), 1);
+    }
+
+    #[test]
+    fn a_retry_without_backoff_after_no_hint_is_a_warning() {
+        let events = vec![
+            throttle_with("node", URL, 1000, HintKind::None, None),
+            judged(Verdict::NoBackoff, "node", URL, 1000, Some(1100), 1003),
+        ];
+        let report = Report::from_events(&run(2, false, events.clone()));
+        assert_eq!(report.outcome(), Outcome::Pass);
+        assert!(report.violations().is_empty());
+        assert_eq!(report.warnings().len(), 1);
+        assert_eq!(
+            report.warnings()[0].why,
+            "retried 3 ms after a 429 with no hint, sooner than the minimum backoff of 100 ms"
+        );
+        let summary = report.terminal_summary(&[]);
+        assert!(
+            summary.starts_with(
+                "holdoff: PASS: no retry broke its window, but 1 came without backoff after a \
+                 throttle with no hint"
+            ),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("warnings: retries without backoff"),
+            "{summary}"
+        );
+        let md = report.render(Format::Markdown);
+        assert!(md.contains("### Warnings"), "{md}");
+        assert!(!md.contains("every retry waited"), "{md}");
+        assert!(!report.render(Format::Junit).contains("<failure"));
+
+        // Unless the run says a retry without backoff fails.
+        let report = Report::from_events(&run(2, true, events));
+        assert_eq!(report.outcome(), Outcome::Fail);
+        assert_eq!(report.violations()[0].kind, Verdict::NoBackoff);
+        assert!(
+            report
+                .render(Format::Junit)
+                .contains(r#"<failure type="NoBackoff""#)
+        );
+    }
+
+    #[test]
+    fn a_window_that_never_closes_is_drawn_to_the_end_and_a_retry_inside_is_premature() {
+        let report = Report::from_events(&run(
+            2,
+            false,
+            vec![
+                throttle_with(
+                    "node",
+                    URL,
+                    1000,
+                    HintKind::Unbounded,
+                    Some("99999999999999999999"),
+                ),
+                judged(Verdict::Premature, "node", URL, 1000, None, 1050),
+                throttle("other", URL, 2000, 3000),
+                retry("other", URL, 2000, 3000, 2500),
+            ],
+        ));
+        assert_eq!(report.outcome(), Outcome::Fail);
+        assert_eq!(report.throttled_by_hint().unbounded, 1);
+        // Inside a window that never closes is the worst of all.
+        let worst = report.worst();
+        assert_eq!(
+            (worst[0].client.as_str(), worst[0].early_by_ms),
+            ("node", None)
+        );
+        assert_eq!(worst[0].permitted_at, None);
+        assert_eq!(
+            worst[0].why,
+            "retried 50 ms after a 429 whose hint never expires"
+        );
+        let html = report.render(Format::Html);
+        let rect = html
+            .lines()
+            .find(|l| l.contains(r#"class="window unbounded""#))
+            .expect("the unbounded window is drawn");
+        let number = |attr: &str| -> f64 {
+            let start = rect.find(&format!(r#" {attr}=""#)).unwrap() + attr.len() + 3;
+            rect[start..].split('"').next().unwrap().parse().unwrap()
+        };
+        assert_eq!(number("x") + number("width"), html::PLOT_END, "{rect}");
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert!(json["violations"][0]["permitted_at"].is_null());
+        assert!(json["violations"][0]["early_by_ms"].is_null());
+        assert!(
+            report
+                .terminal_summary(&[])
+                .contains("inside a window that never closes")
+        );
+    }
+}
+
+mod headline {
+    use super::*;
+
+    fn first_line(report: &Report) -> String {
+        report
+            .terminal_summary(&[])
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn no_request_is_not_tested_never_a_pass() {
+        let report = Report::from_events(&run(0, false, vec![]));
+        assert_eq!(report.outcome(), Outcome::NotTested);
+        assert!(!report.passed());
+        assert_eq!(
+            first_line(&report),
+            "holdoff: NOT TESTED: no request reached the proxy (0 requests)"
+        );
+        let summary = report.terminal_summary(&[]);
+        for cause in [
+            "Node.js before 22.21",
+            "httpx",
+            "aiohttp",
+            "Go never",
+            "Java",
+            "NO_PROXY",
+        ] {
+            assert!(summary.contains(cause), "{cause}: {summary}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert_eq!(json["verdict"], "not_tested");
+        let xml = report.render(Format::Junit);
+        assert!(
+            xml.contains(r#"<testsuites name="holdoff" tests="1" failures="1""#),
+            "{xml}"
+        );
+        assert!(xml.contains(r#"name="no request reached the proxy""#));
+        assert!(xml.contains(r#"<failure type="NotTested""#));
+        for format in [Format::Markdown, Format::Html] {
+            let text = report.render(format);
+            assert!(
+                !text.to_lowercase().contains("every retry waited"),
+                "{text}"
+            );
+            assert!(text.contains("trust_env=True"), "{text}");
+        }
+    }
+
+    #[test]
+    fn no_request_allowed_is_still_not_tested_but_skipped() {
+        let mut events = run(0, false, vec![]);
+        if let Event::Start {
+            allow_no_traffic, ..
+        } = &mut events[0]
+        {
+            *allow_no_traffic = true;
+        }
+        let report = Report::from_events(&events);
+        assert_eq!(report.outcome(), Outcome::NotTested);
+        assert!(report.allows_no_traffic());
+        assert_eq!(
+            first_line(&report),
+            "holdoff: NOT TESTED (allowed): no request reached the proxy, as --allow-no-traffic \
+             allows (0 requests)"
+        );
+        let xml = report.render(Format::Junit);
+        assert!(xml.contains(r#"tests="1" failures="0""#), "{xml}");
+        assert!(xml.contains("<skipped "), "{xml}");
+    }
+
+    #[test]
+    fn requests_without_a_throttle_judged_nothing() {
+        let report = Report::from_events(&run(12, false, vec![]));
+        assert_eq!(report.outcome(), Outcome::Pass);
+        assert_eq!(
+            first_line(&report),
+            "holdoff: PASS? nothing was judged (12 requests, 0 throttled)"
+        );
+        let md = report.render(Format::Markdown);
+        assert!(
+            md.starts_with("## holdoff: ⚠ PASS? nothing was judged"),
+            "{md}"
+        );
+        let xml = report.render(Format::Junit);
+        assert!(xml.contains(r#"tests="1" failures="0""#), "{xml}");
+        assert!(xml.contains(r#"name="nothing was judged""#), "{xml}");
+
+        let report =
+            Report::from_events(&run(12, false, vec![throttle("a", "http://x/", 0, 1000)]));
+        assert_eq!(
+            first_line(&report),
+            "holdoff: PASS? no retry was judged (1 throttled response, none retried; 12 requests)"
+        );
+    }
+
+    #[test]
+    fn a_failed_command_is_named_beside_the_verdict() {
+        let mut events = run(
+            5,
+            false,
+            vec![
+                throttle("a", "http://x/", 0, 1000),
+                retry("a", "http://x/", 0, 1000, 1200),
+            ],
+        );
+        if let Some(Event::Finish { exit_code, .. }) = events.last_mut() {
+            *exit_code = Some(1);
+        }
+        let report = Report::from_events(&events);
+        assert_eq!(
+            first_line(&report),
+            "holdoff: FAIL: the command exited 1; no client retried early (1 compliant retry; 1 \
+             throttled response, 5 requests)"
+        );
+        let md = report.render(Format::Markdown);
+        assert!(
+            md.starts_with("## holdoff: ✗ FAIL: the command exited 1; no client retried early"),
+            "{md}"
+        );
+    }
+}
+
+mod reproduce {
+    use super::*;
+
+    #[test]
+    fn quotes_the_recorded_command_line() {
+        let mut events = run(3, false, vec![]);
+        let argv = [
+            "holdoff",
+            "run",
+            "-c",
+            "my config.json",
+            "-f",
+            "100",
+            "--seed",
+            "7",
+            "--",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain(["sh", "-c", "curl -s \"$URL\""].map(String::from))
+        .collect();
+        if let Event::Start { argv: a, .. } = &mut events[0] {
+            *a = Some(argv);
+        }
+        let report = Report::from_events(&events);
+        let line = r#"holdoff run -c 'my config.json' -f 100 --seed 7 -- sh -c 'curl -s "$URL"'"#;
+        assert_eq!(report.reproduce(), line);
+        assert!(
+            report
+                .render(Format::Markdown)
+                .contains(&format!("```sh\n{line}\n```"))
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert_eq!(json["reproduce"], line);
+    }
+
+    #[test]
+    fn falls_back_to_the_seed_and_the_command_for_an_older_log() {
+        let report = Report::from_events(&run(3, false, vec![]));
+        assert_eq!(report.reproduce(), "holdoff run --seed 1 -- npm test");
     }
 }
 

@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use super::time;
+use super::{HintKind, RetryRow, WindowRow, time};
+use crate::judge::Verdict;
 
 /// A duration in milliseconds for people: `0 ms`, `250 ms`, `1.90 s`, `2 min 5 s`.
 pub(crate) fn millis(ms: f64) -> String {
@@ -90,6 +91,26 @@ pub(crate) fn md_code(s: &str) -> String {
     format!("{fence}{pad}{}{pad}{fence}", s.replace('|', "\\|"))
 }
 
+/// Text of ours with code in backticks (no backtick inside the code), as Markdown: the text
+/// escaped, the code as inline code.
+pub(crate) fn md_with_code(s: &str) -> String {
+    s.split('`')
+        .enumerate()
+        .map(|(i, part)| if i % 2 == 1 { md_code(part) } else { md(part) })
+        .collect()
+}
+
+/// Text of ours with code in backticks, as HTML: the code in `<code>`.
+pub(crate) fn html_with_code(s: &str) -> String {
+    s.split('`')
+        .enumerate()
+        .map(|(i, part)| match i % 2 {
+            1 => format!("<code>{}</code>", xml(part)),
+            _ => xml(part).into_owned(),
+        })
+        .collect()
+}
+
 /// `command` quoted for a POSIX shell.
 pub(crate) fn shell_words(command: &[String]) -> String {
     let quote = |arg: &String| {
@@ -114,6 +135,68 @@ pub(crate) fn truncate(s: &str, max: usize) -> Cow<'_, str> {
     let mut cut: String = s.chars().take(max.saturating_sub(1)).collect();
     cut.push('…');
     Cow::Owned(cut)
+}
+
+/// A header name for people: `retry-after` as `Retry-After`.
+pub(crate) fn header_name(name: &str) -> String {
+    name.split('-')
+        .map(|word| {
+            let mut chars = word.chars();
+            match chars.next() {
+                Some(first) => first.to_uppercase().chain(chars).collect(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<String>>()
+        .join("-")
+}
+
+/// The client and, when known, its `User-Agent`: `alice · curl/8.5.0`.
+pub(crate) fn client_label(client: &str, user_agent: Option<&str>) -> String {
+    match user_agent {
+        Some(agent) => format!("{client} · {}", truncate(agent, 60)),
+        None => client.to_owned(),
+    }
+}
+
+/// Why a retry that broke its window (or came without backoff) is one, in one sentence
+/// without a final stop, the hint's value in backticks: `retried 4 ms after a malformed
+/// Retry-After (`soon`) on a 429, sooner than the minimum backoff of 100 ms: read as zero?`.
+pub(crate) fn why(retry: &RetryRow, window: Option<&WindowRow>) -> String {
+    let gap = millis(time::millis_between(retry.throttled_at, retry.retried_at));
+    let throttle = match window.and_then(|w| w.status) {
+        Some(status) => format!("a {status}"),
+        None => "the throttle".to_owned(),
+    };
+    let backoff = retry
+        .permitted_at
+        .map(|at| millis(time::millis_between(retry.throttled_at, at)))
+        .map(|min| format!(", sooner than the minimum backoff of {min}"))
+        .unwrap_or_default();
+    let judged = window.and_then(|w| w.judged_by.as_ref());
+    match retry.verdict {
+        Verdict::ReadAsZero => {
+            let hint = match judged.and_then(|j| Some((j.header.as_deref()?, j.value.as_deref()?)))
+            {
+                Some((header, value)) => format!("{} (`{value}`)", header_name(header)),
+                None => "hint".to_owned(),
+            };
+            format!("retried {gap} after a malformed {hint} on {throttle}{backoff}: read as zero?")
+        }
+        Verdict::NoBackoff => format!("retried {gap} after {throttle} with no hint{backoff}"),
+        _ if retry.permitted_at.is_none()
+            || judged.is_some_and(|j| j.hint == HintKind::Unbounded) =>
+        {
+            format!("retried {gap} after {throttle} whose hint never expires")
+        }
+        _ => match retry.by_ms {
+            Some(early) => format!(
+                "retried {} before the permitted time, {gap} after {throttle}",
+                millis(early)
+            ),
+            None => format!("retried {gap} after {throttle}, before the permitted time"),
+        },
+    }
 }
 
 /// How times are shown in tables: the time of day when the whole run is on one UTC date
@@ -215,6 +298,22 @@ mod tests {
         }
     }
 
+    mod with_code {
+        use super::*;
+
+        #[test]
+        fn marks_up_what_is_in_backticks() {
+            assert_eq!(
+                md_with_code("set `NO_PROXY` *now*"),
+                "set `NO_PROXY` \\*now\\*"
+            );
+            assert_eq!(
+                html_with_code("pass `a<b` & go"),
+                "pass <code>a&lt;b</code> &amp; go"
+            );
+        }
+    }
+
     mod shell_words {
         use super::*;
 
@@ -227,6 +326,17 @@ mod tests {
                 shell_words(&words),
                 r"curl -s 'http://a/b?x=1&y' 'it'\''s' ''"
             );
+        }
+    }
+
+    mod header_name {
+        use super::*;
+
+        #[test]
+        fn capitalises_each_word() {
+            assert_eq!(header_name("retry-after"), "Retry-After");
+            assert_eq!(header_name("x-ratelimit-reset"), "X-Ratelimit-Reset");
+            assert_eq!(header_name("ratelimit"), "Ratelimit");
         }
     }
 

@@ -67,12 +67,20 @@ pub(crate) mod rfc3339 {
     }
 }
 
-/// `#[serde(with = "rfc3339_option")]` for an `Option<SystemTime>` field of a report (`null`
-/// for `None`); reports are only written.
+/// `#[serde(with = "rfc3339_option")]` for an `Option<SystemTime>` field (`null` for `None`).
 pub(crate) mod rfc3339_option {
     use std::time::SystemTime;
 
-    use serde::Serializer;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SystemTime>, D::Error> {
+        match <Option<std::borrow::Cow<'de, str>>>::deserialize(d)? {
+            Some(s) => super::parse(&s).map(Some).map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
 
     pub(crate) fn serialize<S: Serializer>(
         at: &Option<SystemTime>,

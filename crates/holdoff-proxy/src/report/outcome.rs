@@ -1,0 +1,260 @@
+//! What a run comes to — pass, fail or not tested — and the one case each report's headline
+//! is written from, so that the terminal, Markdown, HTML and JUnit never disagree.
+
+use serde::Serialize;
+
+use super::Report;
+use super::text::count;
+
+/// The judge's verdict on a run, as the JSON report's `"verdict"` has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// No client broke a window (warnings aside). Some requests reached the proxy, though
+    /// possibly none was throttled: see [`Report::throttled`].
+    Pass,
+    /// A retry broke its window: premature, read a malformed hint as zero, or (when the run
+    /// says so) came without backoff after a throttle with no hint.
+    Fail,
+    /// No request reached the proxy: nothing was tested. Never a pass — the command's clients
+    /// bypassed the proxy, or sent nothing (`--allow-no-traffic` accepts that).
+    NotTested,
+}
+
+impl Outcome {
+    /// `pass`, `fail` or `not_tested`, as in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::NotTested => "not_tested",
+        }
+    }
+}
+
+/// Why no request reaches the proxy, usually, and what to do about each; code in backticks.
+pub(crate) const NO_TRAFFIC_CAUSES: [(&str, &str); 7] = [
+    (
+        "Node.js before 22.21: the global `fetch` ignores `HTTP_PROXY`",
+        "make undici's `EnvHttpProxyAgent` the global dispatcher \
+         (`setGlobalDispatcher(new EnvHttpProxyAgent())`), or use Node.js 22.21+ or 24, which \
+         honour `NODE_USE_ENV_PROXY=1` (holdoff run sets it)",
+    ),
+    (
+        "httpx with an explicit `transport=` ignores the proxy variables",
+        "pass `proxy=` (or `mounts=`) to the client, or leave the transport out so that \
+         `trust_env` applies",
+    ),
+    (
+        "aiohttp ignores the proxy variables by default",
+        "create the `ClientSession` with `trust_env=True`",
+    ),
+    (
+        "Go never proxies requests to `localhost` or `127.0.0.1`",
+        "call the server by the machine's non-loopback name, or give the client an \
+         `http.Transport{Proxy: …}` with the URL in `HOLDOFF_PROXY_URL`",
+    ),
+    (
+        "Java ignores `HTTP_PROXY`",
+        "pass `-Dhttp.proxyHost` and `-Dhttp.proxyPort` (and `-Dhttps.…`) with \
+         `HOLDOFF_PROXY_URL`'s host and port, or build a `ProxySelector` from it",
+    ),
+    (
+        "`NO_PROXY` names the host",
+        "holdoff run removes `NO_PROXY` and `no_proxy` unless `--keep-no-proxy`: drop that \
+         flag, or leave the host out",
+    ),
+    (
+        "the command sends no HTTP request at all",
+        "if that is expected, pass `--allow-no-traffic`",
+    ),
+];
+
+/// What a run's headline says, in the order the cases are tried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Case {
+    /// A retry broke its window.
+    Fail,
+    /// No request reached the proxy; `allowed` by `--allow-no-traffic`.
+    NotTested { allowed: bool },
+    /// Requests, but no throttle.
+    NothingThrottled,
+    /// Throttles, but no client came back under a window.
+    NoRetry,
+    /// Every retry waited, but some came without backoff after a throttle with no hint.
+    PassWithWarnings,
+    /// Every retry waited.
+    Pass,
+}
+
+impl Case {
+    /// The case of `report`.
+    pub(crate) fn of(report: &Report) -> Case {
+        match report.verdict {
+            Outcome::Fail => Case::Fail,
+            Outcome::NotTested => Case::NotTested {
+                allowed: report.allow_no_traffic,
+            },
+            Outcome::Pass if report.throttled == 0 && report.all_retries.is_empty() => {
+                Case::NothingThrottled
+            }
+            Outcome::Pass if report.all_retries.is_empty() => Case::NoRetry,
+            Outcome::Pass if !report.warnings.is_empty() => Case::PassWithWarnings,
+            Outcome::Pass => Case::Pass,
+        }
+    }
+
+    /// The mark before the headline: `PASS`, `FAIL`, `NOT TESTED`, `PASS?`.
+    pub(crate) fn mark(self) -> &'static str {
+        match self {
+            Case::Fail => "FAIL",
+            Case::NotTested { .. } => "NOT TESTED",
+            Case::NothingThrottled | Case::NoRetry => "PASS?",
+            Case::PassWithWarnings | Case::Pass => "PASS",
+        }
+    }
+
+    /// The CSS class of the HTML verdict: `pass`, `fail`, `untested` or `unsure`.
+    pub(crate) fn class(self) -> &'static str {
+        match self {
+            Case::Fail => "fail",
+            Case::NotTested { .. } => "untested",
+            Case::NothingThrottled | Case::NoRetry | Case::PassWithWarnings => "unsure",
+            Case::Pass => "pass",
+        }
+    }
+}
+
+/// `Some(code)` when the command `holdoff run` ran exited with a failure.
+pub(crate) fn command_failed(report: &Report) -> Option<i32> {
+    report.exit_code.filter(|code| *code != 0)
+}
+
+/// A report's headline: `FAIL: 3 premature retries and 8 compliant (8 throttled responses, 57
+/// requests)`, in parts for each format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Headline {
+    /// `PASS`, `FAIL`, `NOT TESTED`, `NOT TESTED (allowed)` or `PASS?`.
+    pub(crate) mark: &'static str,
+    /// A symbol for the mark: `✓`, `✗`, `⚠`.
+    pub(crate) symbol: &'static str,
+    /// The CSS class of the HTML verdict.
+    pub(crate) class: &'static str,
+    /// What the run found, e.g. `3 premature retries and 8 compliant`.
+    pub(crate) what: String,
+    /// The counts, e.g. `8 throttled responses, 57 requests`.
+    pub(crate) counts: String,
+}
+
+impl Headline {
+    pub(crate) fn of(report: &Report) -> Headline {
+        let case = Case::of(report);
+        let requests = count(
+            usize::try_from(report.requests).unwrap_or(usize::MAX),
+            "request",
+            "requests",
+        );
+        let throttled = count(
+            report.throttled,
+            "throttled response",
+            "throttled responses",
+        );
+        let compliant = count(
+            report.retries.compliant,
+            "compliant retry",
+            "compliant retries",
+        );
+        let failed = command_failed(report);
+        let (what, counts) = match case {
+            Case::Fail => {
+                let r = &report.retries;
+                let mut kinds = Vec::new();
+                for (n, one, many, fails) in [
+                    (r.premature, "premature retry", "premature retries", true),
+                    (
+                        r.read_as_zero,
+                        "read-as-zero retry",
+                        "read-as-zero retries",
+                        true,
+                    ),
+                    (
+                        r.no_backoff,
+                        "retry without backoff",
+                        "retries without backoff",
+                        report.fail_on_no_backoff,
+                    ),
+                ] {
+                    if n > 0 && fails {
+                        kinds.push(count(n, one, many));
+                    }
+                }
+                (
+                    format!("{} and {} compliant", kinds.join(", "), r.compliant),
+                    format!("{throttled}, {requests}"),
+                )
+            }
+            Case::NotTested { allowed: true } => (
+                "no request reached the proxy, as --allow-no-traffic allows".to_owned(),
+                requests,
+            ),
+            Case::NotTested { allowed: false } => {
+                ("no request reached the proxy".to_owned(), requests)
+            }
+            Case::NothingThrottled => (
+                "nothing was judged".to_owned(),
+                format!("{requests}, 0 throttled"),
+            ),
+            Case::NoRetry => (
+                "no retry was judged".to_owned(),
+                format!("{throttled}, none retried; {requests}"),
+            ),
+            Case::PassWithWarnings => (
+                format!(
+                    "no retry broke its window, but {} came without backoff after a throttle \
+                     with no hint",
+                    report.warnings.len()
+                ),
+                format!("{compliant}; {throttled}, {requests}"),
+            ),
+            Case::Pass if failed.is_some() => (
+                "no client retried early".to_owned(),
+                format!("{compliant}; {throttled}, {requests}"),
+            ),
+            Case::Pass => (
+                "every retry waited".to_owned(),
+                format!("{compliant}; {throttled}, {requests}"),
+            ),
+        };
+        let (mark, symbol, class) = match (failed, case) {
+            (Some(_), _) | (None, Case::Fail) => ("FAIL", "✗", "fail"),
+            (None, Case::NotTested { allowed: true }) => {
+                ("NOT TESTED (allowed)", "–", case.class())
+            }
+            (None, Case::Pass) => ("PASS", "✓", case.class()),
+            (None, _) => (case.mark(), "⚠", case.class()),
+        };
+        let what = match failed {
+            Some(code) => format!("the command exited {code}; {what}"),
+            None => what,
+        };
+        Headline {
+            mark,
+            symbol,
+            class,
+            what,
+            counts,
+        }
+    }
+
+    /// The mark and what follows it: `FAIL:`, or `PASS?` (no colon after a question).
+    pub(crate) fn lead(&self) -> String {
+        let colon = if self.mark.ends_with('?') { "" } else { ":" };
+        format!("{}{colon}", self.mark)
+    }
+
+    /// `FAIL: what (counts)`.
+    pub(crate) fn line(&self) -> String {
+        format!("{} {} ({})", self.lead(), self.what, self.counts)
+    }
+}
