@@ -5,10 +5,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body::{Frame, SizeHint};
+use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
+use tokio::sync::oneshot;
 
 /// The error a [`Body`] can yield: whatever broke the stream, boxed.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -38,6 +39,8 @@ enum Kind {
     Empty,
     Full(Option<Bytes>),
     Incoming(Incoming),
+    /// A client's body with bytes still to come, lent to the stages.
+    Lent(Lent),
     /// An upstream's response body, with its URL to say which one broke off.
     Upstream(Incoming, http::Uri),
     Boxed(UnsyncBoxBody<Bytes, BoxError>),
@@ -81,12 +84,55 @@ impl Body {
         }
     }
 
+    /// A client's request body for the stages and, when bytes of it are still to come, the
+    /// way back to it: if a stage drops the body before its end (to answer itself), the
+    /// proxy gets it back to read the rest (see `proxy::unread`). A body already at its end
+    /// (a `GET`, `Content-Length: 0`) costs nothing more than [`Body::incoming`].
+    pub(crate) fn lend(body: Incoming) -> (Body, Option<Unread>) {
+        if body.is_end_stream() {
+            return (Body::incoming(body), None);
+        }
+        let (back, unread) = oneshot::channel();
+        let lent = Lent(Some((body, back)));
+        (
+            Body {
+                kind: Kind::Lent(lent),
+            },
+            Some(Unread(unread)),
+        )
+    }
+
     /// An upstream's response body from `url`: if it breaks off, a warning says so (the
     /// response's own log line was written with its head).
     pub(crate) fn upstream(body: Incoming, url: http::Uri) -> Body {
         Body {
             kind: Kind::Upstream(body, url),
         }
+    }
+}
+
+/// A lent request body: the body, and where it goes when dropped before its end. `None` only
+/// while it is being dropped.
+struct Lent(Option<(Incoming, oneshot::Sender<Incoming>)>);
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some((body, back)) = self.0.take() {
+            if !body.is_end_stream() {
+                // Nobody waiting (the request went upstream): the body is dropped here.
+                let _ = back.send(body);
+            }
+        }
+    }
+}
+
+/// Where a lent request body comes back when a stage dropped it before its end.
+pub(crate) struct Unread(oneshot::Receiver<Incoming>);
+
+impl Unread {
+    /// The body, if it was dropped before its end and not kept by anyone.
+    pub(crate) fn take(mut self) -> Option<Incoming> {
+        self.0.try_recv().ok()
     }
 }
 
@@ -125,7 +171,7 @@ impl fmt::Debug for Body {
         let kind = match &self.kind {
             Kind::Empty => "empty",
             Kind::Full(_) => "full",
-            Kind::Incoming(_) | Kind::Upstream(..) => "streamed",
+            Kind::Incoming(_) | Kind::Lent(_) | Kind::Upstream(..) => "streamed",
             Kind::Boxed(_) => "wrapped",
         };
         f.debug_tuple("Body").field(&kind).finish()
@@ -146,6 +192,12 @@ impl http_body::Body for Body {
             Kind::Incoming(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map_err(|err| Box::new(err) as BoxError),
+            Kind::Lent(Lent(lent)) => match lent {
+                Some((body, _)) => Pin::new(body)
+                    .poll_frame(cx)
+                    .map_err(|err| Box::new(err) as BoxError),
+                None => Poll::Ready(None),
+            },
             Kind::Upstream(body, url) => Pin::new(body).poll_frame(cx).map_err(|err| {
                 tracing::warn!(
                     target: "holdoff::request",
@@ -164,6 +216,7 @@ impl http_body::Body for Body {
             Kind::Empty => true,
             Kind::Full(bytes) => bytes.is_none(),
             Kind::Incoming(body) | Kind::Upstream(body, _) => body.is_end_stream(),
+            Kind::Lent(Lent(lent)) => lent.as_ref().is_none_or(|(body, _)| body.is_end_stream()),
             Kind::Boxed(body) => body.is_end_stream(),
         }
     }
@@ -175,6 +228,9 @@ impl http_body::Body for Body {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
             }
             Kind::Incoming(body) | Kind::Upstream(body, _) => body.size_hint(),
+            Kind::Lent(Lent(lent)) => lent
+                .as_ref()
+                .map_or_else(|| SizeHint::with_exact(0), |(body, _)| body.size_hint()),
             Kind::Boxed(body) => body.size_hint(),
         }
     }
@@ -183,7 +239,6 @@ impl http_body::Body for Body {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body::Body as _;
 
     mod full {
         use super::*;

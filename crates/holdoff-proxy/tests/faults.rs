@@ -504,3 +504,208 @@ mod with_the_judge {
         proxy.stop().await;
     }
 }
+
+/// A fault's answer before the request body is read: the proxy reads the body first (up to
+/// 1 MiB), so the client's upload ends cleanly, and never reuses a connection it left
+/// half-read.
+mod early_answers {
+    use std::fs;
+    use std::path::PathBuf;
+
+    use holdoff_proxy::CaSource;
+    use http::Method;
+    use support::{TempDir, TestCa, TlsUpstream, closes_within, curl_async, read_response};
+
+    use super::*;
+
+    /// A body 1 MiB long: as large as the proxy reads before answering.
+    const MIB: usize = 1024 * 1024;
+
+    /// Every POST to a URL `pattern` matches gets 429.
+    fn throttle_posts(pattern: &str) -> Arc<FaultStage> {
+        let mut rule = ErrorRule {
+            request: RequestMatch::url(pattern.parse().expect("a pattern")),
+            rate: Rate::ALWAYS,
+            outcomes: vec![Outcome::Respond(response(429, "@dynamic=1"))],
+        };
+        rule.request.method = Some(Method::POST);
+        faults(plan_of(vec![rule]))
+    }
+
+    /// The proxy intercepting `upstream` with a throwaway CA, whose certificate it writes
+    /// into `dir` for curl's `--cacert`.
+    async fn intercepting(
+        upstream: &TlsUpstream,
+        ca: &TestCa,
+        dir: &TempDir,
+    ) -> (Running, PathBuf) {
+        let pattern = upstream.url("/*");
+        let mut config = ProxyConfig::default();
+        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        config.urls_to_watch = vec![pattern.parse().expect("a watch pattern")];
+        config.upstream_ca = vec![ca.pem_path()];
+        config.ca = CaSource::Ephemeral;
+        let server = ProxyServer::bind(config, vec![throttle_posts(&pattern)])
+            .await
+            .expect("bind the proxy");
+        let cacert = dir.path().join("proxy-ca.pem");
+        let pem = server.ca().expect("an interception CA").cert_pem();
+        fs::write(&cacert, pem).expect("write the proxy's CA");
+        let addr = server.local_addr();
+        let handle = server.shutdown_handle();
+        let task = tokio::spawn(server.run_until(std::future::pending()));
+        (Running { addr, handle, task }, cacert)
+    }
+
+    /// 50 POSTs of `body` (5 curls of 10 URLs each) through the intercepting proxy with
+    /// `protocol` (`--http2` or `--http1.1`): every one must end without a curl error, as
+    /// `429` over `version` (`2` or `1.1`).
+    async fn fifty_posts(protocol: &str, version: &str, body: &[u8]) {
+        let ca = TestCa::new();
+        let upstream = TlsUpstream::start(&ca).await;
+        let dir = TempDir::new("early-answers");
+        let (proxy, cacert) = intercepting(&upstream, &ca, &dir).await;
+        let data = dir.path().join("body");
+        fs::write(&data, body).expect("write the body");
+        let data = format!("@{}", data.display());
+        let proxy_url = format!("http://{}", proxy.addr);
+        let cacert = cacert.display().to_string();
+
+        for round in 0..5 {
+            let urls: Vec<String> = (0..10)
+                .map(|n| upstream.url(&format!("/upload/{round}/{n}")))
+                .collect();
+            let mut args = vec![
+                "-x",
+                &proxy_url,
+                "--cacert",
+                &cacert,
+                protocol,
+                "--fail-early",
+                "--data-binary",
+                &data,
+                "--write-out",
+                "%{http_code} %{http_version}\n",
+            ];
+            for url in &urls {
+                // One `--output` for each URL: the bodies are not what is tested.
+                args.extend(["--output", "/dev/null", url]);
+            }
+            let output = curl_async(&args).await;
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                output.status.success() && stderr.is_empty(),
+                "curl {protocol} round {round} failed ({}): {stderr}",
+                output.status
+            );
+            let statuses = String::from_utf8(output.stdout).expect("curl printed UTF-8");
+            let expected = format!("429 {version}\n").repeat(10);
+            assert_eq!(statuses, expected, "curl {protocol} round {round}");
+        }
+        assert!(upstream.seen().is_empty(), "a throttled POST went upstream");
+        proxy.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_posts_over_http2_end_without_a_curl_error() {
+        fifty_posts("--http2", "2", b"{\"prompt\":\"hello\"}").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_mib_posts_over_http2_end_without_a_curl_error() {
+        fifty_posts("--http2", "2", &vec![b'a'; MIB]).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_posts_over_http1_end_without_a_curl_error() {
+        fifty_posts("--http1.1", "1.1", b"{\"prompt\":\"hello\"}").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_mib_posts_over_http1_end_without_a_curl_error() {
+        fifty_posts("--http1.1", "1.1", &vec![b'a'; MIB]).await;
+    }
+
+    /// The head of an absolute-form POST to `url` of `length` bytes.
+    fn post_head(upstream: &TestServer, path: &str, length: usize) -> String {
+        let url = upstream.url(path);
+        let host = proxy_host(&url);
+        format!("POST {url} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {length}\r\n\r\n")
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_bound_is_read_and_the_connection_serves_the_next_request() {
+        let upstream = TestServer::start().await;
+        let proxy = Running::start(&upstream, vec![throttle_posts(&upstream.url("/*"))]).await;
+        let stream = TcpStream::connect(proxy.addr).await.expect("connect");
+        let (mut read, mut write) = stream.into_split();
+
+        // Half a MiB: more than the proxy has read along with the head.
+        let length = MIB / 2;
+        let head = post_head(&upstream, "/upload", length);
+        let writer = tokio::spawn(async move {
+            write
+                .write_all(head.as_bytes())
+                .await
+                .expect("write the head");
+            write
+                .write_all(&vec![b'a'; length])
+                .await
+                .expect("write the body");
+            write
+        });
+        let answer = tokio::time::timeout(PROMPTLY, read_response(&mut read))
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status, 429, "{answer:?}");
+        assert_eq!(answer.header("connection"), None, "{answer:?}");
+
+        let mut write = writer.await.expect("the writer");
+        let url = upstream.url("/after");
+        let get = format!("GET {url} HTTP/1.1\r\nHost: {}\r\n\r\n", proxy_host(&url));
+        write
+            .write_all(get.as_bytes())
+            .await
+            .expect("write the GET");
+        let next = tokio::time::timeout(PROMPTLY, read_response(&mut read))
+            .await
+            .expect("a second answer");
+        assert_eq!(next.status, 200, "{next:?}");
+        assert_eq!(upstream.requests_to("/after").len(), 1);
+        assert!(upstream.requests_to("/upload").is_empty());
+        proxy.stop().await;
+    }
+
+    /// The `host:port` of an `http://` URL.
+    fn proxy_host(url: &str) -> &str {
+        url.trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_bound_gets_connection_close_and_the_connection_ends() {
+        let upstream = TestServer::start().await;
+        let proxy = Running::start(&upstream, vec![throttle_posts(&upstream.url("/*"))]).await;
+        let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+
+        // Announced larger than the bound: the proxy answers without waiting for it.
+        let head = post_head(&upstream, "/upload", 2 * MIB);
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("write the head");
+        let answer = tokio::time::timeout(PROMPTLY, read_response(&mut stream))
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status, 429, "{answer:?}");
+        assert_eq!(answer.header("connection"), Some("close"), "{answer:?}");
+        assert!(
+            closes_within(&mut stream, PROMPTLY).await,
+            "the proxy kept a half-read connection open"
+        );
+        assert!(upstream.requests_to("/upload").is_empty());
+        proxy.stop().await;
+    }
+}

@@ -21,8 +21,9 @@ use super::connect::{self, Tunnel};
 use super::headers::{CLIENT_HEADER, add_via, strip_hop_by_hop, wants_upgrade};
 use super::server::Conn;
 use super::stage::{Action, ClientId, Mode, RequestMeta};
-use super::{Route, Shared, reply};
+use super::{Route, Shared, reply, unread};
 use crate::Body;
+use crate::body::Unread;
 use crate::config::{UrlParts, proxy_user};
 
 /// Where a request came from: the proxy's own port, or inside an intercepted tunnel.
@@ -70,7 +71,16 @@ pub(crate) async fn handle(
             conn.calls.fetch_add(1, Ordering::Relaxed);
             if let Some(credentials) = &shared.auth {
                 if !credentials.accepts(&parts.headers) {
-                    let response = reply::proxy_auth_required();
+                    let mut response = reply::proxy_auth_required();
+                    let body = Some(body);
+                    unread::settle(
+                        &shared.clock,
+                        body,
+                        parts.version,
+                        &parts.uri,
+                        &mut response,
+                    )
+                    .await;
                     let line = Line::early(&parts, conn, None, plain_mode(shared));
                     return Ok(finish_early(shared, line, received, response, None));
                 }
@@ -85,10 +95,19 @@ pub(crate) async fn handle(
     let (mode, uri) = match target(shared, tunnel, &parts) {
         Ok(target) => target,
         Err((status, message)) => {
+            let mut response = reply::text(status, message.clone());
+            let body = Some(body);
+            unread::settle(
+                &shared.clock,
+                body,
+                parts.version,
+                &parts.uri,
+                &mut response,
+            )
+            .await;
             let user = proxy_user(&parts.headers);
             let line = Line::early(&parts, conn, user.as_deref(), plain_mode(shared));
             let error = Some(reason(&message));
-            let response = reply::text(status, message.clone());
             return Ok(finish_early(shared, line, received, response, error));
         }
     };
@@ -117,7 +136,7 @@ pub(crate) async fn handle(
     }
     // The client picks HTTP/1.1 or HTTP/2 per upstream connection by ALPN; a request asking
     // for HTTP/2 explicitly would be refused on an HTTP/1.1 one.
-    parts.version = Version::HTTP_11;
+    let version = std::mem::replace(&mut parts.version, Version::HTTP_11);
 
     let meta = RequestMeta {
         id: shared.next_id.fetch_add(1, Ordering::Relaxed),
@@ -131,7 +150,8 @@ pub(crate) async fn handle(
         watched,
     };
     parts.uri = uri;
-    let request = Request::from_parts(parts, Body::incoming(body));
+    let (body, lent) = Body::lend(body);
+    let request = Request::from_parts(parts, body);
     // Says so in the log if shutdown cuts the request before it has an answer.
     let unanswered = Unanswered {
         shared,
@@ -140,8 +160,18 @@ pub(crate) async fn handle(
 
     let (decision, seen) = run_stages(shared, request, &meta).await;
     let (mut response, failure) = match decision {
-        Decision::Forward(request) => forward(shared, &origin, request, client_upgrade).await,
-        Decision::Answer(response) => (response, None),
+        Decision::Forward(request) => {
+            // The body went upstream: whatever becomes of it there, nobody waits for it here.
+            drop(lent);
+            forward(shared, &origin, request, client_upgrade).await
+        }
+        Decision::Answer(mut response) => {
+            // The one place where an answer replaces the upstream's: what the stage left of
+            // the request body is read first.
+            let body = lent.and_then(Unread::take);
+            unread::settle(&shared.clock, body, version, &meta.uri, &mut response).await;
+            (response, None)
+        }
         Decision::Abort => {
             std::mem::forget(unanswered);
             shared.stats.aborted();

@@ -17,6 +17,7 @@ mod reply;
 mod server;
 mod stage;
 mod stats;
+mod unread;
 mod upstream;
 
 use std::future::Future;
