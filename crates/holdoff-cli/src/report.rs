@@ -38,7 +38,8 @@ files at once.
 
 Exit status: 0 when no client retried early, 3 when the log holds a retry that broke its window
 (premature, or a malformed hint read as zero), 4 when no request reached the proxy (not tested;
-0 if the run was allowed that with --allow-no-traffic), 2 for a usage error, an event log that
+0 if the run was allowed that with --allow-no-traffic) or a client's TLS handshake with the proxy
+failed (whatever --allow-no-traffic says), 2 for a usage error, an event log that
 cannot be read (the message names FILE:LINE and what is wrong), or a report that cannot be
 written.
 

@@ -277,3 +277,126 @@ mod upstream_client_config {
         assert!(std::error::Error::source(&err).is_some());
     }
 }
+
+/// The proxy intercepting a tunnel: what a client that does not trust the CA, or that sends
+/// plain HTTP into the tunnel, gets.
+mod interception {
+    use std::sync::Mutex;
+
+    use holdoff_proxy::{
+        Action, Body, CaSource, ClientId, Mode, ProxyConfig, ProxyServer, RequestMeta, Stage,
+    };
+    use holdoff_testkit::{Reply, TestServer};
+    use http::{Request, Uri};
+
+    use super::*;
+
+    /// Notes what the pipeline saw of every request.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(Mode, Uri, ClientId)>>);
+
+    impl Stage for Seen {
+        fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
+            self.0.lock().expect("no test thread panicked").push((
+                meta.mode,
+                meta.uri.clone(),
+                meta.client.clone(),
+            ));
+            Action::Continue(request)
+        }
+    }
+
+    /// A proxy that watches everything, intercepting with `ca`.
+    async fn proxy(ca: &Arc<CertificateAuthority>, stages: Vec<Arc<dyn Stage>>) -> ProxyServer {
+        let mut config = ProxyConfig::default();
+        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.urls_to_watch = vec!["*".parse().expect("a valid pattern")];
+        config.ca = CaSource::Provided(Arc::clone(ca));
+        ProxyServer::bind(config, stages)
+            .await
+            .expect("bind the proxy")
+    }
+
+    /// Sends a `CONNECT` to `target` with `extra` header lines, and reads the answer's head.
+    async fn connect(proxy: SocketAddr, target: &str, extra: &str) -> TcpStream {
+        let mut stream = TcpStream::connect(proxy).await.expect("connect");
+        let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{extra}\r\n");
+        stream.write_all(head.as_bytes()).await.expect("send");
+        let mut answer = Vec::new();
+        let mut byte = [0u8; 1];
+        while !answer.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.expect("read") == 1 {
+            answer.push(byte[0]);
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        stream
+    }
+
+    #[tokio::test]
+    async fn a_client_that_does_not_trust_the_ca_is_a_counted_failure() {
+        let (ca, _) = cache();
+        let (other, _) = cache();
+        let server = proxy(&ca, Vec::new()).await;
+        let addr = server.local_addr();
+        let stop = server.shutdown_handle();
+        let running = tokio::spawn(server.run());
+
+        let tunnel = connect(addr, "127.0.0.1:443", "").await;
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let refused = TlsConnector::from(Arc::new(client_trusting(&other, &[b"http/1.1"])))
+            .connect(name, tunnel)
+            .await;
+        assert!(refused.is_err(), "the client trusts another CA");
+
+        stop.shutdown();
+        let summary = running.await.unwrap();
+        assert_eq!(summary.interception_failures, 1, "{summary}");
+        assert_eq!(summary.errors, 1, "{summary}");
+        assert!(
+            summary
+                .to_string()
+                .contains("1 error (1 failed TLS interception)"),
+            "{summary}"
+        );
+    }
+
+    #[tokio::test]
+    async fn plain_http_in_a_tunnel_is_a_plain_request_to_its_target_by_the_connect_user() {
+        let (ca, _) = cache();
+        let upstream = TestServer::start().await;
+        upstream.set_default("/t", Reply::ok("hello"));
+        let target = upstream.addr().to_string();
+        let seen = Arc::new(Seen::default());
+        let server = proxy(&ca, vec![Arc::clone(&seen) as Arc<dyn Stage>]).await;
+        let addr = server.local_addr();
+        let stop = server.shutdown_handle();
+        let running = tokio::spawn(server.run());
+
+        // alice:x
+        let user = "Proxy-Authorization: Basic YWxpY2U6eA==\r\n";
+        let mut tunnel = connect(addr, &target, user).await;
+        let get = "GET /t?q=1 HTTP/1.1\r\nHost: elsewhere\r\nConnection: close\r\n\r\n";
+        tunnel.write_all(get.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tunnel.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("hello"), "{answer}");
+
+        stop.shutdown();
+        let summary = running.await.unwrap();
+        assert_eq!((summary.requests, summary.errors), (1, 0), "{summary}");
+        let seen = seen.0.lock().unwrap().clone();
+        let url = format!("http://{target}/t?q=1");
+        assert_eq!(
+            seen,
+            [(
+                Mode::Forward,
+                url.parse().unwrap(),
+                ClientId::ProxyUser("alice".into())
+            )]
+        );
+        let reached = upstream.requests_to("/t");
+        assert_eq!(reached.len(), 1);
+    }
+}

@@ -534,19 +534,20 @@ impl Stopped {
 
 impl Stopped {
     /// Records the end in the event log: the requests, what the faults did (returned), the
-    /// exit code.
+    /// exit code, and the interceptions that failed (which keep the run from passing).
     fn record_end(&self, exit_code: Option<i32>) -> FaultCounts {
         let counts = self
             .stages
             .as_ref()
             .map(|stages| stages.faults.counts())
             .unwrap_or_default();
-        self.recorder.finish(
-            TokioClock.wall_now(),
-            self.summary.requests,
-            counts,
+        self.recorder.record(holdoff_proxy::report::Event::Finish {
+            at: TokioClock.wall_now(),
+            requests: self.summary.requests,
+            faults: counts,
             exit_code,
-        );
+            interception_failures: self.summary.interception_failures,
+        });
         counts
     }
 

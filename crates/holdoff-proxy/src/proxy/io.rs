@@ -1,5 +1,6 @@
 //! [`ClientIo`]: a client's TCP stream, with two fixes to what hyper does when it refuses a
-//! request before the pipeline sees it.
+//! request before the pipeline sees it; and [`Rewind`], a stream whose first bytes were read
+//! to see what the client speaks, and are given back.
 //!
 //! - **A reason in the body.** hyper answers a malformed request head with `400`, one too
 //!   large with `431` (or `414` for the URI), by itself and with an empty body. Every other
@@ -245,6 +246,77 @@ async fn linger(mut stream: TcpStream, unsent: Option<Vec<u8>>) {
         }
     };
     let _ = tokio::time::timeout(LINGER_FOR, drain).await;
+}
+
+/// A stream with bytes already read from it put back in front: a tunnel's first bytes, read
+/// to tell TLS from plain HTTP, go to whichever side serves it.
+pub(crate) struct Rewind<T> {
+    prefix: Vec<u8>,
+    /// How much of `prefix` was read again.
+    at: usize,
+    inner: T,
+}
+
+impl<T> Rewind<T> {
+    pub(crate) fn new(prefix: Vec<u8>, inner: T) -> Rewind<T> {
+        Rewind {
+            prefix,
+            at: 0,
+            inner,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let rest = &this.prefix[this.at..];
+        if rest.is_empty() {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
+        let n = rest.len().min(buf.remaining());
+        buf.put_slice(&rest[..n]);
+        this.at += n;
+        if this.at == this.prefix.len() {
+            this.prefix = Vec::new();
+            this.at = 0;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::affinity::Affinity;
+use super::connect::PlainTunnel;
 use super::handler::{self, Aborted, Origin};
 use super::io::ClientIo;
 use super::process;
@@ -43,7 +44,23 @@ pub(crate) struct Conn {
     /// How many requests on it have reached the proxy.
     pub(crate) calls: AtomicU64,
     /// Held for as long as the connection, or a tunnel made of it, lives.
-    _permit: OwnedSemaphorePermit,
+    _permit: Arc<OwnedSemaphorePermit>,
+}
+
+impl Conn {
+    /// The connection inside a tunnel made of this one that carries plain HTTP: served as if
+    /// the client had connected to the proxy's port again, with its own upstream connection,
+    /// by the same client.
+    pub(crate) fn inside_tunnel(&self) -> Conn {
+        Conn {
+            shared: Arc::clone(&self.shared),
+            peer: self.peer,
+            identity: self.identity.clone(),
+            affinity: Affinity::default(),
+            calls: AtomicU64::new(0),
+            _permit: Arc::clone(&self._permit),
+        }
+    }
 }
 
 /// Single-threaded runtimes on threads of their own, connections spread over them in turn.
@@ -229,18 +246,18 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
         identity,
         affinity: Affinity::default(),
         calls: AtomicU64::new(0),
-        _permit: permit,
+        _permit: Arc::new(permit),
     });
     let io = TokioIo::new(ClientIo::new(stream, Arc::clone(&conn)));
     let origin = Origin::Plain(Arc::clone(&conn));
     // HTTP/2 requests run concurrently: they use the shared upstream pool.
     let affinity = (!h2).then_some(&conn.affinity);
-    serve_http(&shared, io, origin, h2, peer, affinity).await;
+    serve_http(&shared, io, origin, h2, peer, affinity, None).await;
     conn.affinity.close(&shared.affine_count);
 }
 
 /// What an HTTP/2 client with prior knowledge (h2c, RFC 9113 §3.3) sends first.
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Whether the client opens with the HTTP/2 preface, looked at without reading it: plain
 /// HTTP/2 (gRPC and other h2c clients, mostly in front of a reverse proxy) is served as such,
@@ -268,7 +285,8 @@ async fn prior_knowledge(stream: &TcpStream, clock: &impl Clock, idle: Duration)
 const PREFACE_PAUSE: Duration = Duration::from_millis(10);
 
 /// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls
-/// the connection's own upstream connection (`affinity`) beside it.
+/// the connection's own upstream connection (`affinity`) beside it. In a tunnel that carries
+/// plain HTTP (`plain`), each request is first addressed to the tunnel's target.
 pub(crate) async fn serve_http<I>(
     shared: &Shared,
     io: I,
@@ -276,6 +294,7 @@ pub(crate) async fn serve_http<I>(
     h2: bool,
     peer: SocketAddr,
     affinity: Option<&Affinity>,
+    plain: Option<Arc<PlainTunnel>>,
 ) where
     I: Read + Write + Unpin + Send + 'static,
 {
@@ -285,7 +304,10 @@ pub(crate) async fn serve_http<I>(
     // body is done, and one timer per connection closes it once none was for a while.
     let activity = Arc::new(Activity::new(shared.clock.now()));
     let tracked = Arc::clone(&activity);
-    let service = service_fn(move |request| {
+    let service = service_fn(move |mut request| {
+        if let Some(plain) = &plain {
+            plain.address(&mut request);
+        }
         let busy = Busy::start(Arc::clone(&tracked));
         let answer = handler::handle(origin.clone(), request);
         async move {

@@ -16,6 +16,7 @@ pub(crate) struct Stats {
     intercepted: AtomicU64,
     errors: AtomicU64,
     rejected: AtomicU64,
+    interception_failures: AtomicU64,
 }
 
 impl Stats {
@@ -44,6 +45,12 @@ impl Stats {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// An intercepted tunnel whose TLS handshake with the client failed. Counted as an error.
+    pub(crate) fn interception_failed(&self) {
+        self.interception_failures.fetch_add(1, Ordering::Relaxed);
+        self.error();
+    }
+
     /// A request hyper refused before it reached the pipeline (malformed: 400, too large:
     /// 431). Counted as a 4xx response and an error.
     pub(crate) fn rejected(&self) {
@@ -62,6 +69,7 @@ impl Stats {
             tunnels: load(&self.tunnels),
             intercepted: load(&self.intercepted),
             errors: load(&self.errors),
+            interception_failures: load(&self.interception_failures),
             cut,
             uptime,
         }
@@ -91,11 +99,16 @@ pub struct Summary {
     pub aborted: u64,
     /// `CONNECT` tunnels relayed blind.
     pub tunnels: u64,
-    /// `CONNECT` tunnels intercepted (TLS terminated and requests decrypted).
+    /// `CONNECT` tunnels intercepted: TLS terminated (or plain HTTP inside served) and the
+    /// requests inside seen, or a TLS handshake attempted and failed.
     pub intercepted: u64,
     /// Answers the proxy made because something failed: malformed or oversized requests,
-    /// unreachable, failing or slow upstreams.
+    /// unreachable, failing or slow upstreams; and failed interceptions.
     pub errors: u64,
+    /// Intercepted tunnels whose TLS handshake with the client failed (the client does not
+    /// trust the CA, speaks something else, or closed), counted in `errors` too: their
+    /// requests never reached the proxy.
+    pub interception_failures: u64,
     /// Connections still busy when the grace period ended, and cut.
     pub cut: u64,
     /// How long the proxy ran.
@@ -133,6 +146,14 @@ impl fmt::Display for Summary {
             self.errors,
             plural(self.errors, "error", "errors"),
         )?;
+        if self.interception_failures > 0 {
+            write!(
+                f,
+                " ({} failed TLS {})",
+                self.interception_failures,
+                plural(self.interception_failures, "interception", "interceptions")
+            )?;
+        }
         if self.aborted > 0 {
             write!(f, "; {} dropped by a stage", self.aborted)?;
         }
@@ -209,6 +230,20 @@ mod tests {
                 stats.summary(Duration::from_secs(1), 0).to_string(),
                 "holdoff proxy: 0 requests in 1.0s; 0 connections tunnelled blind, 0 \
                  intercepted; 1 error."
+            );
+        }
+
+        #[test]
+        fn a_failed_interception_is_an_error_and_says_so() {
+            let stats = Stats::default();
+            stats.intercepted();
+            stats.interception_failed();
+            let summary = stats.summary(Duration::from_secs(1), 0);
+            assert_eq!((summary.errors, summary.interception_failures), (1, 1));
+            assert_eq!(
+                summary.to_string(),
+                "holdoff proxy: 0 requests in 1.0s; 0 connections tunnelled blind, 1 \
+                 intercepted; 1 error (1 failed TLS interception)."
             );
         }
 

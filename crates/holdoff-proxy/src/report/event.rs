@@ -134,7 +134,15 @@ pub enum Event {
         /// ended it).
         #[serde(default)]
         exit_code: Option<i32>,
+        /// Intercepted tunnels whose TLS handshake with the client failed: their requests
+        /// never reached the proxy, so the run cannot pass. Left out when 0.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        interception_failures: u64,
     },
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 /// What a throttled response said about when to retry, as the judge read it.
@@ -285,6 +293,7 @@ mod tests {
                     requests: 12,
                     faults,
                     exit_code: None,
+                    interception_failures: 2,
                 },
             ] {
                 let line = serde_json::to_string(&event).unwrap();

@@ -17,7 +17,7 @@ use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
 use super::markdown::faults_line;
-use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES};
+use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES, unintercepted};
 use super::text::{client_label, count, html_with_code, millis, shell_words, truncate, xml};
 use super::{HintKind, JudgedBy, Report, RetryRow, Violation, WindowRow, time};
 use crate::judge::Verdict;
@@ -181,6 +181,16 @@ fn capitalise(s: &str) -> String {
 
 /// When no request reached the proxy: why that usually is, and the fixes.
 fn not_tested(out: &mut String, report: &Report) -> fmt::Result {
+    if report.interception_failures > 0 {
+        writeln!(out, r#"<section id="unintercepted">"#)?;
+        writeln!(out, "<h2>Interceptions failed</h2>")?;
+        writeln!(
+            out,
+            "<p>{}</p>",
+            html_with_code(&unintercepted(report.interception_failures))
+        )?;
+        writeln!(out, "</section>")?;
+    }
     match Case::of(report) {
         Case::NotTested { allowed: false } => {
             writeln!(out, r#"<section id="not-tested">"#)?;

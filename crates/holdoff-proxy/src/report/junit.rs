@@ -6,7 +6,7 @@
 use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
-use super::outcome::{Case, NO_TRAFFIC_CAUSES};
+use super::outcome::{Case, NO_TRAFFIC_CAUSES, unintercepted};
 use super::text::{count, millis, shell_words, xml};
 use super::{Endpoint, HintKind, Report, RetryRow, time};
 use crate::judge::Verdict;
@@ -30,13 +30,15 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
         }
         _ => None,
     };
-    let tests = report.endpoints.len() + usize::from(lone.is_some());
+    let unintercepted = report.interception_failures > 0;
+    let tests = report.endpoints.len() + usize::from(lone.is_some()) + usize::from(unintercepted);
     let failures = report
         .endpoints
         .iter()
         .filter(|e| e.failed(report.fail_on_no_backoff))
         .count()
-        + usize::from(lone == Some(Case::NotTested { allowed: false }));
+        + usize::from(lone == Some(Case::NotTested { allowed: false }))
+        + usize::from(unintercepted);
     let skipped = usize::from(matches!(
         lone,
         Some(Case::NotTested { allowed: true } | Case::NothingThrottled)
@@ -59,11 +61,34 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
     if let Some(case) = lone {
         nothing_judged(out, report, case, seconds)?;
     }
+    if unintercepted {
+        interceptions(out, report)?;
+    }
     for endpoint in &report.endpoints {
         testcase(out, report, endpoint)?;
     }
     writeln!(out, "  </testsuite>")?;
     writeln!(out, "</testsuites>")
+}
+
+/// A failing case for the tunnels whose interception failed: their requests were never judged.
+fn interceptions(out: &mut String, report: &Report) -> fmt::Result {
+    let why = unintercepted(report.interception_failures);
+    writeln!(
+        out,
+        r#"    <testcase classname="holdoff" name="TLS interception" time="0.000">"#
+    )?;
+    writeln!(
+        out,
+        r#"      <failure type="InterceptionFailed" message="{}">{}</failure>"#,
+        xml(&count(
+            usize::try_from(report.interception_failures).unwrap_or(usize::MAX),
+            "TLS interception failed",
+            "TLS interceptions failed"
+        )),
+        xml(&why)
+    )?;
+    writeln!(out, "    </testcase>")
 }
 
 /// The one case of a run in which nothing was judged: failing when no request reached the

@@ -4,7 +4,7 @@
 
 use std::fmt::{self, Write as _};
 
-use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES};
+use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES, unintercepted};
 use super::text::{client_label, md, md_code, md_with_code, millis};
 use super::{HintKind, JudgedBy, Report, Violation};
 
@@ -44,6 +44,13 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
 }
 
 fn not_tested(out: &mut String, report: &Report) -> fmt::Result {
+    if report.interception_failures > 0 {
+        writeln!(
+            out,
+            "> {}\n",
+            md_with_code(&unintercepted(report.interception_failures))
+        )?;
+    }
     match Case::of(report) {
         Case::NotTested { allowed: false } => {
             writeln!(

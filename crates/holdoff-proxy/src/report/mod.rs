@@ -470,6 +470,9 @@ pub struct Report {
     proxy_url: Option<String>,
     judge_key: Option<String>,
     exit_code: Option<i32>,
+    /// Intercepted tunnels whose TLS handshake with the client failed. Left out when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    interception_failures: u64,
     faults: Option<FaultCounts>,
     lateness: Option<Lateness>,
     herds: Vec<Herd>,
@@ -507,6 +510,7 @@ impl Report {
             proxy_url: None,
             judge_key: None,
             exit_code: None,
+            interception_failures: 0,
             faults: None,
             lateness: None,
             herds: Vec::new(),
@@ -619,11 +623,13 @@ impl Report {
                 requests,
                 faults,
                 exit_code,
+                interception_failures,
             } => {
                 self.finished_at = Some(*at);
                 self.requests = *requests;
                 self.faults = Some(*faults);
                 self.exit_code = *exit_code;
+                self.interception_failures = *interception_failures;
                 self.complete = true;
             }
         }
@@ -768,7 +774,8 @@ impl Report {
         self.lateness = Lateness::of(&mut lateness);
         self.verdict = if !self.violations.is_empty() {
             Outcome::Fail
-        } else if self.complete && self.requests == 0 {
+        } else if (self.complete && self.requests == 0) || self.interception_failures > 0 {
+            // Requests in a tunnel that could not be intercepted never reached the judge.
             Outcome::NotTested
         } else {
             Outcome::Pass
@@ -825,7 +832,8 @@ impl Report {
         Ok(events)
     }
 
-    /// The verdict: pass, fail, or not tested (no request reached the proxy).
+    /// The verdict: pass, fail, or not tested (no request reached the proxy, or some could
+    /// not: an interception failed).
     pub fn outcome(&self) -> Outcome {
         self.verdict
     }
@@ -837,9 +845,15 @@ impl Report {
     }
 
     /// Whether the run allows that no request reaches the proxy (`--allow-no-traffic`): a run
-    /// not tested then does not fail.
+    /// not tested then does not fail. A failed interception is never allowed: the client did
+    /// send requests, which the proxy could not see.
     pub fn allows_no_traffic(&self) -> bool {
-        self.allow_no_traffic
+        self.allow_no_traffic && self.interception_failures == 0
+    }
+
+    /// How many intercepted tunnels failed their TLS handshake with the client.
+    pub fn interception_failures(&self) -> u64 {
+        self.interception_failures
     }
 
     /// How many retries were premature.
@@ -1046,6 +1060,10 @@ fn endpoint<'m, 'k>(
 }
 
 /// serde_json's message for a line, with the column but without "line 1".
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 fn describe(err: &serde_json::Error) -> String {
     let message = err.to_string();
     let message = message

@@ -18,7 +18,9 @@ pub enum Outcome {
     /// says so) came without backoff after a throttle with no hint.
     Fail,
     /// No request reached the proxy: nothing was tested. Never a pass — the command's clients
-    /// bypassed the proxy, or sent nothing (`--allow-no-traffic` accepts that).
+    /// bypassed the proxy, or sent nothing (`--allow-no-traffic` accepts that). Also when an
+    /// interception failed (see [`Report::interception_failures`]): requests the client sent
+    /// in that tunnel never reached the judge, and `--allow-no-traffic` does not accept that.
     NotTested,
 }
 
@@ -34,7 +36,7 @@ impl Outcome {
 }
 
 /// Why no request reaches the proxy, usually, and what to do about each; code in backticks.
-pub(crate) const NO_TRAFFIC_CAUSES: [(&str, &str); 7] = [
+pub(crate) const NO_TRAFFIC_CAUSES: [(&str, &str); 8] = [
     (
         "Node.js before 22.21: the global `fetch` ignores `HTTP_PROXY`",
         "make undici's `EnvHttpProxyAgent` the global dispatcher \
@@ -56,9 +58,14 @@ pub(crate) const NO_TRAFFIC_CAUSES: [(&str, &str); 7] = [
          `http.Transport{Proxy: …}` with the URL in `HOLDOFF_PROXY_URL`",
     ),
     (
-        "Java ignores `HTTP_PROXY`",
-        "pass `-Dhttp.proxyHost` and `-Dhttp.proxyPort` (and `-Dhttps.…`) with \
-         `HOLDOFF_PROXY_URL`'s host and port, or build a `ProxySelector` from it",
+        "Java ignores `HTTP_PROXY`, so holdoff run sets `JAVA_TOOL_OPTIONS`",
+        "keep that variable and the JVM's default `ProxySelector`, or build a selector from \
+         `HOLDOFF_PROXY_URL`",
+    ),
+    (
+        "Ruby never proxies a host that resolves to loopback (`127.*`, `::1`)",
+        "call the server by a name that does not resolve to loopback, or pass the proxy to \
+         `Net::HTTP.new` yourself (`HOLDOFF_PROXY_URL`)",
     ),
     (
         "`NO_PROXY` names the host",
@@ -76,6 +83,8 @@ pub(crate) const NO_TRAFFIC_CAUSES: [(&str, &str); 7] = [
 pub(crate) enum Case {
     /// A retry broke its window.
     Fail,
+    /// Interceptions failed: requests in those tunnels never reached the judge.
+    Unintercepted,
     /// No request reached the proxy; `allowed` by `--allow-no-traffic`.
     NotTested { allowed: bool },
     /// Requests, but no throttle.
@@ -93,6 +102,7 @@ impl Case {
     pub(crate) fn of(report: &Report) -> Case {
         match report.verdict {
             Outcome::Fail => Case::Fail,
+            Outcome::NotTested if report.interception_failures > 0 => Case::Unintercepted,
             Outcome::NotTested => Case::NotTested {
                 allowed: report.allow_no_traffic,
             },
@@ -109,7 +119,7 @@ impl Case {
     pub(crate) fn mark(self) -> &'static str {
         match self {
             Case::Fail => "FAIL",
-            Case::NotTested { .. } => "NOT TESTED",
+            Case::Unintercepted | Case::NotTested { .. } => "NOT TESTED",
             Case::NothingThrottled | Case::NoRetry => "PASS?",
             Case::PassWithWarnings | Case::Pass => "PASS",
         }
@@ -119,11 +129,27 @@ impl Case {
     pub(crate) fn class(self) -> &'static str {
         match self {
             Case::Fail => "fail",
-            Case::NotTested { .. } => "untested",
+            Case::Unintercepted | Case::NotTested { .. } => "untested",
             Case::NothingThrottled | Case::NoRetry | Case::PassWithWarnings => "unsure",
             Case::Pass => "pass",
         }
     }
+}
+
+/// Why a run with failed interceptions is not a pass, for the reports: `failures` of them.
+pub(crate) fn unintercepted(failures: u64) -> String {
+    let connections = count(
+        usize::try_from(failures).unwrap_or(usize::MAX),
+        "intercepted connection",
+        "intercepted connections",
+    );
+    format!(
+        "{connections} failed the TLS handshake with the client: it does not trust holdoff's CA, \
+         speaks something else, or closed (the proxy's warnings name each host and the likely \
+         cause). The requests it meant to send there never reached the proxy, so this is not a \
+         pass. Under `holdoff run` the CA is in `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE` and \
+         `NODE_EXTRA_CA_CERTS`; see `holdoff run --help`."
+    )
 }
 
 /// `Some(code)` when the command `holdoff run` ran exited with a failure.
@@ -166,6 +192,11 @@ impl Headline {
             "compliant retries",
         );
         let failed = command_failed(report);
+        let interceptions = count(
+            usize::try_from(report.interception_failures).unwrap_or(usize::MAX),
+            "TLS interception failed",
+            "TLS interceptions failed",
+        );
         let (what, counts) = match case {
             Case::Fail => {
                 let r = &report.retries;
@@ -189,11 +220,18 @@ impl Headline {
                         kinds.push(count(n, one, many));
                     }
                 }
-                (
-                    format!("{} and {} compliant", kinds.join(", "), r.compliant),
-                    format!("{throttled}, {requests}"),
-                )
+                let what = format!("{} and {} compliant", kinds.join(", "), r.compliant);
+                let what = if report.interception_failures > 0 {
+                    format!("{what}; {interceptions}")
+                } else {
+                    what
+                };
+                (what, format!("{throttled}, {requests}"))
             }
+            Case::Unintercepted => (
+                format!("{interceptions} (does the client trust holdoff's CA?)"),
+                format!("{throttled}, {requests}"),
+            ),
             Case::NotTested { allowed: true } => (
                 "no request reached the proxy, as --allow-no-traffic allows".to_owned(),
                 requests,

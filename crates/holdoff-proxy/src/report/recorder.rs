@@ -121,6 +121,7 @@ impl Recorder {
             requests,
             faults,
             exit_code,
+            interception_failures: 0,
         });
     }
 

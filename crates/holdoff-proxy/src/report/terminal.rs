@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES};
+use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES, unintercepted};
 use super::text::{millis, truncate};
 use super::{Format, Report, Violation};
 
@@ -24,6 +24,9 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
             out,
             "  the event log has no finish event: the run was cut short, counts may be partial"
         )?;
+    }
+    if report.interception_failures > 0 {
+        writeln!(out, "  {}", unintercepted(report.interception_failures))?;
     }
     if Case::of(report) == (Case::NotTested { allowed: false }) {
         writeln!(

@@ -127,6 +127,7 @@ fn run(requests: u64, fail_on_no_backoff: bool, events: Vec<Event>) -> Vec<Event
         requests,
         faults: FaultCounts::default(),
         exit_code: Some(0),
+        interception_failures: 0,
     });
     all
 }
@@ -510,6 +511,96 @@ mod headline {
             );
             assert!(text.contains("trust_env=True"), "{text}");
         }
+    }
+
+    /// `events` with `failures` failed interceptions in the finish event, allowed no traffic.
+    fn unintercepted(mut events: Vec<Event>, failures: u64) -> Report {
+        if let Event::Start {
+            allow_no_traffic, ..
+        } = &mut events[0]
+        {
+            *allow_no_traffic = true;
+        }
+        if let Some(Event::Finish {
+            interception_failures,
+            ..
+        }) = events.last_mut()
+        {
+            *interception_failures = failures;
+        }
+        Report::from_events(&events)
+    }
+
+    #[test]
+    fn a_failed_interception_is_never_a_pass_nor_allowed() {
+        let events = run(
+            5,
+            false,
+            vec![
+                throttle("a", "http://x/", 0, 1000),
+                retry("a", "http://x/", 0, 1000, 1200),
+            ],
+        );
+        let report = unintercepted(events, 2);
+        assert_eq!(report.outcome(), Outcome::NotTested);
+        assert!(!report.passed());
+        assert!(
+            !report.allows_no_traffic(),
+            "--allow-no-traffic does not cover it"
+        );
+        assert_eq!(report.interception_failures(), 2);
+        assert_eq!(
+            first_line(&report),
+            "holdoff: NOT TESTED: 2 TLS interceptions failed (does the client trust holdoff's \
+             CA?) (1 throttled response, 5 requests)"
+        );
+        let summary = report.terminal_summary(&[]);
+        assert!(
+            summary.contains("2 intercepted connections failed"),
+            "{summary}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert_eq!(json["verdict"], "not_tested");
+        assert_eq!(json["interception_failures"], 2);
+        let xml = report.render(Format::Junit);
+        assert!(
+            xml.contains(r#"<failure type="InterceptionFailed""#),
+            "{xml}"
+        );
+        assert!(xml.contains(r#"failures="1""#), "{xml}");
+        for format in [Format::Markdown, Format::Html] {
+            let text = report.render(format);
+            assert!(!text.contains("PASS"), "{text}");
+            assert!(text.contains("NODE_EXTRA_CA_CERTS"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_failed_interception_beside_a_premature_retry_fails_and_says_both() {
+        let events = run(
+            5,
+            false,
+            vec![
+                throttle("a", "http://x/", 0, 1000),
+                retry("a", "http://x/", 0, 1000, 100),
+            ],
+        );
+        let report = unintercepted(events, 1);
+        assert_eq!(report.outcome(), Outcome::Fail);
+        assert!(
+            first_line(&report).starts_with(
+                "holdoff: FAIL: 1 premature retry and 0 compliant; 1 TLS interception failed"
+            ),
+            "{}",
+            first_line(&report)
+        );
+    }
+
+    #[test]
+    fn without_failed_interceptions_the_json_report_has_no_such_field() {
+        let report = Report::from_events(&run(3, false, vec![]));
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert!(json.get("interception_failures").is_none(), "{json:#}");
     }
 
     #[test]
