@@ -43,10 +43,18 @@ The command's environment, besides holdoff's own:
   NODE_EXTRA_CA_CERTS HOLDOFF_CA_CERT
                          the throwaway CA's certificate alone
   NODE_USE_ENV_PROXY=1   makes the fetch and http of Node.js 24 (and 22.21) use the proxy
+  JAVA_TOOL_OPTIONS      appended to: -Dhttp(s).proxyHost/proxyPort naming the proxy, an empty
+                         -Dhttp.nonProxyHosts (the JVM bypasses localhost by default), and
+                         -Djavax.net.ssl.trustStore, a PKCS #12 trust store of the system's roots
+                         and the throwaway CA (the JVM ignores SSL_CERT_FILE)
   HOLDOFF_PROXY_URL      the proxy's URL
 Clients that ignore the proxy variables must be pointed at HOLDOFF_PROXY_URL themselves: fetch in
-Node.js before 22.21 (undici's EnvHttpProxyAgent as the global dispatcher does it), Java, urllib3
-(ProxyManager), and Go for loopback URLs, which it never proxies.
+Node.js before 22.21 (undici's EnvHttpProxyAgent as the global dispatcher does it), urllib3
+(ProxyManager), and aiohttp unless its session has trust_env=True. Go never proxies localhost or
+127.0.0.1 whatever the variables say: call a loopback server by a hostname that resolves to it
+(one /etc/hosts names) or its requests are not tested. Ruby's Net::HTTP proxies no host that
+resolves to 127.* or ::1, whatever its name. Java's own proxy or trust settings in the program
+(a ProxySelector, an SSLContext) override JAVA_TOOL_OPTIONS.
 
 The command's input and output are holdoff's own; the proxy logs on stderr (or --log-file), and
 the summary follows when the command is done. SIGINT, SIGTERM and SIGHUP are passed on to the
@@ -59,7 +67,9 @@ Exit status:
   3    a client retried before its Retry-After had passed, or sooner than the minimum backoff
        after a malformed one (read as zero), even if the command succeeded
   4    the command succeeded but no request reached the proxy: nothing was tested (its HTTP
-       clients bypassed the proxy; the summary names the usual causes and their fixes)
+       clients bypassed the proxy; the summary names the usual causes and their fixes); or a
+       client's TLS handshake with holdoff failed (it does not trust the throwaway CA; the
+       warnings name the host), even with --allow-no-traffic
   N    otherwise the command's own status (128+S when signal S ended it)
   1    the proxy could not start
   2    a usage or config error
@@ -100,6 +110,10 @@ const BUNDLE_VARS: [&str; 6] = [
 
 /// Variables that name certificates to trust besides the system's roots.
 const EXTRA_CA_VARS: [&str; 2] = ["NODE_EXTRA_CA_CERTS", "HOLDOFF_CA_CERT"];
+
+/// The JVM's trust store's password. It guards nothing (the store holds certificates only,
+/// no key) but PKCS #12 needs one for its integrity check, and the JVM must be told it.
+const TRUST_STORE_PASSWORD: &str = "holdoff";
 
 /// Where Debian, Ubuntu and Alpine keep the system's roots as one PEM file.
 const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -257,6 +271,8 @@ struct Trust {
     cert: PathBuf,
     /// The system's roots and the CA's certificate.
     bundle: PathBuf,
+    /// The same as a PKCS #12 trust store, for the JVM.
+    trust_store: PathBuf,
 }
 
 impl Trust {
@@ -275,18 +291,55 @@ impl Trust {
             text.push('\n');
         }
         text.push_str(ca.cert_pem());
-        fs::write(&bundle, text).map_err(|err| {
+        fs::write(&bundle, &text).map_err(|err| {
             format!(
                 "failed to write the CA bundle {}: {err}; point TMPDIR at a writable directory",
                 bundle.display()
+            )
+        })?;
+        let trust_store = dir.join("truststore.p12");
+        let store = trust_store_of(&text)?;
+        fs::write(&trust_store, store).map_err(|err| {
+            format!(
+                "failed to write the JVM's trust store {}: {err}; point TMPDIR at a writable \
+                 directory",
+                trust_store.display()
             )
         })?;
         Ok(Trust {
             ca: Arc::new(ca),
             cert,
             bundle,
+            trust_store,
         })
     }
+}
+
+/// A PKCS #12 trust store of every certificate in the PEM `bundle`, each a trusted-certificate
+/// entry as `keytool -importcert` writes it (the JVM reads no other kind as a trust anchor). A
+/// block that is not a certificate X.509 parsing accepts is left out.
+///
+/// # Errors
+///
+/// A message for the user when the store cannot be encoded.
+fn trust_store_of(bundle: &str) -> Result<Vec<u8>, String> {
+    use p12_keystore::{Certificate, KeyStore, KeyStoreEntry};
+    let mut store = KeyStore::new();
+    // A bundle with a block it cannot parse still has its other certificates.
+    let blocks = pem::parse_many(bundle).unwrap_or_default();
+    for (n, block) in blocks
+        .iter()
+        .filter(|block| block.tag() == "CERTIFICATE")
+        .enumerate()
+    {
+        if let Ok(cert) = Certificate::from_der(block.contents()) {
+            store.add_entry(&format!("cert-{n}"), KeyStoreEntry::Certificate(cert));
+        }
+    }
+    store
+        .writer(TRUST_STORE_PASSWORD)
+        .write()
+        .map_err(|err| format!("failed to encode the JVM's trust store: {err}"))
 }
 
 /// The system's root certificates as PEM text: the bundle `SSL_CERT_FILE` names if holdoff was
@@ -341,7 +394,44 @@ fn environment(args: &Args, proxy_url: &str, trust: &Trust) -> Command {
         command.env(var, &trust.cert);
     }
     command.env("NODE_USE_ENV_PROXY", "1");
+    let existing = std::env::var_os("JAVA_TOOL_OPTIONS");
+    command.env(
+        "JAVA_TOOL_OPTIONS",
+        java_tool_options(existing.as_deref(), proxy_url, &trust.trust_store),
+    );
     command
+}
+
+/// `JAVA_TOOL_OPTIONS` for the JVM, which reads neither the proxy variables nor
+/// `SSL_CERT_FILE`: `existing` (the user's own options, kept first) and the proxy, for HTTP and
+/// HTTPS, with no host exempt (the default exempts localhost and 127.*), trusting `trust_store`.
+/// HttpURLConnection and java.net.http.HttpClient (through `ProxySelector.getDefault()`) both
+/// follow these properties.
+fn java_tool_options(
+    existing: Option<&std::ffi::OsStr>,
+    proxy_url: &str,
+    trust_store: &Path,
+) -> OsString {
+    let authority = proxy_url.strip_prefix("http://").unwrap_or(proxy_url);
+    let (host, port) = authority.rsplit_once(':').unwrap_or((authority, "80"));
+    let mut options = OsString::new();
+    if let Some(existing) = existing.filter(|existing| !existing.is_empty()) {
+        options.push(existing);
+        options.push(" ");
+    }
+    options.push(format!(
+        "-Dhttp.proxyHost={host} -Dhttp.proxyPort={port} -Dhttps.proxyHost={host} \
+         -Dhttps.proxyPort={port} -Dhttp.nonProxyHosts= -Djavax.net.ssl.trustStoreType=PKCS12 \
+         -Djavax.net.ssl.trustStorePassword={TRUST_STORE_PASSWORD} "
+    ));
+    // The JVM splits the variable at white space, except inside quotes.
+    let store = trust_store.display().to_string();
+    if store.contains(char::is_whitespace) {
+        options.push(format!("\"-Djavax.net.ssl.trustStore={store}\""));
+    } else {
+        options.push(format!("-Djavax.net.ssl.trustStore={store}"));
+    }
+    options
 }
 
 /// Says why the command did not start, and returns the shell's exit status for it.
@@ -505,6 +595,66 @@ mod tests {
             assert_eq!(lines.len(), 4, "{long}");
             assert_eq!(lines[1], "/".repeat(64));
             assert_eq!(lines[2], "/".repeat(16));
+        }
+    }
+
+    mod java_tool_options {
+        use super::*;
+
+        #[test]
+        fn names_the_proxy_for_both_schemes_exempts_no_host_and_trusts_the_store() {
+            let options = java_tool_options(
+                None,
+                "http://127.0.0.1:4321",
+                Path::new("/tmp/h/truststore.p12"),
+            );
+            assert_eq!(
+                options,
+                "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=4321 -Dhttps.proxyHost=127.0.0.1 \
+                 -Dhttps.proxyPort=4321 -Dhttp.nonProxyHosts= \
+                 -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=holdoff \
+                 -Djavax.net.ssl.trustStore=/tmp/h/truststore.p12"
+            );
+        }
+
+        #[test]
+        fn appends_to_the_users_own_and_quotes_a_path_with_spaces() {
+            let options = java_tool_options(
+                Some(std::ffi::OsStr::new("-Xmx64m")),
+                "http://127.0.0.1:1",
+                Path::new("/tmp/a b/truststore.p12"),
+            );
+            let options = options.to_string_lossy();
+            assert!(
+                options.starts_with("-Xmx64m -Dhttp.proxyHost="),
+                "{options}"
+            );
+            assert!(
+                options.ends_with(" \"-Djavax.net.ssl.trustStore=/tmp/a b/truststore.p12\""),
+                "{options}"
+            );
+        }
+    }
+
+    mod trust_store {
+        use super::*;
+
+        #[test]
+        fn holds_every_certificate_of_the_bundle_as_a_trusted_entry() {
+            let ca = holdoff_testkit::tls::TestPki::issue("trust store test CA");
+            let bundle = format!("{}{}", ca.ca_pem, ca.cert_pem);
+            let store = trust_store_of(&bundle).expect("a trust store");
+            let read = p12_keystore::KeyStore::from_pkcs12(
+                &store,
+                TRUST_STORE_PASSWORD,
+                p12_keystore::Pkcs12ImportPolicy::Strict,
+            )
+            .expect("read it back");
+            assert_eq!(read.entries_len(), 2);
+            assert!(
+                read.entries()
+                    .all(|(_, entry)| matches!(entry, p12_keystore::KeyStoreEntry::Certificate(_)))
+            );
         }
     }
 
