@@ -168,6 +168,86 @@ mod reverse {
         assert_eq!(server.requests_to("/api/items").len(), 2);
     }
 
+    /// Several requests on one h2c connection — hyper's client, one after another and at once
+    /// (concurrent streams), after one from `curl` — each reach the upstream: an HTTP/2 connection's requests go to the shared
+    /// pool, never to an upstream connection of its own that nothing drives for it.
+    async fn h2c_carries_many_requests(proxy: &Proxy, url: &str, curl: bool) {
+        use http_body_util::{BodyExt, Empty};
+        use hyper::client::conn::http2;
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+
+        if curl {
+            // One URL: curl 7.88 (Debian 12's) cannot reuse an h2c connection, whatever the
+            // server ("Error in the HTTP2 framing layer" against nghttpd too).
+            let args = [
+                "--http2-prior-knowledge",
+                "-s",
+                "-w",
+                " %{http_version}",
+                url,
+            ];
+            let output = curl_async(&args).await;
+            assert_eq!(
+                String::from_utf8_lossy(&output.stdout),
+                "items 2",
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+
+        let stream = tokio::net::TcpStream::connect(proxy.addr)
+            .await
+            .expect("connect");
+        let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("HTTP/2 handshake");
+        tokio::spawn(connection);
+        let get = |sender: &http2::SendRequest<Empty<bytes::Bytes>>| {
+            let mut sender = sender.clone();
+            let request = http::Request::get(url)
+                .body(Empty::<bytes::Bytes>::new())
+                .expect("request");
+            async move {
+                let response = sender.send_request(request).await.expect("response");
+                let status = response.status().as_u16();
+                let body = response.into_body().collect().await.expect("body");
+                (status, body.to_bytes())
+            }
+        };
+        for _ in 0..3 {
+            assert_eq!(get(&sender).await, (200, bytes::Bytes::from("items")));
+        }
+        let mut streams = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            streams.spawn(get(&sender));
+        }
+        while let Some(answer) = streams.join_next().await {
+            assert_eq!(answer.expect("stream"), (200, bytes::Bytes::from("items")));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_h2c_connection_carries_many_requests_in_reverse_mode() {
+        let server = TestServer::start().await;
+        server.set_default("/api/items", Reply::ok("items"));
+        let upstream = format!("http://{}", server.addr());
+        let proxy = Proxy::start(&["--upstream", &upstream]);
+        let url = format!("{}/api/items", proxy.url());
+        h2c_carries_many_requests(&proxy, &url, true).await;
+        assert_eq!(server.requests_to("/api/items").len(), 12);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_h2c_connection_carries_many_requests_in_forward_mode() {
+        let server = TestServer::start().await;
+        server.set_default("/api/items", Reply::ok("items"));
+        let proxy = Proxy::start(&[]);
+        // hyper's client sends the upstream's URL as :scheme and :authority: a forward
+        // request over h2c (curl speaks HTTP/1.1 to a proxy).
+        h2c_carries_many_requests(&proxy, &server.url("/api/items"), false).await;
+        assert_eq!(server.requests_to("/api/items").len(), 11);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_idle_http2_connection_is_closed_after_the_idle_timeout() {
         use http_body_util::{BodyExt, Empty};

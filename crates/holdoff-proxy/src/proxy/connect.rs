@@ -552,7 +552,7 @@ async fn speaks(upstream: Option<&TcpStream>) {
 async fn serve_plain_tunnel(conn: &Conn, plain: PlainTunnel, client: ClientTunnel, h2: bool) {
     let shared = &*conn.shared;
     shared.stats.intercepted();
-    let inside = Arc::new(conn.inside_tunnel());
+    let inside = Arc::new(conn.inside_tunnel(h2));
     // HTTP/2 requests run concurrently: they use the shared upstream pool.
     let affinity = (!h2).then_some(&inside.affinity);
     serve_http(

@@ -416,9 +416,11 @@ async fn forward(
     let upgrade = client_upgrade.is_some();
     let url = request.uri().clone();
     // An HTTP/1.1 client connection or tunnel, sending one request at a time: from its second
-    // request on, its own upstream connection (see `affinity`).
+    // request on, its own upstream connection (see `affinity`). An h2c connection's requests
+    // run concurrently, and nothing polls an affine connection for it: the shared pool.
     let affine = match origin {
         _ if upgrade => None,
+        Origin::Plain(conn) if conn.h2 => None,
         Origin::Plain(conn) => Some(&conn.affinity),
         Origin::Tunnel(tunnel) => tunnel.affinity.as_ref(),
     };

@@ -39,8 +39,12 @@ pub(crate) struct Conn {
     /// Who its requests come from unless they name their client: its process, or its peer
     /// address (see `process`). Found before the first request.
     pub(crate) identity: ClientId,
-    /// Its own upstream connection, once it has one.
+    /// Its own upstream connection, once it has one: HTTP/1.1 only, whose requests come one
+    /// at a time.
     pub(crate) affinity: Affinity,
+    /// Whether it speaks HTTP/2 (h2c): its requests run concurrently, so they go to the
+    /// shared upstream pool and never to `affinity`, which nothing polls for it.
+    pub(crate) h2: bool,
     /// How many requests on it have reached the proxy.
     pub(crate) calls: AtomicU64,
     /// Held for as long as the connection, or a tunnel made of it, lives.
@@ -51,12 +55,13 @@ impl Conn {
     /// The connection inside a tunnel made of this one that carries plain HTTP: served as if
     /// the client had connected to the proxy's port again, with its own upstream connection,
     /// by the same client.
-    pub(crate) fn inside_tunnel(&self) -> Conn {
+    pub(crate) fn inside_tunnel(&self, h2: bool) -> Conn {
         Conn {
             shared: Arc::clone(&self.shared),
             peer: self.peer,
             identity: self.identity.clone(),
             affinity: Affinity::default(),
+            h2,
             calls: AtomicU64::new(0),
             _permit: Arc::clone(&self._permit),
         }
@@ -245,6 +250,7 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
         peer,
         identity,
         affinity: Affinity::default(),
+        h2,
         calls: AtomicU64::new(0),
         _permit: Arc::new(permit),
     });
