@@ -3,7 +3,7 @@
 //! Each worker calls the same API a few times through reqwest and holdoff's middleware, with
 //! a [`Gate`] whose store is a [`RedisGate`]: when any worker is told "retry after 4 s", every
 //! worker waits for that time before calling the API again. Start several of them against one
-//! Redis (the README's "A fleet behind one quota" has the whole sequence):
+//! Redis (docs/library.md's "A fleet behind one quota" has the whole sequence):
 //!
 //! ```sh
 //! cargo run -p holdoff-redis --example fleet_worker -- redis://127.0.0.1:6390/0 http://127.0.0.1:8080/ worker-1
