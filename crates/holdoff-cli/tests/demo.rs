@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
-use support::TempDir;
+use support::{TempDir, show};
 
 /// `holdoff demo ARGS…` in `cwd`, with `HOME` (and so any default CA directory) and `TMPDIR`
 /// inside `home`, waiting for it to exit.
@@ -24,16 +24,6 @@ fn holdoff_demo(cwd: &Path, home: &Path, args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run holdoff demo")
-}
-
-/// Everything about an output, for assertion messages.
-fn show(output: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// The names of the entries in `dir`, sorted.

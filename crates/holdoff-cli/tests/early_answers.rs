@@ -7,7 +7,7 @@ mod support;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -21,7 +21,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use support::{TempDir, runtime};
+use support::{TempDir, runtime, show};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -75,16 +75,6 @@ impl TlsUpstream {
         });
         TlsUpstream { addr, ca, reached }
     }
-}
-
-/// Everything about an output, for assertion messages.
-fn show(output: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// 50 POSTs of `body` under `holdoff run -f 100 --preset throttle`, by 5 fresh curls of 10

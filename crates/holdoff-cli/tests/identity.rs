@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use holdoff_testkit::{Reply, TestServer};
 use serde_json::Value;
-use support::{TempDir, runtime};
+use support::{TempDir, json_report, runtime, show};
 
 /// Watches every plain-HTTP URL on loopback, whatever its port.
 const WATCH: &str = "http://127.0.0.1:*/*";
@@ -42,23 +42,6 @@ fn holdoff_run(dir: &Path, config: &str, report: &Path, args: &[&str]) -> Output
         .stdin(Stdio::null())
         .output()
         .expect("run holdoff")
-}
-
-/// Everything about an output, for assertion messages.
-fn show(output: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// The JSON report at `path`.
-fn json_report(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|err| panic!("read the JSON report {}: {err}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|err| panic!("parse the JSON report: {err}\n{text}"))
 }
 
 /// The clients the report's endpoints name, in its order.

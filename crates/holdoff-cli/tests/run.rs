@@ -21,32 +21,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use serde_json::Value;
-use support::{TempDir, runtime};
+use support::{TempDir, first_request_throttled, json_report, runtime, show};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 /// Watches every plain-HTTP URL on loopback, whatever its port.
 const WATCH: &str = "http://127.0.0.1:*/*";
-
-/// A config whose only fault is one mock: the first request to `SCHEME://127.0.0.1:*/api` gets
-/// 429 with `Retry-After: @dynamic=SECONDS`.
-fn first_request_throttled(scheme: &str, seconds: u64) -> String {
-    format!(
-        r#"{{
-  "mocks": {{
-    "mocks": [{{
-      "request": {{ "url": "{scheme}://127.0.0.1:*/api", "nth": 1 }},
-      "response": {{
-        "statusCode": 429,
-        "headers": [{{ "name": "Retry-After", "value": "@dynamic={seconds}" }}],
-        "body": "slow down"
-      }}
-    }}]
-  }}
-}}"#
-    )
-}
 
 /// `holdoff run ARGS…` in `dir`, with `--log-level warn`, waiting for it to exit.
 fn holdoff_run(dir: &Path, args: &[&str]) -> Output {
@@ -63,23 +43,6 @@ fn holdoff_run_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run holdoff")
-}
-
-/// Everything about an output, for assertion messages.
-fn show(output: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// The JSON report at `path`.
-fn json_report(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|err| panic!("read the JSON report {}: {err}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|err| panic!("parse the JSON report: {err}\n{text}"))
 }
 
 #[test]

@@ -6,30 +6,10 @@ mod support;
 use std::process::Command;
 
 use holdoff_testkit::{Reply, TestServer};
-use support::{Proxy, TempDir, curl, runtime};
+use support::{Proxy, TempDir, curl, first_request_throttled, runtime};
 
 /// Watches every plain-HTTP URL on loopback, whatever its port.
 const WATCH: &str = "http://127.0.0.1:*/*";
-
-/// A config whose only fault is one mock: the first request to `/api` gets 429 with
-/// `Retry-After: @dynamic=SECONDS`.
-fn first_request_throttled(seconds: u64) -> String {
-    format!(
-        r#"{{
-  // The first request is throttled; the retry goes through to the upstream.
-  "mocks": {{
-    "mocks": [{{
-      "request": {{ "url": "http://127.0.0.1:*/api", "nth": 1 }},
-      "response": {{
-        "statusCode": 429,
-        "headers": [{{ "name": "Retry-After", "value": "@dynamic={seconds}" }}],
-        "body": "slow down"
-      }}
-    }}]
-  }}
-}}"#
-    )
-}
 
 #[test]
 fn curl_retry_after_an_injected_429_is_compliant() {
@@ -37,7 +17,7 @@ fn curl_retry_after_an_injected_429_is_compliant() {
     let upstream = rt.block_on(TestServer::start());
     upstream.set_default("/api", Reply::ok("hello"));
     let dir = TempDir::new("curl-retry");
-    let config = dir.write("holdoff.json", &first_request_throttled(1));
+    let config = dir.write("holdoff.json", &first_request_throttled("http", 1));
     let proxy = Proxy::start(&["-c", &config, "-u", WATCH]);
 
     assert_eq!(
@@ -116,7 +96,7 @@ fn urllib3_is_compliant(form: &str) {
     let upstream = rt.block_on(TestServer::start());
     upstream.set_default("/api", Reply::ok("hello"));
     let dir = TempDir::new("urllib3");
-    let config = dir.write("holdoff.json", &first_request_throttled(1));
+    let config = dir.write("holdoff.json", &first_request_throttled("http", 1));
     let proxy = Proxy::start(&["-c", &config, "-u", WATCH, "--retry-after-form", form]);
 
     let output = Command::new("python3")
@@ -153,7 +133,7 @@ fn second_client_status(extra: &[&str]) -> (String, String) {
     let upstream = rt.block_on(TestServer::start());
     upstream.set_default("/api", Reply::ok("hello"));
     let dir = TempDir::new("identities");
-    let config = dir.write("holdoff.json", &first_request_throttled(30));
+    let config = dir.write("holdoff.json", &first_request_throttled("http", 30));
     let mut args = vec!["-c", config.as_str(), "-u", WATCH];
     args.extend_from_slice(extra);
     let proxy = Proxy::start(&args);

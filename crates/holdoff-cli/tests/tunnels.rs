@@ -9,30 +9,10 @@ use std::process::{Command, Output, Stdio};
 
 use holdoff_testkit::tls::TestPki;
 use holdoff_testkit::{Reply, TestServer};
-use serde_json::Value;
-use support::{TempDir, runtime};
+use support::{TempDir, first_request_throttled, json_report, runtime, show};
 
 /// Watches every plain-HTTP URL on loopback, whatever its port.
 const WATCH: &str = "http://127.0.0.1:*/*";
-
-/// A config whose only fault is one mock: the first request to `http://127.0.0.1:*/api` gets
-/// 429 with `Retry-After: @dynamic=SECONDS`.
-fn first_request_throttled(seconds: u64) -> String {
-    format!(
-        r#"{{
-  "mocks": {{
-    "mocks": [{{
-      "request": {{ "url": "http://127.0.0.1:*/api", "nth": 1 }},
-      "response": {{
-        "statusCode": 429,
-        "headers": [{{ "name": "Retry-After", "value": "@dynamic={seconds}" }}],
-        "body": "slow down"
-      }}
-    }}]
-  }}
-}}"#
-    )
-}
 
 /// `holdoff run --log-level warn ARGS…` in `dir` with `env`, waiting for it to exit.
 fn holdoff_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -44,23 +24,6 @@ fn holdoff_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run holdoff")
-}
-
-/// Everything about an output, for assertion messages.
-fn show(output: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// The JSON report at `path`.
-fn json_report(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|err| panic!("read the JSON report {}: {err}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|err| panic!("parse the JSON report: {err}\n{text}"))
 }
 
 /// A plain-HTTP upstream answering `/api` with `200 hello`, and a directory with the config
@@ -77,7 +40,7 @@ fn setup(name: &str, seconds: u64) -> (tokio::runtime::Runtime, Setup) {
     let upstream = rt.block_on(TestServer::start());
     upstream.set_default("/api", Reply::ok("hello"));
     let dir = TempDir::new(name);
-    let config = dir.write("holdoff.json", &first_request_throttled(seconds));
+    let config = dir.write("holdoff.json", &first_request_throttled("http", seconds));
     let report = dir.path().join("report.json");
     let setup = Setup {
         upstream,

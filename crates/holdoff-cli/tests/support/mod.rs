@@ -152,3 +152,39 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A config whose only fault is one mock: the first request to `SCHEME://127.0.0.1:*/api` gets
+/// 429 with `Retry-After: @dynamic=SECONDS`.
+pub fn first_request_throttled(scheme: &str, seconds: u64) -> String {
+    format!(
+        r#"{{
+  "mocks": {{
+    "mocks": [{{
+      "request": {{ "url": "{scheme}://127.0.0.1:*/api", "nth": 1 }},
+      "response": {{
+        "statusCode": 429,
+        "headers": [{{ "name": "Retry-After", "value": "@dynamic={seconds}" }}],
+        "body": "slow down"
+      }}
+    }}]
+  }}
+}}"#
+    )
+}
+
+/// Everything about an output, for assertion messages.
+pub fn show(output: &std::process::Output) -> String {
+    format!(
+        "{}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The JSON report at `path`.
+pub fn json_report(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|err| panic!("read the JSON report {}: {err}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("parse the JSON report: {err}\n{text}"))
+}
