@@ -19,6 +19,12 @@
 //! [`SharedStore`] answers by its [`OnFailure`] mode — carry on with the replica's own state,
 //! or answer as throttled — logs the change of state once (not once per request), counts the
 //! failures, and goes back to the store by itself as soon as an operation succeeds again.
+//!
+//! A store with a circuit breaker ([`SharedState::circuit`]; `holdoff-redis`'s has one) fails
+//! fast: after one operation times out or cannot reach it, the next ones fail at once,
+//! without waiting for it, until a probe in the background gets an answer. The store then
+//! logs the two changes itself, when they happen, in the words of the proxy's failure mode
+//! ([`SharedState::set_on_failure`]).
 
 use std::fmt;
 use std::future::Future;
@@ -60,6 +66,31 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
 
     /// Where the state is, for logs: e.g. `redis://127.0.0.1:6379/0`, never with a password.
     fn location(&self) -> String;
+
+    /// The store's circuit breaker as it stands, if it has one (`None`, the default, if
+    /// not).
+    ///
+    /// A store with one answers every operation at once with an error while it is open, and
+    /// logs when it opens and closes itself: [`SharedStore`] then logs neither.
+    fn circuit(&self) -> Option<Circuit> {
+        None
+    }
+
+    /// Tells the store what the proxy answers while it fails ([`SharedStore::new`] does),
+    /// for a store that logs its own failures to say so. Does nothing by default.
+    fn set_on_failure(&self, on_failure: OnFailure) {
+        let _ = on_failure;
+    }
+}
+
+/// A store's circuit breaker, as it stands: see [`SharedState::circuit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Circuit {
+    /// Whether it is open: the store is not asked, every operation fails at once (and the
+    /// proxy answers by its failure mode), until a probe in the background gets an answer.
+    pub open: bool,
+    /// How many times it has opened.
+    pub openings: u64,
 }
 
 /// What a store found for a request, in durations against the store's now.
@@ -121,6 +152,22 @@ pub enum OnFailure {
     },
 }
 
+impl OnFailure {
+    /// What the proxy does while the store fails, for a log line: `failing open: …` or
+    /// `failing closed: …`.
+    pub fn meanwhile(self) -> String {
+        match self {
+            OnFailure::FailOpen => "failing open: this replica judges and rate-limits with its \
+                                    own state until it is back"
+                .to_owned(),
+            OnFailure::FailClosed { hold } => format!(
+                "failing closed: watched requests get 503 with Retry-After: {} until it is back",
+                crate::fault::ratelimit::ceil_secs(hold)
+            ),
+        }
+    }
+}
+
 /// A [`SharedState`] store with its failure mode, health and failure count; shared by the
 /// judge and the fault stage of one proxy.
 #[derive(Debug)]
@@ -133,8 +180,9 @@ pub struct SharedStore {
 }
 
 impl SharedStore {
-    /// `state`, answering by `on_failure` while it fails.
+    /// `state`, answering by `on_failure` while it fails (and telling it so, for its logs).
     pub fn new(state: Arc<dyn SharedState>, on_failure: OnFailure) -> SharedStore {
+        state.set_on_failure(on_failure);
         SharedStore {
             state,
             on_failure,
@@ -153,22 +201,33 @@ impl SharedStore {
         self.on_failure
     }
 
-    /// Whether the last operation succeeded (true before the first).
+    /// Whether the store is in use: its circuit is closed, for a store with a breaker;
+    /// otherwise, the last operation succeeded (true before the first).
     pub fn is_up(&self) -> bool {
-        self.up.load(Ordering::Relaxed)
+        match self.state.circuit() {
+            Some(circuit) => !circuit.open,
+            None => self.up.load(Ordering::Relaxed),
+        }
     }
 
-    /// How many operations have failed so far.
+    /// How many operations have failed so far, those a store's open circuit refused
+    /// included.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
     }
 
-    /// Notes an operation's outcome, logging when the store goes down or comes back, and
-    /// hands back its value.
+    /// The store's circuit breaker as it stands, if it has one.
+    pub fn circuit(&self) -> Option<Circuit> {
+        self.state.circuit()
+    }
+
+    /// Notes an operation's outcome, logging when the store goes down or comes back (unless
+    /// it has a circuit breaker, which logs that itself), and hands back its value.
     pub fn settle<T>(&self, outcome: Result<T, StateError>) -> Option<T> {
+        let logs_itself = self.state.circuit().is_some();
         match outcome {
             Ok(value) => {
-                if !self.up.swap(true, Ordering::Relaxed) {
+                if !self.up.swap(true, Ordering::Relaxed) && !logs_itself {
                     tracing::warn!(
                         target: "holdoff::shared",
                         state = %self.state.location(),
@@ -179,21 +238,13 @@ impl SharedStore {
             }
             Err(error) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
-                if self.up.swap(false, Ordering::Relaxed) {
-                    let then = match self.on_failure {
-                        OnFailure::FailOpen => {
-                            "failing open: this replica judges and rate-limits with its own state until it is back".to_owned()
-                        }
-                        OnFailure::FailClosed { hold } => format!(
-                            "failing closed: watched requests get 503 with Retry-After: {} until it is back",
-                            crate::fault::ratelimit::ceil_secs(hold)
-                        ),
-                    };
+                if self.up.swap(false, Ordering::Relaxed) && !logs_itself {
                     tracing::error!(
                         target: "holdoff::shared",
                         state = %self.state.location(),
                         error = %error,
-                        "shared state failed; {then}"
+                        "shared state failed; {}",
+                        self.on_failure.meanwhile()
                     );
                 }
                 None

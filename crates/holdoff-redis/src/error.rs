@@ -21,6 +21,9 @@ pub enum ErrorKind {
     Timeout,
     /// Redis could not be reached, or the connection broke.
     Connection,
+    /// Not asked: an operation timed out or could not reach Redis a moment ago, and Redis is
+    /// asked again only once a probe in the background gets an answer. Returned at once.
+    CircuitOpen,
     /// Redis answered with an error or with a value of the wrong shape.
     Response,
     /// The operation asks for something this version cannot do in Redis (a rate-limit
@@ -64,6 +67,7 @@ impl fmt::Display for Error {
             ErrorKind::InvalidCa => "read the CA certificate for redis (expected PEM)",
             ErrorKind::Timeout => "get an answer from redis in time",
             ErrorKind::Connection => "reach redis",
+            ErrorKind::CircuitOpen => "ask redis, which failed a moment ago and is being probed",
             ErrorKind::Response => "get a usable answer from redis",
             ErrorKind::Unsupported => {
                 "count with a rate-limit algorithm redis state does not support"

@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use holdoff::Skew;
@@ -12,6 +12,7 @@ use holdoff::clock::{Clock, TokioClock};
 use holdoff::gate::{GateStore, MemoryGateStore, NotBefore};
 use redis::aio::ConnectionManager;
 
+use crate::breaker::{Breaker, Probe, Words};
 use crate::error::{Error, ErrorKind};
 use crate::url::{connect, redact};
 
@@ -38,7 +39,7 @@ pub enum FailureMode {
     /// it itself. Work goes on; the fleet may call a throttled server early.
     FailOpen,
     /// Treat every key as closed for `hold` from each check, so nothing calls out until Redis
-    /// is back (or `hold` has passed and the next check fails again).
+    /// is back (or `hold` has passed and the next check is refused again).
     FailClosed {
         /// How long one failed check keeps a key closed.
         hold: Duration,
@@ -96,8 +97,8 @@ impl RedisGateBuilder {
         self
     }
 
-    /// The clock for timeouts, skew and [`FailureMode::FailClosed`] holds (default
-    /// [`TokioClock`]).
+    /// The clock for timeouts, skew, [`FailureMode::FailClosed`] holds and the circuit
+    /// breaker's probes (default [`TokioClock`]).
     pub fn clock(mut self, clock: impl Clock + 'static) -> RedisGateBuilder {
         self.clock = Arc::new(clock);
         self
@@ -114,16 +115,42 @@ impl RedisGateBuilder {
     /// `rediss://` URL needs the `tls` feature).
     pub fn build(self) -> Result<RedisGate, Error> {
         let connection = connect(&self.url, self.timeout, self.root_ca.as_deref())?;
+        let url = redact(&self.url);
+        let probe: Probe = {
+            let (connection, timeout, clock) =
+                (connection.clone(), self.timeout, Arc::clone(&self.clock));
+            Arc::new(move || {
+                let (mut connection, clock) = (connection.clone(), Arc::clone(&clock));
+                Box::pin(async move {
+                    let ping = redis::cmd("PING");
+                    within(&*clock, timeout, ping.query_async::<()>(&mut connection)).await
+                })
+            })
+        };
+        let words = Words {
+            name: "redis gate",
+            back: "sharing the gate through it again",
+            closed_level: tracing::Level::INFO,
+        };
+        let breaker = Breaker::new(words, url.clone(), Arc::clone(&self.clock), probe);
+        breaker.set_meanwhile(match self.mode {
+            FailureMode::FailOpen => {
+                "failing open: a key is closed only where this process closed it".to_owned()
+            }
+            FailureMode::FailClosed { hold } => {
+                format!("failing closed: every key is closed for {hold:?} from each check")
+            }
+        });
         Ok(RedisGate {
             connection,
             raise: redis::Script::new(RAISE),
-            url: redact(&self.url),
+            url,
             prefix: self.prefix,
             timeout: self.timeout,
             mode: self.mode,
             clock: self.clock,
             local: MemoryGateStore::new(),
-            healthy: AtomicBool::new(true),
+            breaker,
             errors: AtomicU64::new(0),
         })
     }
@@ -143,9 +170,13 @@ impl RedisGateBuilder {
 /// - `raise` is one atomic script: it keeps the later T and makes the key expire at T
 ///   (`PEXPIREAT`), so nothing is left behind once the window has passed.
 /// - `get` is one `GET`.
-/// - While Redis is unreachable or slow, the answer follows the [`FailureMode`]; the change
-///   of state is logged once each way (`warn` when failing, `info` when back), failures are
-///   counted ([`RedisGate::errors`]), and the connection comes back by itself.
+/// - While Redis is unreachable or slow, the answer follows the [`FailureMode`], at once: a
+///   circuit breaker opens on the first timeout or connection failure, and until a `PING` in
+///   the background gets an answer (after 250 ms, then at intervals doubling to 5 s), no
+///   operation waits for Redis. The change of state is logged once each way (`warn` when it
+///   opens, with the error; `info` when it closes, with how long it was open), failures are
+///   counted ([`RedisGate::errors`], [`RedisGate::openings`]), and the connection comes back
+///   by itself.
 ///
 /// # Examples
 ///
@@ -169,7 +200,7 @@ pub struct RedisGate {
     clock: Arc<dyn Clock>,
     /// What this process raised itself, answered in [`FailureMode::FailOpen`].
     local: MemoryGateStore,
-    healthy: AtomicBool,
+    breaker: Breaker,
     errors: AtomicU64,
 }
 
@@ -180,7 +211,7 @@ impl fmt::Debug for RedisGate {
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("mode", &self.mode)
-            .field("healthy", &self.healthy.load(Ordering::Relaxed))
+            .field("healthy", &self.is_healthy())
             .field("errors", &self.errors.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -210,21 +241,30 @@ impl RedisGate {
         format!("{}{key}", self.prefix)
     }
 
-    /// How many operations have failed since the gate was built.
+    /// How many operations have failed since the gate was built, those refused while the
+    /// circuit was open included.
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
     }
 
-    /// Whether the last operation reached Redis.
+    /// Whether the circuit is closed: false from an operation that timed out or could not
+    /// reach Redis until a probe in the background gets an answer. While it is false, no
+    /// operation asks Redis, and each fails at once with [`ErrorKind::CircuitOpen`].
     pub fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
+        !self.breaker.is_open()
+    }
+
+    /// How many times the circuit has opened since the gate was built.
+    pub fn openings(&self) -> u64 {
+        self.breaker.openings()
     }
 
     /// The time `key` opens again as Redis has it, without the failure mode.
     ///
     /// # Errors
     ///
-    /// When Redis cannot answer in time, or holds something that is not a time.
+    /// When Redis cannot answer in time, or holds something that is not a time; at once,
+    /// with [`ErrorKind::CircuitOpen`], while the circuit is open.
     pub async fn try_get(&self, key: &str) -> Result<Option<SystemTime>, Error> {
         let mut connection = self.connection.clone();
         let key = self.redis_key(key);
@@ -244,7 +284,8 @@ impl RedisGate {
     ///
     /// # Errors
     ///
-    /// When Redis cannot answer in time.
+    /// When Redis cannot answer in time; at once, with [`ErrorKind::CircuitOpen`], while the
+    /// circuit is open.
     pub async fn try_raise(&self, key: &str, until: SystemTime) -> Result<bool, Error> {
         let millis = wall_millis(until);
         let mut connection = self.connection.clone();
@@ -264,7 +305,8 @@ impl RedisGate {
     ///
     /// # Errors
     ///
-    /// When Redis cannot answer in time.
+    /// When Redis cannot answer in time; at once, with [`ErrorKind::CircuitOpen`], while the
+    /// circuit is open.
     pub async fn skew(&self) -> Result<Skew, Error> {
         let mut connection = self.connection.clone();
         let before = self.clock.wall_now();
@@ -281,40 +323,33 @@ impl RedisGate {
         })
     }
 
-    /// Runs one Redis operation within the timeout, and keeps the health state and the
-    /// error count.
+    /// Runs one Redis operation within the timeout, through the circuit breaker, and counts
+    /// failures.
     async fn bounded<T>(
         &self,
         operation: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, Error> {
-        let deadline = self.clock.now() + self.timeout;
-        let result = tokio::select! {
-            result = operation => result.map_err(Error::from_redis),
-            () = self.clock.sleep_until(deadline) => Err(Error::new(ErrorKind::Timeout)),
-        };
-        match &result {
-            Ok(_) => {
-                if !self.healthy.swap(true, Ordering::Relaxed) {
-                    tracing::info!(url = %self.url, "redis gate reachable again");
-                }
-            }
-            Err(error) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
-                if self.healthy.swap(false, Ordering::Relaxed) {
-                    let mode = match self.mode {
-                        FailureMode::FailOpen => "failing open",
-                        FailureMode::FailClosed { .. } => "failing closed",
-                    };
-                    tracing::warn!(
-                        url = %self.url,
-                        error = %error,
-                        cause = %Sources(error),
-                        "redis gate unavailable; {mode}"
-                    );
-                }
-            }
+        let outcome = self
+            .breaker
+            .call(within(&*self.clock, self.timeout, operation))
+            .await;
+        if outcome.is_err() {
+            self.errors.fetch_add(1, Ordering::Relaxed);
         }
-        result
+        outcome
+    }
+}
+
+/// `operation`, or [`ErrorKind::Timeout`] once `timeout` has passed on `clock`.
+async fn within<T>(
+    clock: &dyn Clock,
+    timeout: Duration,
+    operation: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, Error> {
+    let deadline = clock.now() + timeout;
+    tokio::select! {
+        result = operation => result.map_err(Error::from_redis),
+        () = clock.sleep_until(deadline) => Err(Error::new(ErrorKind::Timeout)),
     }
 }
 
@@ -356,25 +391,6 @@ fn wall_millis(at: SystemTime) -> u64 {
         .unwrap_or_default();
     let millis = since.as_millis() + u128::from(since.subsec_nanos() % 1_000_000 != 0);
     u64::try_from(millis).unwrap_or(u64::MAX)
-}
-
-/// An error's chain of causes, for one log line.
-struct Sources<'a>(&'a Error);
-
-impl fmt::Display for Sources<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut source = std::error::Error::source(self.0);
-        let mut first = true;
-        while let Some(error) = source {
-            if !first {
-                f.write_str(": ")?;
-            }
-            write!(f, "{error}")?;
-            first = false;
-            source = error.source();
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

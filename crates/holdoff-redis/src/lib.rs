@@ -36,10 +36,18 @@
 //!
 //! # Failures
 //!
-//! Every operation is bounded by a timeout. While Redis is unreachable the gate answers by
-//! its [`FailureMode`], logs the change of state once, counts failures, and reconnects by
-//! itself. `RedisState` returns the error, for the proxy's `SharedStore` to answer by its own
-//! failure mode, and reconnects by itself too.
+//! Every operation is bounded by a timeout, and both stores sit behind a circuit breaker:
+//! after one operation times out or cannot reach Redis, the next ones do not wait for it.
+//! They fail at once ([`ErrorKind::CircuitOpen`]) while a task in the background sends
+//! `PING` — 250 ms after the failure, then at intervals doubling up to 5 s, each within the
+//! same timeout — and the first answer closes the circuit again. One `warn` line says when
+//! it opened and why, and one line when it closed and after how long (`info` for the gate;
+//! `warn` for `RedisState`, so that a proxy logging at `warn` shows both).
+//!
+//! Meanwhile the gate answers by its [`FailureMode`] (this process's own state, or every key
+//! closed), and `RedisState` returns the error for the proxy's `SharedStore` to answer by its
+//! own failure mode (this replica's own state, or `503`). Both count failures and reconnect
+//! by themselves.
 //!
 //! # Features
 //!
@@ -50,6 +58,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod breaker;
 mod error;
 mod gate;
 #[cfg(feature = "proxy")]

@@ -3,17 +3,21 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::future::ready;
+use std::future::{Future, ready};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use holdoff::clock::TokioClock;
 use holdoff_proxy::fault::ratelimit::{Algorithm, Limit, Taken};
 use holdoff_proxy::judge::{Penalty, WindowKey};
-use holdoff_proxy::shared::{CounterKey, SharedCheck, SharedState, StateFuture};
+use holdoff_proxy::shared::{
+    Circuit, CounterKey, OnFailure, SharedCheck, SharedState, StateFuture,
+};
 use redis::aio::ConnectionManager;
 use redis::{FromRedisValue, Script};
 
+use crate::breaker::{Breaker, Probe, Words};
 use crate::error::{Error, ErrorKind};
 use crate::url::{client, manager, redact};
 
@@ -234,18 +238,41 @@ impl RedisStateBuilder {
     /// [`ErrorKind::InvalidUrl`] if the URL is not a Redis URL this build can use (a
     /// `rediss://` URL needs the `tls` feature).
     pub fn build(self) -> Result<RedisState, Error> {
-        let client = client(&self.url, self.root_ca.as_deref())?;
+        let link = Link {
+            client: client(&self.url, self.root_ca.as_deref())?,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            generation: Arc::new(AtomicU64::new(0)),
+            timeout: self.timeout,
+        };
+        let url = redact(&self.url);
+        let probe: Probe = {
+            let link = link.clone();
+            Arc::new(move || {
+                let link = link.clone();
+                Box::pin(async move { link.query::<()>(redis::cmd("PING")).await })
+            })
+        };
+        let words = Words {
+            name: "shared state",
+            back: "judging and rate limiting with it",
+            // The proxy logs at `warn` in tests and often in CI: the end of an outage must
+            // show there too.
+            closed_level: tracing::Level::WARN,
+        };
+        // The proxy's connections are served on runtimes of their own, whose timers follow
+        // tokio's clock: so do the probes.
+        let breaker = Breaker::new(words, url.clone(), Arc::new(TokioClock), probe);
+        breaker.set_meanwhile(OnFailure::default().meanwhile());
         let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
         Ok(RedisState {
             inner: Arc::new(Inner {
-                client,
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                link,
+                breaker,
                 open: script(OPEN),
                 check: script(CHECK),
                 take: script(TAKE),
-                url: redact(&self.url),
+                url,
                 prefix: self.prefix,
-                timeout: self.timeout,
             }),
         })
     }
@@ -258,6 +285,18 @@ impl RedisStateBuilder {
 /// the script is loaded again by itself after a Redis restart). Concurrent operations share
 /// a multiplexed connection per thread and are pipelined on it. Each is bounded by the timeout,
 /// connecting included, and the connection comes back by itself after a failure.
+///
+/// # Failures
+///
+/// A circuit breaker stands in front of Redis: once an operation times out or cannot reach
+/// it, every later one fails at once with [`ErrorKind::CircuitOpen`], never waiting for
+/// Redis, and the proxy's `SharedStore` answers it by its failure mode. A task in the
+/// background sends `PING` (within the same timeout) 250 ms after the failure, then at
+/// intervals doubling up to 5 s, and the first answer closes the circuit. Every thread's
+/// connection is made anew after a failure. The store logs when the circuit opens, with the
+/// error and the proxy's failure mode, and when it closes, with how long it was open; both at
+/// `warn`, so that a proxy logging at `warn` shows the end of an outage as well as its start.
+/// [`RedisState::is_open`] and [`RedisState::openings`] say the same.
 ///
 /// # Keys
 ///
@@ -300,14 +339,26 @@ pub struct RedisState {
 }
 
 struct Inner {
-    client: redis::Client,
-    /// Tells this store's connections apart from other stores' in [`CONNECTIONS`].
-    id: u64,
+    link: Link,
+    breaker: Breaker,
     open: Script,
     check: Script,
     take: Script,
     url: String,
     prefix: String,
+}
+
+/// How a store reaches Redis: a connection per thread, each operation within the timeout.
+/// The circuit breaker's probe has one too.
+#[derive(Clone)]
+struct Link {
+    client: redis::Client,
+    /// Tells this store's connections apart from other stores' in [`CONNECTIONS`].
+    id: u64,
+    /// Moves on at every failure: a thread's connection from an earlier generation is
+    /// dropped and made anew on its next use, so that no thread goes back to Redis, once
+    /// the circuit closes, on a connection broken during the outage.
+    generation: Arc<AtomicU64>,
     timeout: Duration,
 }
 
@@ -316,7 +367,8 @@ impl fmt::Debug for RedisState {
         f.debug_struct("RedisState")
             .field("url", &self.inner.url)
             .field("prefix", &self.inner.prefix)
-            .field("timeout", &self.inner.timeout)
+            .field("timeout", &self.inner.link.timeout)
+            .field("circuit", &self.inner.breaker)
             .finish_non_exhaustive()
     }
 }
@@ -347,86 +399,107 @@ impl RedisState {
     pub fn counter_key(&self, counter: &CounterKey) -> String {
         format!("{}rl:{}:{}", self.inner.prefix, counter.rule, counter.scope)
     }
+
+    /// Whether the circuit is open: from an operation that timed out or could not reach
+    /// Redis until a probe in the background gets an answer. Meanwhile every operation fails
+    /// at once with [`ErrorKind::CircuitOpen`], without asking Redis.
+    pub fn is_open(&self) -> bool {
+        self.inner.breaker.is_open()
+    }
+
+    /// How many times the circuit has opened since the store was built.
+    pub fn openings(&self) -> u64 {
+        self.inner.breaker.openings()
+    }
 }
 
 /// Numbers the stores, for [`CONNECTIONS`].
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// This thread's connection for each store (by id), made on first use on the thread.
+    /// This thread's connection for each store (by id), with the generation it was made in;
+    /// made on first use on the thread.
     ///
     /// A proxy serves each client connection on one thread with a runtime of its own: a
     /// connection per thread keeps each Redis round trip on that thread too, its driver
     /// polled by the same runtime as the request waiting for it, instead of crossing to
     /// another thread and back twice per request.
-    static CONNECTIONS: RefCell<Vec<(u64, ConnectionManager)>> = const { RefCell::new(Vec::new()) };
+    static CONNECTIONS: RefCell<Vec<(u64, u64, ConnectionManager)>> =
+        const { RefCell::new(Vec::new()) };
 }
 
-impl Inner {
-    /// This thread's connection, made now if it has none (connecting itself waits for the
-    /// first command).
+impl Link {
+    /// This thread's connection, made now if it has none of the current generation
+    /// (connecting itself waits for the first command, on whatever runtime then runs here).
     fn connection(&self) -> Result<ConnectionManager, Error> {
+        let generation = self.generation.load(Ordering::Acquire);
         CONNECTIONS.with_borrow_mut(|connections| {
-            if let Some((_, connection)) = connections.iter().find(|(id, _)| *id == self.id) {
-                return Ok(connection.clone());
+            if let Some(at) = connections.iter().position(|(id, _, _)| *id == self.id) {
+                if connections[at].1 == generation {
+                    return Ok(connections[at].2.clone());
+                }
+                connections.swap_remove(at);
             }
             let connection = manager(self.client.clone(), self.timeout)?;
-            connections.push((self.id, connection.clone()));
+            connections.push((self.id, generation, connection.clone()));
             Ok(connection)
         })
     }
 
-    /// Forgets this thread's connection after a failure: the next operation makes a new one,
-    /// on whatever runtime then runs here (the old one's may be gone).
-    fn forget_connection(&self) {
-        CONNECTIONS.with_borrow_mut(|connections| connections.retain(|(id, _)| *id != self.id));
-    }
-
-    /// `outcome`, forgetting the connection if it is an error.
-    fn settled<T>(&self, outcome: Result<T, Error>) -> Result<T, Error> {
+    /// `operation` on this thread's connection, within the timeout; after a failure, every
+    /// thread's connection is made anew.
+    async fn bounded<T, F>(
+        &self,
+        operation: impl FnOnce(ConnectionManager) -> F,
+    ) -> Result<T, Error>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
+        let outcome = match self.connection() {
+            Ok(connection) => {
+                match tokio::time::timeout(self.timeout, operation(connection)).await {
+                    Ok(result) => result.map_err(Error::from_redis),
+                    Err(_) => Err(Error::new(ErrorKind::Timeout)),
+                }
+            }
+            Err(error) => Err(error),
+        };
         if outcome.is_err() {
-            self.forget_connection();
+            self.generation.fetch_add(1, Ordering::AcqRel);
         }
         outcome
     }
 
-    /// Whether `key` exists, within the timeout.
+    /// One command, within the timeout.
+    async fn query<T: FromRedisValue>(&self, command: redis::Cmd) -> Result<T, Error> {
+        self.bounded(|mut connection| async move { command.query_async(&mut connection).await })
+            .await
+    }
+}
+
+impl Inner {
+    /// Whether `key` exists, through the circuit breaker.
     async fn exists(&self, key: &str) -> Result<bool, Error> {
-        let mut connection = self.connection()?;
         let mut command = redis::cmd("EXISTS");
         command.arg(key);
-        let outcome =
-            match tokio::time::timeout(self.timeout, command.query_async::<bool>(&mut connection))
-                .await
-            {
-                Ok(result) => result.map_err(Error::from_redis),
-                Err(_) => Err(Error::new(ErrorKind::Timeout)),
-            };
-        self.settled(outcome)
+        self.breaker.call(self.link.query(command)).await
     }
 
-    /// Runs `script` on `key` with `args`, within the timeout.
+    /// Runs `script` on `key` with `args`, through the circuit breaker.
     async fn run<T: FromRedisValue>(
         &self,
         script: &Script,
         key: String,
         args: &[&str],
     ) -> Result<T, Error> {
-        let mut connection = self.connection()?;
         let mut invocation = script.key(key);
         for arg in args {
             invocation.arg(*arg);
         }
-        let outcome = match tokio::time::timeout(
-            self.timeout,
-            invocation.invoke_async(&mut connection),
-        )
-        .await
-        {
-            Ok(result) => result.map_err(Error::from_redis),
-            Err(_) => Err(Error::new(ErrorKind::Timeout)),
-        };
-        self.settled(outcome)
+        let operation = self.link.bounded(|mut connection| async move {
+            invocation.invoke_async(&mut connection).await
+        });
+        self.breaker.call(operation).await
     }
 }
 
@@ -506,6 +579,17 @@ impl SharedState for RedisState {
 
     fn location(&self) -> String {
         self.inner.url.clone()
+    }
+
+    fn circuit(&self) -> Option<Circuit> {
+        Some(Circuit {
+            open: self.is_open(),
+            openings: self.openings(),
+        })
+    }
+
+    fn set_on_failure(&self, on_failure: OnFailure) {
+        self.inner.breaker.set_meanwhile(on_failure.meanwhile());
     }
 }
 

@@ -13,6 +13,9 @@ use holdoff_testkit::redis::{RedisServer, inspect, silent_server};
 use holdoff_testkit::{Reply, TestServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+mod support;
+use support::{Stopped, calls};
+
 async fn sleep(by: Duration) {
     TokioClock.sleep_until(TokioClock.now() + by).await;
 }
@@ -305,35 +308,156 @@ mod redis_killed {
     }
 }
 
+/// After one failure the gate stops asking Redis, answering by its failure mode at once,
+/// and a probe in the background brings it back.
+mod breaker {
+    use super::*;
+
+    use holdoff::clock::ManualClock;
+
+    const TIMEOUT: Duration = Duration::from_millis(150);
+    const CALLS: usize = 50;
+
+    /// Waits (in real time, briefly each) until a probe has closed the circuit: it must
+    /// close without help.
+    async fn wait_until_closed(gate: &RedisGate) {
+        for _ in 0..200 {
+            if gate.is_healthy() {
+                return;
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the circuit never closed");
+    }
+
+    #[tokio::test]
+    async fn a_hung_redis_is_asked_once_and_used_again_once_it_resumes() {
+        let redis = RedisServer::start();
+        let gate = RedisGate::builder(redis.url())
+            .timeout(TIMEOUT)
+            .on_failure(FailureMode::FailOpen)
+            .build()
+            .expect("gate");
+        assert_eq!(gate.try_get("api").await.expect("get"), None);
+        let before = calls(&redis, &["get"]).await[0];
+
+        let stopped = Stopped::stop(&redis).await;
+        let error = gate.try_get("api").await.expect_err("hung");
+        assert_eq!(error.kind(), ErrorKind::Timeout);
+        assert!(!gate.is_healthy());
+        for _ in 0..CALLS {
+            let refused = gate.try_get("api").await.expect_err("open");
+            assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
+            // Through the gate: this process's own state, here nothing.
+            assert_eq!(gate.get("api").await, Ok(None));
+        }
+        assert_eq!(gate.openings(), 1);
+        assert_eq!(gate.errors(), 1 + 2 * CALLS as u64);
+
+        stopped.resume();
+        wait_until_closed(&gate).await;
+        // What was sent while it hung has been served now: of 101 reads, one reached it.
+        assert_eq!(calls(&redis, &["get"]).await[0], before + 1);
+        assert_eq!(gate.try_get("api").await.expect("get"), None);
+        assert_eq!(calls(&redis, &["get"]).await[0], before + 2);
+        assert!(calls(&redis, &["ping"]).await[0] >= 1, "probed with PING");
+        assert_eq!(gate.openings(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_killed_redis_is_not_asked_until_it_is_back_on_its_port() {
+        let mut redis = RedisServer::start();
+        let gate = RedisGate::builder(redis.url())
+            .timeout(TIMEOUT)
+            .on_failure(FailureMode::FailOpen)
+            .build()
+            .expect("gate");
+        let mine = TokioClock.now() + Duration::from_secs(30);
+        gate.raise(
+            "mine",
+            mine,
+            TokioClock.wall_now() + Duration::from_secs(30),
+        )
+        .await
+        .expect("infallible");
+
+        redis.stop();
+        let error = gate.try_get("api").await.expect_err("killed");
+        assert!(
+            matches!(error.kind(), ErrorKind::Connection | ErrorKind::Timeout),
+            "{error:?}"
+        );
+        for _ in 0..CALLS {
+            let refused = gate.try_get("api").await.expect_err("open");
+            assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
+            assert_eq!(gate.get("mine").await, Ok(Some(NotBefore::Instant(mine))));
+        }
+        assert!(!gate.is_healthy());
+        assert_eq!(gate.openings(), 1);
+
+        redis.restart();
+        wait_until_closed(&gate).await;
+        // A new, empty Redis: the gate reads it again, one GET per read.
+        assert_eq!(calls(&redis, &["get"]).await[0], 0);
+        assert_eq!(gate.get("mine").await, Ok(None));
+        assert_eq!(gate.get("theirs").await, Ok(None));
+        assert_eq!(calls(&redis, &["get"]).await[0], 2);
+        assert_eq!(gate.openings(), 1);
+    }
+
+    #[tokio::test]
+    async fn fail_closed_answers_closed_at_once_and_probes_on_the_gates_clock() {
+        let mut redis = RedisServer::start();
+        let hold = Duration::from_secs(2);
+        // Nothing waits on this clock unless the test moves it: not the answers, not the
+        // probe.
+        let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        let gate = RedisGate::builder(redis.url())
+            .timeout(TIMEOUT)
+            .on_failure(FailureMode::FailClosed { hold })
+            .clock(clock.clone())
+            .build()
+            .expect("gate");
+        assert_eq!(gate.get("api").await, Ok(None));
+
+        // A refused connection fails without a timeout.
+        redis.stop();
+        let closed = Ok(Some(NotBefore::Instant(clock.now() + hold)));
+        assert_eq!(gate.get("api").await, closed);
+        assert!(!gate.is_healthy());
+        for _ in 0..CALLS {
+            assert_eq!(gate.get("api").await, closed);
+        }
+        assert_eq!(
+            gate.try_get("api").await.expect_err("open").kind(),
+            ErrorKind::CircuitOpen
+        );
+
+        redis.restart();
+        // Back on its port (the restart's own readiness check is one PING), but not probed
+        // before the gate's clock says so.
+        let pings = calls(&redis, &["ping"]).await[0];
+        sleep(Duration::from_millis(300)).await;
+        assert!(!gate.is_healthy());
+        assert_eq!(calls(&redis, &["ping"]).await[0], pings);
+        // Each step lets the next probe go out.
+        for _ in 0..100 {
+            if gate.is_healthy() {
+                break;
+            }
+            clock.advance(Duration::from_secs(5));
+            sleep(Duration::from_millis(50)).await;
+        }
+        assert!(gate.is_healthy(), "the circuit never closed");
+        assert!(calls(&redis, &["ping"]).await[0] > pings);
+        assert_eq!(gate.get("api").await, Ok(None));
+        assert_eq!(gate.openings(), 1);
+    }
+}
+
 /// How many round trips to Redis the gate costs, counted by Redis itself.
 mod round_trips {
     use super::*;
-
-    /// Calls clients made of each command in `names`. Commands a script runs inside are
-    /// counted under their own names (`SET`, `PEXPIREAT`), which these are not.
-    async fn calls(redis: &RedisServer, names: &[&str]) -> Vec<u64> {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut inspect(redis).await)
-            .await
-            .expect("INFO");
-        names
-            .iter()
-            .map(|wanted| {
-                info.lines()
-                    .find_map(|line| {
-                        let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-                        (name == *wanted).then_some(())?;
-                        stats
-                            .split(',')
-                            .find_map(|f| f.strip_prefix("calls="))?
-                            .parse()
-                            .ok()
-                    })
-                    .unwrap_or(0)
-            })
-            .collect()
-    }
 
     #[tokio::test]
     async fn a_check_is_one_get_and_a_raise_one_script() {

@@ -9,6 +9,9 @@ use holdoff_proxy::shared::{CounterKey, SharedCheck, SharedState, StateError};
 use holdoff_redis::{ErrorKind, RedisState};
 use holdoff_testkit::redis::{RedisServer, inspect, silent_server};
 
+mod support;
+use support::{Stopped, calls};
+
 const S: Duration = Duration::from_secs(1);
 const MS: Duration = Duration::from_millis(1);
 /// Long enough that a fixed window aligned to the epoch does not end mid-test (it could, if
@@ -562,5 +565,208 @@ mod redis_down {
             .expect_err("no answer");
         assert_eq!(kind(&error), ErrorKind::Timeout);
         assert!(TokioClock.now() - started < 2 * S);
+    }
+}
+
+/// After one failure the store stops asking Redis, failing at once, so that the proxy answers
+/// by its failure mode without waiting; a probe in the background brings it back.
+mod breaker {
+    use super::*;
+
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::sync::Arc;
+
+    use holdoff_proxy::judge::JudgeStage;
+    use holdoff_proxy::shared::{Circuit, OnFailure, SharedStore};
+    use holdoff_proxy::{ProxyConfig, ProxyServer, Stage};
+    use holdoff_testkit::{Reply, TestServer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const TIMEOUT: Duration = Duration::from_millis(150);
+    const CALLS: usize = 50;
+
+    /// Waits (in real time, briefly each) until a probe has closed the circuit: it must
+    /// close without help.
+    async fn wait_until_closed(state: &RedisState) {
+        for _ in 0..200 {
+            if !state.is_open() {
+                return;
+            }
+            sleep(50 * MS).await;
+        }
+        panic!("the circuit never closed");
+    }
+
+    fn store(state: &RedisState, on_failure: OnFailure) -> Arc<SharedStore> {
+        Arc::new(SharedStore::new(Arc::new(state.clone()), on_failure))
+    }
+
+    /// `CALLS` checks and takes: each fails at once, as refused by the open circuit, and the
+    /// store answers none of them.
+    async fn refused(store: &SharedStore, key: WindowKey) {
+        let limit = limit(Algorithm::FixedWindow, 10, DAY, 1);
+        for _ in 0..CALLS {
+            let outcome = store.state().check(key, Penalty::None).await;
+            let error = outcome.as_ref().expect_err("open");
+            assert_eq!(kind(error), ErrorKind::CircuitOpen);
+            assert_eq!(store.settle(outcome), None);
+            let outcome = store.state().take(&counter(""), limit).await;
+            assert_eq!(
+                kind(outcome.as_ref().expect_err("open")),
+                ErrorKind::CircuitOpen
+            );
+            assert_eq!(store.settle(outcome), None);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hung_redis_is_asked_once_and_used_again_once_it_resumes() {
+        let redis = RedisServer::start();
+        let state = RedisState::builder(redis.url())
+            .timeout(TIMEOUT)
+            .build()
+            .expect("state");
+        let store = store(&state, OnFailure::FailOpen);
+        let key = key(&judge(), "https://api.example/a");
+        state.open(key, 30 * S, S).await.expect("open");
+        let names = ["exists", "evalsha", "eval"];
+        let before = calls(&redis, &names).await;
+
+        let stopped = Stopped::stop(&redis).await;
+        let outcome = store.state().check(key, Penalty::None).await;
+        assert_eq!(
+            kind(outcome.as_ref().expect_err("hung")),
+            ErrorKind::Timeout
+        );
+        assert_eq!(store.settle(outcome), None);
+        refused(&store, key).await;
+        let open = Circuit {
+            open: true,
+            openings: 1,
+        };
+        assert_eq!(store.circuit(), Some(open));
+        assert!(!store.is_up());
+        assert_eq!(store.failures(), 1 + 2 * CALLS as u64);
+
+        stopped.resume();
+        wait_until_closed(&state).await;
+        assert!(store.is_up());
+        // What was sent while it hung has been served now: of 101 operations, one reached
+        // it (the first check's EXISTS), and no script.
+        let after = calls(&redis, &names).await;
+        assert_eq!(after, [before[0] + 1, before[1], before[2]]);
+        assert!(matches!(
+            store.state().check(key, Penalty::None).await,
+            Ok(SharedCheck::Premature { .. })
+        ));
+        assert_eq!(state.openings(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_killed_redis_is_not_asked_until_it_is_back_on_its_port() {
+        let mut redis = RedisServer::start();
+        let state = RedisState::builder(redis.url())
+            .timeout(TIMEOUT)
+            .build()
+            .expect("state");
+        let store = store(&state, OnFailure::FailOpen);
+        let key = key(&judge(), "https://api.example/a");
+        state.open(key, 30 * S, S).await.expect("open");
+
+        redis.stop();
+        let outcome = store.state().check(key, Penalty::None).await;
+        let error = outcome.as_ref().expect_err("killed");
+        assert!(
+            matches!(kind(error), ErrorKind::Connection | ErrorKind::Timeout),
+            "{error:?}"
+        );
+        assert_eq!(store.settle(outcome), None);
+        refused(&store, key).await;
+        assert!(state.is_open());
+        assert_eq!(state.openings(), 1);
+
+        redis.restart();
+        wait_until_closed(&state).await;
+        // A new, empty Redis: one EXISTS per check again.
+        assert_eq!(calls(&redis, &["exists"]).await, [0]);
+        assert_eq!(
+            store
+                .state()
+                .check(key, Penalty::None)
+                .await
+                .expect("check"),
+            SharedCheck::Open
+        );
+        assert_eq!(calls(&redis, &["exists"]).await, [1]);
+        assert_eq!(state.openings(), 1);
+    }
+
+    /// One GET through the forward proxy at `proxy`: the status and the `Retry-After`.
+    async fn get(proxy: SocketAddr, url: &str) -> (u16, Option<String>) {
+        let mut stream = tokio::net::TcpStream::connect(proxy)
+            .await
+            .expect("connect");
+        let host = url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .expect("an http:// url");
+        let head = format!("GET {url} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.expect("send");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read");
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let mut lines = text.split("\r\n");
+        let status = lines
+            .next()
+            .and_then(|line| line.split(' ').nth(1))
+            .and_then(|code| code.parse().ok())
+            .expect("a status line");
+        let retry_after = lines.take_while(|line| !line.is_empty()).find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("retry-after")
+                .then(|| value.trim().to_owned())
+        });
+        (status, retry_after)
+    }
+
+    #[tokio::test]
+    async fn a_proxy_failing_closed_refuses_at_once_without_asking_a_hung_redis() {
+        let redis = RedisServer::start();
+        let upstream = TestServer::start().await;
+        upstream.set_default("/api", Reply::ok("hello"));
+        let state = RedisState::builder(redis.url())
+            .timeout(TIMEOUT)
+            .build()
+            .expect("state");
+        let store = store(&state, OnFailure::FailClosed { hold: 7 * S });
+        let judge = Judge::new(KeyMode::default(), TokioClock.now());
+        let stage: Arc<dyn Stage> = Arc::new(JudgeStage::new(Arc::new(judge)).with_shared(store));
+        let mut config = ProxyConfig::default();
+        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let server = ProxyServer::bind(config, vec![stage]).await.expect("bind");
+        let (proxy, handle) = (server.local_addr(), server.shutdown_handle());
+        let running = tokio::spawn(server.run());
+        let url = upstream.url("/api");
+        assert_eq!(get(proxy, &url).await, (200, None));
+        let before = calls(&redis, &["exists"]).await[0];
+
+        let stopped = Stopped::stop(&redis).await;
+        for _ in 0..20 {
+            assert_eq!(get(proxy, &url).await, (503, Some("7".to_owned())));
+        }
+        assert_eq!(upstream.requests_to("/api").len(), 1, "none was forwarded");
+        assert!(state.is_open());
+
+        stopped.resume();
+        wait_until_closed(&state).await;
+        assert_eq!(
+            calls(&redis, &["exists"]).await[0],
+            before + 1,
+            "only the first request's check reached redis"
+        );
+        assert_eq!(get(proxy, &url).await, (200, None));
+        assert_eq!(state.openings(), 1);
+        handle.shutdown();
+        running.await.expect("the proxy");
     }
 }

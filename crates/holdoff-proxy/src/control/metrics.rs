@@ -315,18 +315,34 @@ impl Collector for Scrape {
             if let Some(store) = judge.shared() {
                 ConstCounter::new(store.failures()).encode(encoder.encode_descriptor(
                     "holdoff_shared_state_failures",
-                    "Operations on the state shared with other replicas (Redis) that failed or \
-                     timed out.",
+                    "Operations on the state shared with other replicas (Redis) that failed, \
+                     timed out, or were refused at once while its circuit was open.",
                     None,
                     MetricType::Counter,
                 )?)?;
                 ConstGauge::new(i64::from(store.is_up())).encode(encoder.encode_descriptor(
                     "holdoff_shared_state_up",
-                    "1 while the last operation on the shared state succeeded, 0 while the \
-                     proxy answers by its failure mode.",
+                    "1 while the shared state is in use, 0 while the proxy answers by its \
+                     failure mode.",
                     None,
                     MetricType::Gauge,
                 )?)?;
+                if let Some(circuit) = store.circuit() {
+                    ConstGauge::new(i64::from(circuit.open)).encode(encoder.encode_descriptor(
+                        "holdoff_shared_state_circuit_open",
+                        "1 while the shared state's circuit breaker is open: after a timeout \
+                         or a connection failure, it is not asked until a background probe \
+                         gets an answer.",
+                        None,
+                        MetricType::Gauge,
+                    )?)?;
+                    ConstCounter::new(circuit.openings).encode(encoder.encode_descriptor(
+                        "holdoff_shared_state_circuit_openings",
+                        "Times the shared state's circuit breaker opened.",
+                        None,
+                        MetricType::Counter,
+                    )?)?;
+                }
             }
         }
         let mut histogram = encoder.encode_descriptor(
@@ -456,7 +472,81 @@ mod tests {
             );
             assert!(text.contains("holdoff_shared_state_up 0\n"), "{text}");
             store.settle(Ok(()));
-            assert!(scrape().text().contains("holdoff_shared_state_up 1\n"));
+            let text = scrape().text();
+            assert!(text.contains("holdoff_shared_state_up 1\n"));
+            assert!(
+                !text.contains("holdoff_shared_state_circuit"),
+                "no breaker, no circuit metrics:\n{text}"
+            );
+        }
+
+        #[test]
+        fn say_whether_the_shared_states_circuit_is_open_and_how_often_it_opened() {
+            use std::sync::Mutex;
+
+            use crate::fault::ratelimit::{Limit, Taken};
+            use crate::judge::{Penalty, WindowKey};
+            use crate::shared::{
+                Circuit, CounterKey, OnFailure, SharedCheck, SharedState, SharedStore, StateFuture,
+            };
+
+            /// A store whose breaker stands as the test sets it.
+            #[derive(Debug)]
+            struct Breakered(Mutex<Circuit>);
+
+            impl SharedState for Breakered {
+                fn check(&self, _: WindowKey, _: Penalty) -> StateFuture<SharedCheck> {
+                    Box::pin(std::future::ready(Err("open".into())))
+                }
+                fn open(&self, _: WindowKey, _: Duration, _: Duration) -> StateFuture<()> {
+                    Box::pin(std::future::ready(Err("open".into())))
+                }
+                fn take(&self, _: &CounterKey, _: Limit) -> StateFuture<Taken> {
+                    Box::pin(std::future::ready(Err("open".into())))
+                }
+                fn location(&self) -> String {
+                    "redis://127.0.0.1:1/0".to_owned()
+                }
+                fn circuit(&self) -> Option<Circuit> {
+                    Some(*self.0.lock().unwrap())
+                }
+            }
+
+            let clock = Arc::new(ManualClock::new(UNIX_EPOCH));
+            let state = Arc::new(Breakered(Mutex::new(Circuit {
+                open: true,
+                openings: 3,
+            })));
+            let store = Arc::new(SharedStore::new(state.clone(), OnFailure::FailOpen));
+            let scrape = || {
+                Scrape {
+                    metrics: Arc::new(MetricsStage::new(clock.clone())),
+                    judge: Some(Arc::new(
+                        JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), clock.now())))
+                            .with_shared(Arc::clone(&store)),
+                    )),
+                    faults: None,
+                }
+                .text()
+            };
+            let text = scrape();
+            assert!(
+                text.contains("holdoff_shared_state_circuit_open 1\n"),
+                "{text}"
+            );
+            assert!(
+                text.contains("holdoff_shared_state_circuit_openings_total 3\n"),
+                "{text}"
+            );
+            assert!(text.contains("holdoff_shared_state_up 0\n"), "{text}");
+
+            state.0.lock().unwrap().open = false;
+            let text = scrape();
+            assert!(
+                text.contains("holdoff_shared_state_circuit_open 0\n"),
+                "{text}"
+            );
+            assert!(text.contains("holdoff_shared_state_up 1\n"), "{text}");
         }
 
         #[test]
