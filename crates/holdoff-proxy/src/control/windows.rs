@@ -2,16 +2,16 @@
 //! each key, so [`WindowBook`] writes down, for each throttled response, what the key was
 //! made of, and reads the times back from the judge.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use holdoff::Receipt;
 use http::{Request, Response};
 
-use crate::judge::{Judge, KeyMode, KeyText, KeyUrl, Origin, WindowKey, wall_of};
+use crate::judge::{Judge, KeyMode, KeyText, KeyUrl, Origin, WindowKey, WindowTimes, wall_of};
 use crate::{Action, Body, RequestMeta, Stage};
 
 /// How many windows a [`WindowBook`] labels at most, by default.
@@ -57,7 +57,11 @@ pub trait OpenWindows: Send + Sync + 'static {
 /// The times come from the judge when the windows are listed, so a window the judge closed
 /// or evicted disappears from the book then. At most 10,000 windows are labelled; past that,
 /// closed windows are swept, and if the book is still full new windows go unlabelled (and
-/// are counted, see [`WindowBook::unlabelled`]).
+/// are counted, see [`WindowBook::unlabelled`]). A sweep looks up only the windows that may
+/// have closed since it last looked: each at its permitted time, then after as long again as
+/// it has been past it (from a second to a minute). So noting a window costs `O(log n)`, plus
+/// at most one lookup per open window per second however many windows are noted, and a window
+/// closed by a late retry may keep its label that long.
 ///
 /// # Examples
 ///
@@ -76,10 +80,32 @@ pub trait OpenWindows: Send + Sync + 'static {
 pub struct WindowBook {
     judge: Arc<Judge>,
     capacity: usize,
-    labels: Mutex<HashMap<WindowKey, Labels>>,
+    book: Mutex<Book>,
     /// In header mode only: the header's value per request id, from request to response.
     headers: Option<Mutex<HashMap<u64, Box<str>>>>,
     unlabelled: AtomicU64,
+}
+
+/// The labels, indexed twice: by key, and by when to ask the judge about the window again.
+/// Every labelled key is in both maps, once.
+#[derive(Default)]
+struct Book {
+    labels: HashMap<WindowKey, Entry>,
+    /// Soonest first; the sequence number tells apart keys due at the same instant.
+    due: BTreeMap<Due, WindowKey>,
+    seq: u64,
+    /// How many windows sweeps have looked up in the judge: the work they did.
+    looked_up: u64,
+}
+
+/// When to look a labelled window up again, and a sequence number.
+type Due = (Instant, u64);
+
+/// One labelled window.
+struct Entry {
+    labels: Labels,
+    /// Its place in [`Book::due`].
+    due: Due,
 }
 
 /// What a window key was made of.
@@ -88,6 +114,10 @@ struct Labels {
     method: Box<str>,
     url: Box<str>,
 }
+
+/// The least and the most a sweep waits before it looks an open window up again.
+const RECHECK_MIN: Duration = Duration::from_secs(1);
+const RECHECK_MAX: Duration = Duration::from_secs(60);
 
 impl WindowBook {
     /// A book of `judge`'s windows, keyed by its mode.
@@ -104,7 +134,7 @@ impl WindowBook {
         WindowBook {
             judge,
             capacity,
-            labels: Mutex::default(),
+            book: Mutex::default(),
             headers,
             unlabelled: AtomicU64::new(0),
         }
@@ -115,8 +145,8 @@ impl WindowBook {
         self.unlabelled.load(Ordering::Relaxed)
     }
 
-    fn labels(&self) -> MutexGuard<'_, HashMap<WindowKey, Labels>> {
-        self.labels.lock().unwrap_or_else(PoisonError::into_inner)
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The key the judge files the request under, computed the same way.
@@ -132,32 +162,89 @@ impl WindowBook {
 
     fn note(&self, meta: &RequestMeta, header: Option<&str>) {
         let key = self.key(meta, header);
-        let mut labels = self.labels();
-        if labels.contains_key(&key) {
+        let now = meta.received.instant;
+        let mut book = self.book();
+        if book.labels.contains_key(&key) {
             return;
         }
-        if labels.len() >= self.capacity {
-            labels.retain(|key, _| self.judge.window(*key).is_some());
-            if labels.len() >= self.capacity {
+        if book.labels.len() >= self.capacity {
+            book.sweep(&self.judge, now);
+            if book.labels.len() >= self.capacity {
                 self.unlabelled.fetch_add(1, Ordering::Relaxed);
                 return;
             }
         }
-        labels.insert(
-            key,
-            Labels {
-                client: meta.client.to_string().into(),
-                method: meta.method.as_str().into(),
-                url: meta.uri.to_string().into(),
-            },
-        );
+        // The judge has opened the window by now (it sits after the book, so it sees the
+        // response first); were it not there, the next sweep looks again.
+        let at = self
+            .judge
+            .window(key)
+            .map_or(now, |times| recheck_at(times, now));
+        let labels = Labels {
+            client: meta.client.to_string().into(),
+            method: meta.method.as_str().into(),
+            url: meta.uri.to_string().into(),
+        };
+        book.insert(key, labels, at);
     }
+}
+
+impl Book {
+    fn insert(&mut self, key: WindowKey, labels: Labels, at: Instant) {
+        let due = self.next_due(at);
+        self.due.insert(due, key);
+        self.labels.insert(key, Entry { labels, due });
+    }
+
+    fn next_due(&mut self, at: Instant) -> Due {
+        self.seq += 1;
+        (at, self.seq)
+    }
+
+    /// Drops the labels of windows the judge no longer has, looking up only those due by
+    /// `now`; the ones still open are due again later.
+    fn sweep(&mut self, judge: &Judge, now: Instant) {
+        let mut open = Vec::new();
+        while let Some(first) = self.due.first_entry() {
+            if first.key().0 > now {
+                break;
+            }
+            let key = first.remove();
+            self.looked_up += 1;
+            match judge.window(key) {
+                Some(times) => open.push((key, recheck_at(times, now))),
+                None => {
+                    self.labels.remove(&key);
+                }
+            }
+        }
+        for (key, at) in open {
+            let due = self.next_due(at);
+            self.due.insert(due, key);
+            if let Some(entry) = self.labels.get_mut(&key) {
+                entry.due = due;
+            }
+        }
+    }
+}
+
+/// When to look up again a window open at `now`. A retry can close it from its permitted time
+/// on, at any time until the judge evicts it: waiting until then, then as long as it has been
+/// past that time (within [`RECHECK_MIN`] and [`RECHECK_MAX`]), looks a window up at most once
+/// a second, and once a minute when it is long past, however many windows are noted.
+fn recheck_at(times: WindowTimes, now: Instant) -> Instant {
+    let wait = match times.permitted_at.checked_duration_since(now) {
+        Some(until) if !until.is_zero() => until,
+        _ => now.saturating_duration_since(times.permitted_at),
+    };
+    now.checked_add(wait.clamp(RECHECK_MIN, RECHECK_MAX))
+        .unwrap_or(now)
 }
 
 impl fmt::Debug for WindowBook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WindowBook")
-            .field("labelled", &self.labels().len())
+            .field("labelled", &self.book().labels.len())
             .field("unlabelled", &self.unlabelled())
             .finish_non_exhaustive()
     }
@@ -205,10 +292,14 @@ impl Stage for WindowBook {
 impl OpenWindows for WindowBook {
     fn open_windows(&self, now: Receipt) -> Vec<WindowInfo> {
         let mut open = Vec::new();
-        self.labels().retain(|key, labels| {
+        let mut closed = Vec::new();
+        let mut book = self.book();
+        book.labels.retain(|key, entry| {
             let Some(times) = self.judge.window(*key) else {
+                closed.push(entry.due);
                 return false;
             };
+            let labels = &entry.labels;
             open.push(WindowInfo {
                 client: labels.client.to_string(),
                 method: labels.method.to_string(),
@@ -219,6 +310,10 @@ impl OpenWindows for WindowBook {
             });
             true
         });
+        for due in closed {
+            book.due.remove(&due);
+        }
+        drop(book);
         open.sort_by(|a, b| {
             (a.permitted_at, &a.client, &a.url).cmp(&(b.permitted_at, &b.client, &b.url))
         });
@@ -356,7 +451,7 @@ mod tests {
             let ok = Response::new(Body::empty());
             exchange(&book, &stage, &meta(2, "a", url, later), None, ok);
             assert!(book.open_windows(later).is_empty());
-            assert_eq!(book.labels().len(), 0);
+            assert_eq!(book.book().labels.len(), 0);
         }
 
         #[test]
@@ -397,6 +492,104 @@ mod tests {
             assert_eq!(judge.open_windows(), 3);
             assert_eq!(book.open_windows(start).len(), 2);
             assert_eq!(book.unlabelled(), 1);
+        }
+    }
+
+    mod note {
+        use super::*;
+
+        /// `n` throttled responses of `wait` seconds for `/0` … `/n-1`, at `at`.
+        fn throttle(book: &WindowBook, judge: &JudgeStage, n: u64, at: Receipt, wait: &str) {
+            for id in 0..n {
+                let url = format!("http://api.test/{id}");
+                exchange(book, judge, &meta(id, "a", &url, at), None, throttled(wait));
+            }
+        }
+
+        fn later(start: Receipt, by: Duration) -> Receipt {
+            Receipt {
+                instant: start.instant + by,
+                wall: start.wall + by,
+            }
+        }
+
+        fn looked_up(book: &WindowBook) -> u64 {
+            book.book().looked_up
+        }
+
+        #[test]
+        fn a_full_book_of_open_windows_looks_up_none_of_them() {
+            const N: u64 = 10_000;
+            let start = now();
+            let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
+            let stage = JudgeStage::new(Arc::clone(&judge));
+            let book = WindowBook::with_capacity(Arc::clone(&judge), 10_000);
+            throttle(&book, &stage, N, start, "60");
+            assert_eq!(book.book().labels.len(), 10_000);
+            // Each window more, while all are before their permitted time, costs no lookup.
+            for id in N..N + 100 {
+                let meta = meta(id, "a", &format!("http://api.test/{id}"), start);
+                exchange(&book, &stage, &meta, None, throttled("60"));
+            }
+            assert_eq!(looked_up(&book), 0);
+            assert_eq!(book.unlabelled(), 100);
+            assert_eq!(book.open_windows(start).len(), 10_000);
+        }
+
+        #[test]
+        fn looks_each_window_up_once_a_period_however_many_are_noted() {
+            const N: u64 = 10_000;
+            let start = now();
+            let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
+            let stage = JudgeStage::new(Arc::clone(&judge));
+            let book = WindowBook::with_capacity(Arc::clone(&judge), 10_000);
+            throttle(&book, &stage, N, start, "60");
+            // Past the permitted time, /0 is retried (compliant): its window closes.
+            let after = later(start, Duration::from_secs(61));
+            let retry = meta(N, "a", "http://api.test/0", after);
+            exchange(&book, &stage, &retry, None, Response::new(Body::empty()));
+            assert_eq!(judge.open_windows(), 9_999);
+            // The first new window finds every window due: it looks each up once, drops /0's
+            // label and takes its place.
+            let url = |id: u64| format!("http://api.test/new/{id}");
+            let first = meta(N + 1, "a", &url(0), after);
+            exchange(&book, &stage, &first, None, throttled("60"));
+            assert_eq!(looked_up(&book), 10_000);
+            assert_eq!(book.unlabelled(), 0);
+            // The next thousand look up nothing: none is due again within the second.
+            for id in 1..1_000 {
+                let meta = meta(N + 1 + id, "a", &url(id), after);
+                exchange(&book, &stage, &meta, None, throttled("60"));
+            }
+            assert_eq!(looked_up(&book), 10_000);
+            assert_eq!(book.unlabelled(), 999);
+            let open = book.open_windows(after);
+            assert_eq!(open.len(), 10_000);
+            assert!(open.iter().all(|window| window.url != "http://api.test/0"));
+            assert!(open.iter().any(|window| window.url == url(0)));
+            let inner = book.book();
+            assert_eq!(inner.due.len(), inner.labels.len());
+        }
+
+        #[test]
+        fn a_listing_drops_closed_windows_from_both_indexes() {
+            let start = now();
+            let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
+            let stage = JudgeStage::new(Arc::clone(&judge));
+            let book = WindowBook::with_capacity(Arc::clone(&judge), 3);
+            throttle(&book, &stage, 3, start, "1");
+            let after = later(start, Duration::from_secs(2));
+            let ok = Response::new(Body::empty());
+            exchange(
+                &book,
+                &stage,
+                &meta(9, "a", "http://api.test/1", after),
+                None,
+                ok,
+            );
+            assert_eq!(book.open_windows(after).len(), 2);
+            let inner = book.book();
+            assert_eq!((inner.labels.len(), inner.due.len()), (2, 2));
         }
     }
 }
