@@ -5,7 +5,8 @@
 //! saying what is allowed.
 
 use std::fmt;
-use std::fs;
+use std::fs::{self, File};
+use std::io::Read;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -41,6 +42,10 @@ const DEFAULT_HANG: Duration = Duration::from_secs(300);
 
 /// The rate of a `slow-body` when `bytesPerSecond` is not set.
 const DEFAULT_BYTES_PER_SECOND: u64 = 1024;
+
+/// The most a data file (errors, mocks, `@file` body) may hold: each is read whole, and a
+/// body is kept in memory.
+pub const MAX_DATA_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// One problem in a configuration or data file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,7 +173,9 @@ pub const DEFAULT_STATE_HOLD: Duration = Duration::from_secs(5);
 /// files, `@file` bodies) are resolved against `base_dir`.
 ///
 /// The rules of an errors or mocks file come after the inline ones, and `@file` bodies in
-/// such a file are resolved against that file's directory.
+/// such a file are resolved against that file's directory. Wherever it is named, a body file
+/// must be a regular file of at most [`MAX_DATA_FILE_BYTES`] under `base_dir` once symbolic
+/// links are resolved, unless `raw` sets `bodyFilesAnywhere`.
 ///
 /// # Errors
 ///
@@ -201,10 +208,14 @@ pub const DEFAULT_STATE_HOLD: Duration = Duration::from_secs(5);
 /// # Ok::<(), holdoff_proxy::config::compile::ConfigErrors>(())
 /// ```
 pub fn compile(raw: &RawConfig, file: &str, base_dir: &Path) -> Result<Compiled, ConfigErrors> {
-    let mut compiler = Compiler::default();
+    let mut compiler = Compiler {
+        bodies_anywhere: raw.body_files_anywhere == Some(true),
+        ..Compiler::default()
+    };
     let top = Origin {
         file,
         dir: base_dir,
+        root: base_dir,
     };
     let compiled = compiler.config(raw, top);
     if compiler.errors.is_empty() {
@@ -230,12 +241,14 @@ pub fn load_and_compile(path: &Path) -> Result<Compiled, ConfigErrors> {
     compile(&raw, &path.display().to_string(), base_dir)
 }
 
-/// Where a value was written: the file that names it in errors, and the directory its
-/// relative paths resolve against.
+/// Where a value was written: the file that names it in errors, the directory its
+/// relative paths resolve against, and the configuration's directory, which body files must
+/// be under.
 #[derive(Clone, Copy)]
 struct Origin<'a> {
     file: &'a str,
     dir: &'a Path,
+    root: &'a Path,
 }
 
 /// `parent.key`, or `key` at the root.
@@ -262,6 +275,8 @@ struct Compiler {
     errors: Vec<FileError>,
     warnings: Vec<String>,
     data_files: Vec<PathBuf>,
+    /// `bodyFilesAnywhere`: body files may be outside the configuration's directory.
+    bodies_anywhere: bool,
 }
 
 impl Compiler {
@@ -555,14 +570,17 @@ impl Compiler {
             return;
         }
         let file = at.dir.join(name);
-        let text = match fs::read_to_string(&file) {
+        let text = match read_data_file(&file, what).and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|_| {
+                format!(
+                    "cannot read the {what} file {}: it is not UTF-8 text",
+                    file.display()
+                )
+            })
+        }) {
             Ok(text) => text,
-            Err(err) => {
-                self.error(
-                    at,
-                    path,
-                    format!("cannot read the {what} file {}: {err}", file.display()),
-                );
+            Err(message) => {
+                self.error(at, path, message);
                 return;
             }
         };
@@ -573,6 +591,7 @@ impl Compiler {
                 let inner = Origin {
                     file: &display,
                     dir: file.parent().unwrap_or(Path::new("")),
+                    root: at.root,
                 };
                 each(self, inner, data);
             }
@@ -1133,17 +1152,14 @@ impl Compiler {
                 }
                 Some(name) => {
                     let file = at.dir.join(name);
-                    match fs::read(&file) {
+                    let root = (!self.bodies_anywhere).then_some(at.root);
+                    match read_body_file(&file, root) {
                         Ok(bytes) => {
                             self.read(&file);
                             (Bytes::from(bytes), content_type_of(&file))
                         }
-                        Err(err) => {
-                            self.error(
-                                at,
-                                path,
-                                format!("cannot read the body file {}: {err}", file.display()),
-                            );
+                        Err(message) => {
+                            self.error(at, path, message);
                             return None;
                         }
                     }
@@ -1202,6 +1218,114 @@ fn content_type_of(file: &Path) -> Option<&'static str> {
         "xml" => "application/xml",
         _ => return None,
     })
+}
+
+/// Reads the body file `file`, which must resolve (symbolic links followed) to a place under
+/// `root` when one is given; the error is a message fit after the key path.
+fn read_body_file(file: &Path, root: Option<&Path>) -> Result<Vec<u8>, String> {
+    let cannot =
+        |err: std::io::Error| format!("cannot read the body file {}: {err}", file.display());
+    let resolved = fs::canonicalize(file).map_err(cannot)?;
+    if let Some(root) = root {
+        // `compile(…, Path::new(""))`: relative to the current directory.
+        let root = if root.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            root
+        };
+        let root = fs::canonicalize(root).map_err(|err| {
+            format!(
+                "cannot find the configuration's folder {} that body files are read from: {err}",
+                root.display()
+            )
+        })?;
+        if !resolved.starts_with(&root) {
+            let resolves = if resolved == file {
+                String::new()
+            } else {
+                format!(" resolves to {}, which", resolved.display())
+            };
+            return Err(format!(
+                "the body file {}{resolves} is outside the configuration's folder {}: body \
+                 files are read only from under it (after symbolic links are followed); copy \
+                 the file there, or set \"bodyFilesAnywhere\": true at the top of the \
+                 configuration to allow any folder",
+                file.display(),
+                root.display()
+            ));
+        }
+    }
+    // The resolved path: what was checked is what is opened.
+    read_regular(&resolved, file, "body")
+}
+
+/// Reads the data file `file` whole; `what` (`errors`, `mocks`) names it in the error.
+fn read_data_file(file: &Path, what: &str) -> Result<Vec<u8>, String> {
+    read_regular(file, file, what)
+}
+
+/// Reads `file` whole, if it is a regular file of at most [`MAX_DATA_FILE_BYTES`]; the error,
+/// a message fit after the key path, calls it the `what` file `shown`.
+///
+/// A named pipe would block the open until something writes to it, and a device such as
+/// `/dev/zero` never ends: the type is checked before the file is opened, and again on the
+/// opened file, and no more than the limit is read whatever size the file claims.
+fn read_regular(file: &Path, shown: &Path, what: &str) -> Result<Vec<u8>, String> {
+    let shown = shown.display();
+    let cannot = |err: std::io::Error| format!("cannot read the {what} file {shown}: {err}");
+    let not_regular = |kind: &str| {
+        format!("the {what} file {shown} is {kind}, not a regular file: name a regular file")
+    };
+    let too_large = || {
+        format!(
+            "the {what} file {shown} is larger than {} MiB, the most holdoff reads from one: \
+             make it smaller",
+            MAX_DATA_FILE_BYTES / (1024 * 1024)
+        )
+    };
+    let before = fs::metadata(file).map_err(cannot)?;
+    if !before.is_file() {
+        return Err(not_regular(file_kind(&before)));
+    }
+    if before.len() > MAX_DATA_FILE_BYTES {
+        return Err(too_large());
+    }
+    let opened = File::open(file).map_err(cannot)?;
+    let metadata = opened.metadata().map_err(cannot)?;
+    if !metadata.is_file() {
+        return Err(not_regular(file_kind(&metadata)));
+    }
+    let mut bytes = Vec::new();
+    opened
+        .take(MAX_DATA_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if u64::try_from(bytes.len()).map_or(true, |read| read > MAX_DATA_FILE_BYTES) {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// What a file that is not a regular file is, in words.
+fn file_kind(metadata: &fs::Metadata) -> &'static str {
+    let kind = metadata.file_type();
+    if kind.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a named pipe (FIFO)";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+        if kind.is_block_device() || kind.is_char_device() {
+            return "a device";
+        }
+    }
+    "of another kind"
 }
 
 /// Whether a header value was meant as `@dynamic…`.

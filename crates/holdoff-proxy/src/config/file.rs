@@ -57,6 +57,13 @@ pub struct RawConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mocks: Option<RawMocks>,
 
+    /// Read `@file` bodies from any folder. By default a body file must be under the folder
+    /// of this file once symbolic links are followed, so that a configuration cannot serve
+    /// files from elsewhere on the machine (`@../../etc/passwd`). Either way a body file must
+    /// be a regular file of at most 16 MiB. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_files_anywhere: Option<bool>,
+
     /// Where the judge's windows and the rate limiters' counters live when several proxy
     /// replicas share them. Default: in this proxy's memory only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
