@@ -1,10 +1,11 @@
 //! `holdoff run -- COMMAND`: run one command through a proxy of its own, and judge it.
 //!
-//! The flow: a temporary directory with a throwaway CA and a CA bundle → the proxy, as
-//! `holdoff proxy` runs it ([`session`]), on a free loopback port → the command, with the
-//! proxy and CA variables set, its signals forwarded → the proxy stopped → the reports → the
-//! exit status: 3 if any retry broke its window, else the command's own if it failed, else 4
-//! if no request reached the proxy (unless `--allow-no-traffic`).
+//! The flow: a throwaway CA (its key in memory only), its certificate and the CA bundles in a
+//! temporary directory → the proxy, as `holdoff proxy` runs it ([`session`]), on a free
+//! loopback port → the command, with the proxy and CA variables set, its signals forwarded →
+//! the proxy stopped → the reports → the exit status: 3 if any retry broke its window, else
+//! the command's own if it failed, else 4 if no request reached the proxy (unless
+//! `--allow-no-traffic`).
 
 use std::ffi::OsString;
 use std::fs;
@@ -23,9 +24,10 @@ use crate::proxy::{Options, session};
 use crate::report::{self, EXIT_PREMATURE, ReportArgs};
 
 const AFTER_HELP: &str = "\
-It starts a proxy of its own on a free loopback port, with a throwaway CA made in a temporary
-directory (never your CA, never installed anywhere, removed at the end), runs COMMAND with the
-variables below set, waits for it, stops the proxy, writes the reports and exits.
+It starts a proxy of its own on a free loopback port, with a throwaway CA (never your CA, never
+installed anywhere; its key is kept in memory, its certificate written to a temporary directory
+removed at the end), runs COMMAND with the variables below set, waits for it, stops the proxy,
+writes the reports and exits.
 
 Watched URLs are the -u patterns, else those of the config. Without any, everything is watched:
 every request the command sends through the proxy meets the faults and the judge, and HTTPS to
@@ -147,7 +149,7 @@ pub(crate) struct Args {
 pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> {
     let mut builder = tempfile::Builder::new();
     builder.prefix("holdoff-run-");
-    // Only its owner may look inside, where the CA's key is (itself 0600).
+    // Only its owner may look inside or write there: the command trusts what it holds.
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
     let dir = match builder.tempdir() {
@@ -252,7 +254,7 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> 
         let report = stopped.report(Some(i32::from(own)), &args.reports, &logs);
         Ok(ExitCode::from(exit_code(report::exit_status(&report), own)))
     });
-    // Every log line is out before the process exits, and the CA's key is gone.
+    // Every log line is out before the process exits, and the certificates are gone.
     drop(runtime);
     drop(logs);
     if let Err(err) = dir.close() {
@@ -276,13 +278,14 @@ struct Trust {
 }
 
 impl Trust {
-    /// Creates the CA in `dir` and writes the bundle beside it.
+    /// Creates the CA, its key in memory only (a `holdoff run` killed with SIGKILL leaves no
+    /// key behind), and writes its certificate and the bundles into `dir`.
     ///
     /// # Errors
     ///
     /// A message for the user when either cannot be made.
     fn create(dir: &Path) -> Result<Trust, String> {
-        let ca = CertificateAuthority::load_or_create(dir)
+        let ca = CertificateAuthority::throwaway(dir)
             .map_err(|err| format!("failed to create the throwaway CA: {}", chain(&err)))?;
         let cert = CertificateAuthority::cert_file(dir);
         let bundle = dir.join("ca-bundle.pem");

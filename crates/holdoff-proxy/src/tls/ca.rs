@@ -5,6 +5,10 @@
 //! then moved into place, so a reader never sees half a file, and the key is claimed with a
 //! hard link that fails if one already exists, so two processes creating the CA at once end up
 //! sharing one pair rather than mixing two.
+//!
+//! A throwaway CA ([`CertificateAuthority::throwaway`], for `holdoff run`) writes its
+//! certificate only: its key lives in memory, so nothing secret outlives the process however
+//! it ends.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -139,15 +143,30 @@ impl CertificateAuthority {
         Ok(ca)
     }
 
-    /// A CA that lives only in memory, for tests; a throwaway CA that clients must be able to
-    /// read can instead be created in a temporary directory with
-    /// [`CertificateAuthority::load_or_create`].
+    /// A CA that lives only in memory, for tests; one whose certificate clients must be able
+    /// to read is a [throwaway](CertificateAuthority::throwaway) CA.
     ///
     /// # Errors
     ///
     /// [`TlsErrorKind::Generate`] if the key or certificate cannot be generated.
     pub fn ephemeral() -> Result<CertificateAuthority, TlsError> {
         Ok(Generated::new(SystemClock.wall_now())?.into_ca(None))
+    }
+
+    /// A new CA whose key lives only in memory, with its certificate written to `dir` as
+    /// `ca-cert.pem` for clients to trust: a throwaway CA, of which nothing secret is left on
+    /// disk however the process ends (even killed with `SIGKILL`). The directory must exist.
+    ///
+    /// # Errors
+    ///
+    /// [`TlsErrorKind::Generate`] if the key or certificate cannot be generated, and
+    /// [`TlsErrorKind::Io`] if the certificate cannot be written.
+    pub fn throwaway(dir: &Path) -> Result<CertificateAuthority, TlsError> {
+        let generated = Generated::new(SystemClock.wall_now())?;
+        let cert_path = CertificateAuthority::cert_file(dir);
+        write_cert(dir, &generated)
+            .map_err(|(path, err)| TlsError::io("write the CA certificate", &path, err))?;
+        Ok(generated.into_ca(Some(cert_path)))
     }
 
     /// Removes the CA's certificate and key from `dir`, and returns the files it removed
@@ -408,7 +427,6 @@ fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
 /// nothing of ours is left behind).
 fn write_pair(dir: &Path, generated: &Generated) -> Result<bool, TlsError> {
     let key_path = CertificateAuthority::key_file(dir);
-    let cert_path = CertificateAuthority::cert_file(dir);
     let key_tmp = write_temp(dir, KEY_FILE, generated.key_pem.as_bytes(), 0o600)
         .map_err(|(path, err)| TlsError::io("write the CA key", &path, err))?;
     let claimed = claim(&key_tmp, &key_path);
@@ -416,14 +434,7 @@ fn write_pair(dir: &Path, generated: &Generated) -> Result<bool, TlsError> {
     if !claimed.map_err(|err| TlsError::io("write the CA key", &key_path, err))? {
         return Ok(false);
     }
-    let written =
-        write_temp(dir, CERT_FILE, generated.cert_pem.as_bytes(), 0o644).and_then(|tmp| {
-            fs::rename(&tmp, &cert_path).map_err(|err| {
-                let _ = fs::remove_file(&tmp);
-                (cert_path.clone(), err)
-            })
-        });
-    if let Err((path, err)) = written {
+    if let Err((path, err)) = write_cert(dir, generated) {
         // A key without its certificate is of no use to anyone: do not leave it behind.
         let _ = fs::remove_file(&key_path);
         return Err(TlsError::io("write the CA certificate", &path, err));
@@ -433,6 +444,17 @@ fn write_pair(dir: &Path, generated: &Generated) -> Result<bool, TlsError> {
         let _ = dir.sync_all();
     }
     Ok(true)
+}
+
+/// Writes the certificate into `dir`, replacing any there; on failure nothing is left behind
+/// and the error names the file.
+fn write_cert(dir: &Path, generated: &Generated) -> Result<(), (PathBuf, io::Error)> {
+    let cert_path = CertificateAuthority::cert_file(dir);
+    let tmp = write_temp(dir, CERT_FILE, generated.cert_pem.as_bytes(), 0o644)?;
+    fs::rename(&tmp, &cert_path).map_err(|err| {
+        let _ = fs::remove_file(&tmp);
+        (cert_path, err)
+    })
 }
 
 /// Links `tmp` to `dest` unless `dest` exists; `Ok(false)` if it does.
@@ -556,6 +578,25 @@ mod tests {
             let err = CertificateAuthority::load_or_create(dir.path()).unwrap_err();
             assert_eq!(err.kind(), TlsErrorKind::Incomplete);
             assert!(err.to_string().contains("ca-key.pem"), "{err}");
+        }
+    }
+
+    mod throwaway {
+        use super::*;
+
+        #[test]
+        fn writes_the_certificate_alone_and_signs_with_the_key_in_memory() {
+            let dir = TestDir::new("ca-throwaway");
+            let ca = CertificateAuthority::throwaway(dir.path()).unwrap();
+            let names: Vec<_> = fs::read_dir(dir.path())
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(names, [CERT_FILE]);
+            let cert = CertificateAuthority::cert_file(dir.path());
+            assert_eq!(ca.cert_path(), Some(cert.as_path()));
+            assert_eq!(fs::read_to_string(&cert).unwrap(), ca.cert_pem());
+            check_can_issue(&ca, SystemClock.wall_now()).unwrap();
         }
     }
 
