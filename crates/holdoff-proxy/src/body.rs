@@ -2,9 +2,13 @@
 
 use std::fmt;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use holdoff::clock::{Clock, Sleep, TokioClock};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -41,8 +45,10 @@ enum Kind {
     Incoming(Incoming),
     /// A client's body with bytes still to come, lent to the stages.
     Lent(Lent),
-    /// An upstream's response body, with its URL to say which one broke off.
-    Upstream(Incoming, http::Uri),
+    /// An upstream's response body, timed by inactivity.
+    Upstream(Relay),
+    /// A request body on its way upstream, telling how far it got.
+    Outgoing(Box<Body>, Arc<Progress>),
     Boxed(UnsyncBoxBody<Bytes, BoxError>),
 }
 
@@ -102,13 +108,224 @@ impl Body {
         )
     }
 
-    /// An upstream's response body from `url`: if it breaks off, a warning says so (the
-    /// response's own log line was written with its head).
-    pub(crate) fn upstream(body: Incoming, url: http::Uri) -> Body {
+    /// An upstream's response body from `url`: if it breaks off, or sends nothing for
+    /// `idle` while the client waits for more, it ends with an error (the client's connection
+    /// is cut, or its stream reset) and a warning says so (the response's own log line was
+    /// written with its head).
+    pub(crate) fn upstream(body: Incoming, url: http::Uri, idle: Duration) -> Body {
+        let parts = url.into_parts();
         Body {
-            kind: Kind::Upstream(body, url),
+            kind: Kind::Upstream(Relay {
+                body,
+                https: parts
+                    .scheme
+                    .is_some_and(|scheme| scheme == http::uri::Scheme::HTTPS),
+                authority: parts
+                    .authority
+                    .unwrap_or_else(|| http::uri::Authority::from_static("upstream")),
+                path: parts
+                    .path_and_query
+                    .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+                idle_ms: u32::try_from(idle.as_millis()).unwrap_or(u32::MAX),
+                idle: None,
+            }),
         }
     }
+
+    /// This body on its way upstream, with what tells how far it got; `None` and the body
+    /// itself when there is nothing to send.
+    pub(crate) fn outgoing(self) -> (Body, Option<Arc<Progress>>) {
+        if self.is_end_stream() {
+            return (self, None);
+        }
+        let progress = Arc::new(Progress::new(TokioClock.now()));
+        let body = Body {
+            kind: Kind::Outgoing(Box::new(self), Arc::clone(&progress)),
+        };
+        (body, Some(progress))
+    }
+}
+
+/// An upstream's response body, the URL it comes from, and its inactivity timer.
+///
+/// The timer is armed the first time the body has nothing to give (a response that arrives
+/// whole never arms one), and moved only when it has nothing to give again after some
+/// frames: the clock is not read once per frame. The URL is kept in parts and the timeout in
+/// milliseconds so that a [`Body`] is no larger for it: the body of every request and response
+/// is moved about whole.
+struct Relay {
+    body: Incoming,
+    https: bool,
+    authority: http::uri::Authority,
+    path: http::uri::PathAndQuery,
+    idle_ms: u32,
+    /// Once the body has had nothing to give.
+    idle: Option<Box<IdleTimer>>,
+}
+
+/// A response body's inactivity timer.
+struct IdleTimer {
+    sleep: Option<Sleep>,
+    /// When the body will have been silent for the timeout; the timer may be armed earlier.
+    deadline: Instant,
+    /// Whether frames came since `deadline` was set.
+    moved: bool,
+}
+
+/// The URL of a [`Relay`], as logs show it.
+struct Url<'a>(&'a Relay);
+
+impl fmt::Display for Url<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.0.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.0.authority, self.0.path)
+    }
+}
+
+impl Relay {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match Pin::new(&mut self.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(idle) = &mut self.idle {
+                    idle.moved = true;
+                }
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            Poll::Ready(Some(Err(err))) => {
+                tracing::warn!(
+                    target: "holdoff::request",
+                    url = %Url(self),
+                    error = %err,
+                    "the upstream's response body broke off; the client's connection is cut"
+                );
+                return Poll::Ready(Some(Err(Box::new(err))));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        // Waiting for the upstream.
+        let clock = TokioClock;
+        let idle = Duration::from_millis(u64::from(self.idle_ms));
+        let timer = match &mut self.idle {
+            Some(timer) => {
+                if std::mem::take(&mut timer.moved) {
+                    timer.deadline = clock.now() + idle;
+                }
+                timer
+            }
+            None => self.idle.insert(Box::new(IdleTimer {
+                sleep: None,
+                deadline: clock.now() + idle,
+                moved: false,
+            })),
+        };
+        loop {
+            let deadline = timer.deadline;
+            let sleep = timer
+                .sleep
+                .get_or_insert_with(|| clock.sleep_until(deadline));
+            ready!(sleep.as_mut().poll(cx));
+            timer.sleep = None;
+            if deadline <= clock.now() {
+                break;
+            }
+        }
+        let seconds = idle.as_secs_f64();
+        tracing::warn!(
+            target: "holdoff::request",
+            url = %Url(self),
+            "the upstream {} sent nothing of its response body for {seconds}s; the client's \
+             connection is cut",
+            self.authority
+        );
+        Poll::Ready(Some(Err(Box::new(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the upstream {} sent nothing of its response body for {seconds}s",
+                self.authority
+            ),
+        )))))
+    }
+}
+
+/// How far a request body has gone upstream: the upstream timeout counts from its last
+/// frame, and once it is all sent, from its end (see `proxy::upstream::stalled`). Shared by
+/// the body, polled by the upstream connection, and the request's task, which times it.
+#[derive(Debug)]
+pub(crate) struct Progress {
+    /// When the body set out.
+    since: Instant,
+    /// Nanoseconds from `since` to the last frame the upstream took (or to `since`).
+    last: AtomicU64,
+    phase: AtomicU8,
+    /// Why the client's body broke off (a malformed chunk, a reset), if it did.
+    broke: OnceLock<String>,
+}
+
+/// Whose turn it is in sending a request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The upstream has not asked for any of it yet (it is connecting, or reading the head).
+    Unread,
+    /// The upstream took the last frame and has not asked for the next.
+    Taken,
+    /// The upstream asked for more, and the client has not sent it.
+    Waiting,
+    /// All of it went upstream.
+    Sent,
+}
+
+impl Progress {
+    fn new(now: Instant) -> Progress {
+        Progress {
+            since: now,
+            last: AtomicU64::new(0),
+            phase: AtomicU8::new(Phase::Unread as u8),
+            broke: OnceLock::new(),
+        }
+    }
+
+    /// When the last frame went upstream (when the body set out, before any did).
+    pub(crate) fn last(&self) -> Instant {
+        self.since + Duration::from_nanos(self.last.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            0 => Phase::Unread,
+            1 => Phase::Taken,
+            2 => Phase::Waiting,
+            _ => Phase::Sent,
+        }
+    }
+
+    /// Why the client's body broke off, if it did: the request is the client's fault.
+    pub(crate) fn broke(&self) -> Option<&str> {
+        self.broke.get().map(String::as_str)
+    }
+
+    fn moved(&self, phase: Phase) {
+        let since = TokioClock.now().saturating_duration_since(self.since);
+        let nanos = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        self.last.store(nanos, Ordering::Release);
+        self.phase.store(phase as u8, Ordering::Release);
+    }
+}
+
+/// An error and its causes, `: `-separated, on one line.
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut next = err.source();
+    while let Some(cause) = next {
+        let line = cause.to_string();
+        // Some errors say their cause in their own message already.
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        next = cause.source();
+    }
+    text.replace(['\r', '\n'], " ")
 }
 
 /// A lent request body: the body, and where it goes when dropped before its end. `None` only
@@ -171,7 +388,9 @@ impl fmt::Debug for Body {
         let kind = match &self.kind {
             Kind::Empty => "empty",
             Kind::Full(_) => "full",
-            Kind::Incoming(_) | Kind::Lent(_) | Kind::Upstream(..) => "streamed",
+            Kind::Incoming(_) | Kind::Lent(_) | Kind::Upstream(_) | Kind::Outgoing(..) => {
+                "streamed"
+            }
             Kind::Boxed(_) => "wrapped",
         };
         f.debug_tuple("Body").field(&kind).finish()
@@ -198,15 +417,23 @@ impl http_body::Body for Body {
                     .map_err(|err| Box::new(err) as BoxError),
                 None => Poll::Ready(None),
             },
-            Kind::Upstream(body, url) => Pin::new(body).poll_frame(cx).map_err(|err| {
-                tracing::warn!(
-                    target: "holdoff::request",
-                    url = %url,
-                    error = %err,
-                    "the upstream's response body broke off; the client's connection is cut"
-                );
-                Box::new(err) as BoxError
-            }),
+            Kind::Upstream(relay) => relay.poll_frame(cx),
+            Kind::Outgoing(body, progress) => {
+                let polled = Pin::new(&mut **body).poll_frame(cx);
+                match &polled {
+                    Poll::Pending => progress
+                        .phase
+                        .store(Phase::Waiting as u8, Ordering::Release),
+                    Poll::Ready(Some(Ok(_))) if !body.is_end_stream() => {
+                        progress.moved(Phase::Taken)
+                    }
+                    Poll::Ready(Some(Ok(_)) | None) => progress.moved(Phase::Sent),
+                    Poll::Ready(Some(Err(err))) => {
+                        let _ = progress.broke.set(chain(&**err));
+                    }
+                }
+                polled
+            }
             Kind::Boxed(body) => Pin::new(body).poll_frame(cx),
         }
     }
@@ -215,7 +442,8 @@ impl http_body::Body for Body {
         match &self.kind {
             Kind::Empty => true,
             Kind::Full(bytes) => bytes.is_none(),
-            Kind::Incoming(body) | Kind::Upstream(body, _) => body.is_end_stream(),
+            Kind::Incoming(body) | Kind::Upstream(Relay { body, .. }) => body.is_end_stream(),
+            Kind::Outgoing(body, _) => body.is_end_stream(),
             Kind::Lent(Lent(lent)) => lent.as_ref().is_none_or(|(body, _)| body.is_end_stream()),
             Kind::Boxed(body) => body.is_end_stream(),
         }
@@ -227,7 +455,8 @@ impl http_body::Body for Body {
             Kind::Full(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
             }
-            Kind::Incoming(body) | Kind::Upstream(body, _) => body.size_hint(),
+            Kind::Incoming(body) | Kind::Upstream(Relay { body, .. }) => body.size_hint(),
+            Kind::Outgoing(body, _) => body.size_hint(),
             Kind::Lent(Lent(lent)) => lent
                 .as_ref()
                 .map_or_else(|| SizeHint::with_exact(0), |(body, _)| body.size_hint()),
@@ -258,6 +487,15 @@ mod tests {
             assert!(body.is_end_stream());
             assert_eq!(body.size_hint().exact(), Some(0));
         }
+    }
+
+    #[test]
+    fn is_no_larger_than_an_incoming_body_and_a_url() {
+        // Every request and response moves its body about whole: the timers cost it nothing.
+        assert!(
+            std::mem::size_of::<Body>()
+                <= std::mem::size_of::<Incoming>() + std::mem::size_of::<http::Uri>()
+        );
     }
 
     mod wrap {

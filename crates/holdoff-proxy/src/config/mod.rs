@@ -67,18 +67,27 @@ pub struct ProxyConfig {
     /// Credentials every client must send in `Proxy-Authorization`. Required to listen on a
     /// non-loopback address.
     pub proxy_auth: Option<Credentials>,
-    /// How long an upstream may take to connect and send its response head before the
-    /// client gets `504`. Default 30 s.
+    /// How long an upstream may make no progress before the client gets `504`: to connect,
+    /// to take the next piece of the request body, to send its response head once the whole
+    /// request is sent, or the next piece of its response body (which then ends with an error).
+    /// Default 30 s.
     pub upstream_timeout: Duration,
     /// How long a client connection may sit without sending a complete request head (idle
     /// keep-alive included) before it is closed. Default 60 s.
     pub idle_timeout: Duration,
+    /// How long a write to a client may make no progress — the client reads nothing of its
+    /// response — before the connection is closed, as nginx's `send_timeout`. Default 60 s.
+    pub send_timeout: Duration,
     /// On shutdown, how long requests in flight may take to finish before they are cut.
     /// Default 5 s.
     pub grace: Duration,
     /// At most this many client connections (tunnels included) at once; more wait in the
     /// listen backlog. Default 10,000.
     pub max_connections: usize,
+    /// At most this many of those from one peer address at once; more are refused as they
+    /// are accepted. Default (`None`): a quarter of `max_connections`, see
+    /// [`connections_per_peer`](ProxyConfig::connections_per_peer).
+    pub max_connections_per_peer: Option<usize>,
     /// The largest request head (request line and headers) accepted, in bytes; a larger one
     /// gets `431`. Default 64 KiB.
     pub max_header_bytes: usize,
@@ -103,8 +112,10 @@ impl Default for ProxyConfig {
             proxy_auth: None,
             upstream_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
             grace: Duration::from_secs(5),
             max_connections: 10_000,
+            max_connections_per_peer: None,
             max_header_bytes: 64 * 1024,
             connection_threads: 0,
             client_id: ClientIdMode::default(),
@@ -132,15 +143,19 @@ impl ProxyConfig {
         for (key, value) in [
             ("upstream_timeout", self.upstream_timeout),
             ("idle_timeout", self.idle_timeout),
+            ("send_timeout", self.send_timeout),
         ] {
             if value.is_zero() {
                 return Err(ConfigError::Zero { key });
             }
         }
-        if self.max_connections == 0 {
-            return Err(ConfigError::Zero {
-                key: "max_connections",
-            });
+        for (key, value) in [
+            ("max_connections", Some(self.max_connections)),
+            ("max_connections_per_peer", self.max_connections_per_peer),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::Zero { key });
+            }
         }
         if self.max_header_bytes < MIN_HEADER_BYTES {
             return Err(ConfigError::TooSmall {
@@ -149,6 +164,18 @@ impl ProxyConfig {
             });
         }
         Ok(())
+    }
+
+    /// How many connections one peer address may hold at once: `max_connections_per_peer`,
+    /// else a quarter of `max_connections` (2,500 by default).
+    ///
+    /// A quarter leaves most of the slots to other peers when one opens connections without
+    /// end, and is still far more than a parallel test suite opens: under `holdoff run` every
+    /// client is the one loopback peer, so a small limit would refuse the suite itself.
+    pub fn connections_per_peer(&self) -> usize {
+        self.max_connections_per_peer
+            .unwrap_or(self.max_connections / 4)
+            .max(1)
     }
 
     /// Whether this configuration can intercept HTTPS (and so needs a CA): a forward proxy
@@ -328,6 +355,16 @@ mod tests {
                 })
             );
             let config = ProxyConfig {
+                max_connections_per_peer: Some(0),
+                ..ProxyConfig::default()
+            };
+            assert_eq!(
+                config.validate(),
+                Err(ConfigError::Zero {
+                    key: "max_connections_per_peer"
+                })
+            );
+            let config = ProxyConfig {
                 max_header_bytes: 10,
                 ..ProxyConfig::default()
             };
@@ -353,6 +390,20 @@ mod tests {
             assert!(config.intercepts());
             config.upstream = Some("http://127.0.0.1:3000".parse().unwrap());
             assert!(!config.intercepts());
+        }
+    }
+
+    mod connections_per_peer {
+        use super::*;
+
+        #[test]
+        fn is_a_quarter_of_the_connections_unless_set() {
+            let mut config = ProxyConfig::default();
+            assert_eq!(config.connections_per_peer(), 2_500);
+            config.max_connections = 2;
+            assert_eq!(config.connections_per_peer(), 1, "never zero");
+            config.max_connections_per_peer = Some(7);
+            assert_eq!(config.connections_per_peer(), 7);
         }
     }
 

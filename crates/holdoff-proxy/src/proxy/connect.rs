@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +33,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::affinity::Affinity;
-use super::handler::{Line, Origin, Who, log, reason};
+use super::handler::{Line, Origin, Who, log, reason, to_itself};
 use super::io::Rewind;
 use super::server::{Conn, PREFACE, serve_http};
 use super::{Route, Shared, reply};
@@ -261,6 +262,21 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
             "tunnel",
         );
     };
+    // A tunnel to the proxy itself would carry the next `CONNECT` to it, and that one the
+    // next; one to its control API would let a client under test change what it records.
+    let port = authority.port_u16().unwrap_or(443);
+    if let Some(own) = shared.own.named_by(authority.host(), port) {
+        let message = to_itself(authority.as_str(), own);
+        return refuse(
+            shared,
+            &parts,
+            who,
+            received,
+            StatusCode::LOOP_DETECTED,
+            message,
+            "tunnel",
+        );
+    }
     let Some(on_upgrade) = parts.extensions.remove::<OnUpgrade>() else {
         // hyper always provides it on an HTTP/1.1 connection that allows upgrades.
         let message = "holdoff: this connection cannot be tunnelled\n";
@@ -343,14 +359,22 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
 }
 
 /// Connects to a tunnel's target, within the upstream timeout; or the answer that says why not.
+/// A name is looked up first, and refused if it leads back to the proxy.
 async fn connect_upstream(
     shared: &Shared,
     target: &Authority,
 ) -> Result<TcpStream, (StatusCode, String)> {
     let target = target.as_str();
-    let connected = tokio::time::timeout(shared.upstream_timeout, TcpStream::connect(target)).await;
-    match connected {
-        Ok(Ok(stream)) => Ok(stream),
+    let connect = async {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(target).await?.collect();
+        if let Some(own) = addrs.iter().find_map(|addr| shared.own.reached_by(*addr)) {
+            return Ok(Err(own));
+        }
+        TcpStream::connect(&addrs[..]).await.map(Ok)
+    };
+    match tokio::time::timeout(shared.upstream_timeout, connect).await {
+        Ok(Ok(Ok(stream))) => Ok(stream),
+        Ok(Ok(Err(own))) => Err((StatusCode::LOOP_DETECTED, to_itself(target, own))),
         Ok(Err(err)) => Err((
             StatusCode::BAD_GATEWAY,
             format!("holdoff: could not connect to {target}: {err}\n"),

@@ -1,10 +1,12 @@
-//! One request: authenticate, route, identify, run the pipeline, forward, log.
+//! One request: authenticate (with a limit on guessing), route, identify, run the pipeline,
+//! forward, log.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use holdoff::Receipt;
 use holdoff::clock::Clock;
@@ -18,12 +20,13 @@ use hyper_util::rt::TokioIo;
 
 use super::affinity::{Outbound, Sent};
 use super::connect::{self, Tunnel};
-use super::headers::{CLIENT_HEADER, add_via, strip_hop_by_hop, wants_upgrade};
+use super::headers::{CLIENT_HEADER, add_via, has_several_hosts, strip_hop_by_hop, wants_upgrade};
 use super::server::Conn;
 use super::stage::{Action, ClientId, Mode, RequestMeta};
+use super::upstream::{Failure, stalled};
 use super::{Route, Shared, reply, unread};
 use crate::Body;
-use crate::body::Unread;
+use crate::body::{Progress, Unread};
 use crate::config::{UrlParts, proxy_user};
 
 /// Where a request came from: the proxy's own port, or inside an intercepted tunnel.
@@ -63,52 +66,33 @@ pub(crate) async fn handle(
     let conn = origin.conn();
     let shared = &*conn.shared;
     let received = Receipt::now(&shared.clock);
+    if request.method() != http::Method::CONNECT {
+        shared.stats.received();
+    }
     let (mut parts, body) = request.into_parts();
+    // Credentials in the URL go nowhere: not upstream, nor to the log, the stages, the event
+    // log or the reports, which all see this URL.
+    strip_userinfo(&mut parts.uri);
 
     let tunnel = match &origin {
         Origin::Tunnel(tunnel) => Some(&**tunnel),
         Origin::Plain(_) => {
             conn.calls.fetch_add(1, Ordering::Relaxed);
-            if let Some(credentials) = &shared.auth {
-                if !credentials.accepts(&parts.headers) {
-                    let mut response = reply::proxy_auth_required();
-                    let body = Some(body);
-                    unread::settle(
-                        &shared.clock,
-                        body,
-                        parts.version,
-                        &parts.uri,
-                        &mut response,
-                    )
-                    .await;
-                    let line = Line::early(&parts, conn, None, plain_mode(shared));
-                    return Ok(finish_early(shared, line, received, response, None));
-                }
-            }
-            if parts.method == Method::CONNECT {
-                return Ok(connect::boxed(conn, parts, received).await);
-            }
             None
         }
     };
+    if let Some(refusal) = refuse(shared, conn, tunnel, &parts, received.instant) {
+        return Ok(answer_early(shared, conn, &parts, body, received, refusal).await);
+    }
+    if tunnel.is_none() && parts.method == Method::CONNECT {
+        return Ok(connect::boxed(conn, parts, received).await);
+    }
 
     let (mode, uri) = match target(shared, tunnel, &parts) {
         Ok(target) => target,
         Err((status, message)) => {
-            let mut response = reply::text(status, message.clone());
-            let body = Some(body);
-            unread::settle(
-                &shared.clock,
-                body,
-                parts.version,
-                &parts.uri,
-                &mut response,
-            )
-            .await;
-            let user = proxy_user(&parts.headers);
-            let line = Line::early(&parts, conn, user.as_deref(), plain_mode(shared));
-            let error = Some(reason(&message));
-            return Ok(finish_early(shared, line, received, response, error));
+            let refusal = Refusal::named(reply::text(status, message.clone()), message);
+            return Ok(answer_early(shared, conn, &parts, body, received, refusal).await);
         }
     };
     let client = identify(&mut parts.headers, tunnel, &conn.identity);
@@ -125,7 +109,7 @@ pub(crate) async fn handle(
         None
     };
     strip_hop_by_hop(&mut parts.headers, upgrade);
-    add_via(&mut parts.headers, parts.version);
+    shared.via.add(&mut parts.headers, parts.version);
     match (&shared.route, mode) {
         (Route::Reverse(upstream), _) => {
             parts.headers.insert(HOST, upstream.host_header().clone());
@@ -224,6 +208,109 @@ impl Drop for Unanswered<'_> {
     }
 }
 
+/// An answer the proxy makes before routing a request, with what its log line says.
+struct Refusal {
+    response: Response<Body>,
+    /// Why, when the request failed (the log line is a warning, and it counts as an error);
+    /// `None` for a credentials challenge.
+    error: Option<String>,
+    /// Whether the log names the client by its proxy user: only once its credentials are
+    /// known to be right.
+    named: bool,
+}
+
+impl Refusal {
+    /// The proxy's own answer with `message`, after the client's credentials were checked.
+    fn named(response: Response<Body>, message: String) -> Refusal {
+        Refusal {
+            response,
+            error: Some(message),
+            named: true,
+        }
+    }
+}
+
+/// Whether, and how, the proxy answers a request itself before routing it: it came back
+/// through this proxy (its own `Via`), its credentials are not right (on the proxy's own
+/// port), or it is invalid (two `Host`s).
+fn refuse(
+    shared: &Shared,
+    conn: &Conn,
+    tunnel: Option<&Tunnel>,
+    parts: &Parts,
+    now: Instant,
+) -> Option<Refusal> {
+    if shared.via.seen_in(&parts.headers) {
+        let message = "holdoff: the request came back through this proxy (its Via names this \
+                       proxy): it would loop; it is not forwarded again\n";
+        return Some(Refusal {
+            response: reply::text(StatusCode::LOOP_DETECTED, message),
+            error: Some(message.to_owned()),
+            named: false,
+        });
+    }
+    if let (None, Some(auth)) = (tunnel, &shared.auth) {
+        let response = match auth.admit(&parts.headers, conn.peer.ip(), now) {
+            Admission::Accepted => None,
+            Admission::Refused => Some(reply::proxy_auth_required()),
+            Admission::Locked { retry_after } => {
+                Some(reply::auth_locked(conn.peer.ip(), retry_after))
+            }
+        };
+        if let Some(response) = response {
+            return Some(Refusal {
+                response,
+                error: None,
+                named: false,
+            });
+        }
+    }
+    if has_several_hosts(&parts.headers) {
+        let message = "holdoff: the request has more than one Host header, which makes it \
+                       invalid (RFC 9112 §3.2)\n";
+        return Some(Refusal::named(
+            reply::text(StatusCode::BAD_REQUEST, message),
+            message.to_owned(),
+        ));
+    }
+    None
+}
+
+/// Answers a request the proxy refused before routing it, once what the client sent of its
+/// body is read (see `unread`), and logs it.
+async fn answer_early(
+    shared: &Shared,
+    conn: &Conn,
+    parts: &Parts,
+    body: Incoming,
+    received: Receipt,
+    refusal: Refusal,
+) -> Response<Body> {
+    let Refusal {
+        mut response,
+        error,
+        named,
+    } = refusal;
+    let body = Some(body);
+    unread::settle(
+        &shared.clock,
+        body,
+        parts.version,
+        &parts.uri,
+        &mut response,
+    )
+    .await;
+    let user = named.then(|| proxy_user(&parts.headers)).flatten();
+    let line = Line::early(parts, conn, user.as_deref(), plain_mode(shared));
+    finish_early(
+        shared,
+        line,
+        received,
+        response,
+        error.as_deref().map(reason),
+    )
+}
+
 /// The mode of a request on the proxy's own port.
 fn plain_mode(shared: &Shared) -> &'static str {
     match shared.route {
@@ -278,11 +365,12 @@ fn target(
                     format!("holdoff: cannot forward {scheme} URLs, only http and https\n"),
                 ));
             }
-            if targets_self(shared.local_addr, scheme, authority) {
-                return Err((
-                    StatusCode::LOOP_DETECTED,
-                    "holdoff: the request is addressed to this proxy itself\n".to_owned(),
-                ));
+            let port =
+                authority
+                    .port_u16()
+                    .unwrap_or(if *scheme == Scheme::HTTPS { 443 } else { 80 });
+            if let Some(own) = shared.own.named_by(authority.host(), port) {
+                return Err((StatusCode::LOOP_DETECTED, to_itself(&uri.to_string(), own)));
             }
             Ok((Mode::Forward, uri.clone()))
         }
@@ -306,20 +394,30 @@ fn absolute(
     })
 }
 
-/// Whether `scheme://authority` is the proxy's own listening address.
-fn targets_self(local: SocketAddr, scheme: &Scheme, authority: &Authority) -> bool {
-    let default = if *scheme == Scheme::HTTPS { 443 } else { 80 };
-    if authority.port_u16().unwrap_or(default) != local.port() {
-        return false;
-    }
-    let host = authority.host();
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    let literal = host.trim_start_matches('[').trim_end_matches(']');
-    match literal.parse::<IpAddr>() {
-        Ok(ip) => ip == local.ip() || (local.ip().is_unspecified() && ip.is_loopback()),
-        Err(_) => false,
+/// The answer to a request or tunnel to `target`, which is this proxy's own address `own`.
+pub(crate) fn to_itself(target: &str, own: SocketAddr) -> String {
+    format!(
+        "holdoff: {target} is this proxy's own address ({own}): it would loop, or reach the \
+         proxy's control API; it is not forwarded\n"
+    )
+}
+
+/// Removes the user information from `uri` (`http://user:password@host/`): it is no part of
+/// where the request goes (RFC 9110 §4.2.4), and a password must not reach a log.
+fn strip_userinfo(uri: &mut Uri) {
+    let Some(host) = uri
+        .authority()
+        .and_then(|authority| authority.as_str().rsplit_once('@'))
+        .map(|(_, host)| host.to_owned())
+    else {
+        return;
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.authority = Authority::try_from(host).ok();
+    match Uri::from_parts(parts) {
+        Ok(stripped) => *uri = stripped,
+        // `user@` and nothing else: no host left to go to.
+        Err(_) => *uri = Uri::from_static("/"),
     }
 }
 
@@ -378,6 +476,159 @@ fn identify(headers: &mut HeaderMap, tunnel: Option<&Tunnel>, connection: &Clien
     connection.clone()
 }
 
+/// Failed proxy authentication attempts after which a peer is refused for the rest of the
+/// window: ten guesses a minute, where nothing stopped 54,000 a second.
+const MAX_FAILURES: u32 = 10;
+
+/// The window [`MAX_FAILURES`] are counted in, from a peer's first failure.
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// At most this many peers are remembered; past it, the oldest window is forgotten first.
+const MAX_PEERS: usize = 4096;
+
+/// The credentials a proxy checks, and the failed attempts of each peer.
+///
+/// A peer (an IPv4 address, or an IPv6 /64, which one host usually holds whole) whose
+/// attempts failed [`MAX_FAILURES`] times within [`FAILURE_WINDOW`] gets `429` with
+/// `Retry-After` for every further attempt until the window is over, right credentials
+/// included: otherwise the one guess that is accepted would still tell itself apart. A request
+/// without credentials (the first of a challenge) is no failed attempt.
+#[derive(Debug)]
+pub(crate) struct ProxyAuth {
+    credentials: crate::Credentials,
+    /// How many peers have a record: none, the usual case, and no lock is taken.
+    tracked: AtomicUsize,
+    peers: Mutex<Peers>,
+}
+
+/// The peers with failures in their current window.
+#[derive(Debug, Default)]
+struct Peers {
+    failures: HashMap<IpAddr, Failures>,
+    /// When windows that are over are next forgotten, all at once.
+    sweep_at: Option<Instant>,
+}
+
+/// A peer's failures in its current window.
+#[derive(Clone, Copy, Debug)]
+struct Failures {
+    since: Instant,
+    count: u32,
+}
+
+impl Failures {
+    fn over(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.since) >= FAILURE_WINDOW
+    }
+}
+
+/// What a proxy makes of a request's credentials.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// The right credentials.
+    Accepted,
+    /// None, or wrong ones: `407`.
+    Refused,
+    /// The peer failed too often: `429`, to retry after this long.
+    Locked { retry_after: Duration },
+}
+
+impl ProxyAuth {
+    pub(crate) fn new(credentials: crate::Credentials) -> ProxyAuth {
+        ProxyAuth {
+            credentials,
+            tracked: AtomicUsize::new(0),
+            peers: Mutex::new(Peers::default()),
+        }
+    }
+
+    /// Checks the credentials in `headers`, sent by `peer` at `now`.
+    pub(crate) fn admit(&self, headers: &HeaderMap, peer: IpAddr, now: Instant) -> Admission {
+        let peer = peer_key(peer);
+        if self.tracked.load(Ordering::Acquire) > 0 {
+            if let Some(retry_after) = self.locked(peer, now) {
+                return Admission::Locked { retry_after };
+            }
+        }
+        if self.credentials.accepts(headers) {
+            return Admission::Accepted;
+        }
+        if headers.contains_key(http::header::PROXY_AUTHORIZATION) {
+            self.failed(peer, now);
+        }
+        Admission::Refused
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, Peers> {
+        self.peers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How long `peer` is still refused, if it is; forgets the windows that are over once a
+    /// window.
+    fn locked(&self, peer: IpAddr, now: Instant) -> Option<Duration> {
+        let mut peers = self.peers();
+        if peers.sweep_at.is_none_or(|at| at <= now) {
+            peers.failures.retain(|_, failures| !failures.over(now));
+            peers.sweep_at = now.checked_add(FAILURE_WINDOW);
+            self.tracked.store(peers.failures.len(), Ordering::Release);
+        }
+        let failures = peers.failures.get(&peer)?;
+        if failures.over(now) || failures.count < MAX_FAILURES {
+            return None;
+        }
+        let end = failures.since.checked_add(FAILURE_WINDOW)?;
+        Some(end.saturating_duration_since(now))
+    }
+
+    /// Counts a failed attempt by `peer`.
+    fn failed(&self, peer: IpAddr, now: Instant) {
+        let mut peers = self.peers();
+        let peers = &mut *peers;
+        if !peers.failures.contains_key(&peer) && peers.failures.len() >= MAX_PEERS {
+            peers.failures.retain(|_, failures| !failures.over(now));
+            if peers.failures.len() >= MAX_PEERS {
+                let oldest = peers
+                    .failures
+                    .iter()
+                    .min_by_key(|(_, failures)| failures.since)
+                    .map(|(peer, _)| *peer);
+                if let Some(oldest) = oldest {
+                    peers.failures.remove(&oldest);
+                }
+            }
+        }
+        let fresh = Failures {
+            since: now,
+            count: 0,
+        };
+        let failures = peers.failures.entry(peer).or_insert(fresh);
+        if failures.over(now) {
+            *failures = fresh;
+        }
+        failures.count = failures.count.saturating_add(1);
+        if failures.count == MAX_FAILURES {
+            tracing::warn!(
+                client = %peer,
+                "{MAX_FAILURES} failed proxy authentication attempts from {peer} within {}s: \
+                 its attempts get 429 until the window is over",
+                FAILURE_WINDOW.as_secs()
+            );
+        }
+        self.tracked.store(peers.failures.len(), Ordering::Release);
+    }
+}
+
+/// The key a peer's failures are counted under: its address, or for IPv6 its /64.
+fn peer_key(peer: IpAddr) -> IpAddr {
+    match peer.to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(Ipv6Addr::from(prefix))
+        }
+        v4 => v4,
+    }
+}
+
 enum Decision {
     Forward(Request<Body>),
     Answer(Response<Body>),
@@ -424,20 +675,49 @@ async fn forward(
         Origin::Plain(conn) => Some(&conn.affinity),
         Origin::Tunnel(tunnel) => tunnel.affinity.as_ref(),
     };
+    // A body is timed as it goes: the upstream timeout counts from its last frame, so an
+    // upload that streams for longer is not cut while it moves (see `upstream::stalled`).
+    let (request, progress) = {
+        let (parts, body) = request.into_parts();
+        let (body, progress) = body.outgoing();
+        (Request::from_parts(parts, body), progress)
+    };
+    let timeout = shared.upstream_timeout;
     let sent = match affine {
         Some(affinity) => {
             let out = Outbound {
                 count: &shared.affine_count,
-                timeout: shared.upstream_timeout,
+                // With a body, `stalled` times the request, not this.
+                timeout: if progress.is_some() { UNTIMED } else { timeout },
                 clock: &shared.clock,
                 tls: &shared.affine_tls,
             };
-            match affinity.send(request, &out).await {
+            let sent = affinity.send(request, &out);
+            let sent = match &progress {
+                None => sent.await,
+                Some(progress) => tokio::select! {
+                    sent = sent => sent,
+                    stall = stalled(progress, timeout) => {
+                        Sent::Done(Err(stall.failure(upstream_of(&url), timeout)))
+                    }
+                },
+            };
+            match sent {
                 Sent::Done(result) => result,
-                Sent::Declined(request) => shared.upstreams.send(request, upgrade).await,
+                Sent::Declined(request) => {
+                    shared
+                        .upstreams
+                        .send(request, upgrade, progress.clone())
+                        .await
+                }
             }
         }
-        None => shared.upstreams.send(request, upgrade).await,
+        None => {
+            shared
+                .upstreams
+                .send(request, upgrade, progress.clone())
+                .await
+        }
     };
     match sent {
         Ok(mut response) => {
@@ -454,15 +734,37 @@ async fn forward(
             let version = response.version();
             add_via(response.headers_mut(), version);
             *response.version_mut() = Version::HTTP_11;
-            (response.map(|body| Body::upstream(body, url)), None)
+            // The upstream timeout again: how long the proxy waits on the upstream for
+            // anything, the next bytes of its body included. (The idle timeout is the
+            // client's: how long its connection may sit with nothing in flight.)
+            let body = |body| Body::upstream(body, url, timeout);
+            (response.map(body), None)
         }
         Err(failure) => {
+            // A request body the client broke (a malformed chunk) is its fault, whatever the
+            // upstream made of the half it got.
+            let failure = match progress.as_deref().and_then(Progress::broke) {
+                Some(reason) => Failure::ClientBody {
+                    reason: reason.to_owned(),
+                },
+                None => failure,
+            };
             shared.stats.error();
             let message = failure.message();
             let error = reason(&message).to_owned();
             (reply::text(failure.status(), message), Some(error))
         }
     }
+}
+
+/// What an affine connection is given as its timeout when `stalled` times the request: far
+/// enough never to fire first.
+const UNTIMED: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// The upstream of `url`, as failures name it.
+fn upstream_of(url: &Uri) -> String {
+    url.authority()
+        .map_or_else(String::new, ToString::to_string)
 }
 
 /// Relays the bytes of an upgraded connection (WebSocket) both ways until either side ends.
@@ -612,5 +914,140 @@ pub(crate) fn log(
             client = %line.client,
             error = %error,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod strip_userinfo {
+        use super::*;
+
+        fn stripped(uri: &str) -> String {
+            let mut uri: Uri = uri.parse().unwrap();
+            strip_userinfo(&mut uri);
+            uri.to_string()
+        }
+
+        #[test]
+        fn removes_the_user_and_password_and_keeps_the_rest() {
+            assert_eq!(
+                stripped("http://user:pw@127.0.0.1:8080/a?b=c"),
+                "http://127.0.0.1:8080/a?b=c"
+            );
+            assert_eq!(
+                stripped("https://a%40b:p@c@example.com/"),
+                "https://example.com/"
+            );
+            assert_eq!(stripped("http://user@[::1]/"), "http://[::1]/");
+        }
+
+        #[test]
+        fn leaves_a_url_without_any_alone() {
+            assert_eq!(stripped("http://example.com/@x"), "http://example.com/@x");
+            assert_eq!(stripped("/origin/form"), "/origin/form");
+        }
+    }
+
+    mod proxy_auth {
+        use super::*;
+        use headers::authorization::Basic;
+        use headers::{Authorization, HeaderMapExt, ProxyAuthorization};
+        use holdoff::clock::SystemClock;
+
+        fn auth() -> ProxyAuth {
+            ProxyAuth::new("alice:secret".parse().unwrap())
+        }
+
+        fn basic(user: &str, password: &str) -> HeaderMap {
+            let mut headers = HeaderMap::new();
+            headers.typed_insert(ProxyAuthorization::<Basic>(
+                Authorization::basic(user, password).0,
+            ));
+            headers
+        }
+
+        const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+        /// `count` wrong guesses by `peer` at `now`.
+        fn guess(auth: &ProxyAuth, peer: IpAddr, now: Instant, count: u32) {
+            for _ in 0..count {
+                assert_eq!(
+                    auth.admit(&basic("alice", "guess"), peer, now),
+                    Admission::Refused
+                );
+            }
+        }
+
+        #[test]
+        fn locks_a_peer_out_after_too_many_failures_until_the_window_is_over() {
+            let auth = auth();
+            let start = SystemClock.now();
+            guess(&auth, PEER, start, MAX_FAILURES);
+            let later = start + Duration::from_secs(20);
+            // Right credentials too: the one guess accepted would tell itself apart.
+            assert_eq!(
+                auth.admit(&basic("alice", "secret"), PEER, later),
+                Admission::Locked {
+                    retry_after: FAILURE_WINDOW - Duration::from_secs(20)
+                }
+            );
+            let other = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+            assert_eq!(
+                auth.admit(&basic("alice", "secret"), other, later),
+                Admission::Accepted
+            );
+            let over = start + FAILURE_WINDOW;
+            assert_eq!(
+                auth.admit(&basic("alice", "secret"), PEER, over),
+                Admission::Accepted
+            );
+            assert_eq!(auth.tracked.load(Ordering::Relaxed), 0, "forgotten");
+        }
+
+        #[test]
+        fn fewer_failures_or_none_sent_lock_nobody_out() {
+            let auth = auth();
+            let now = SystemClock.now();
+            guess(&auth, PEER, now, MAX_FAILURES - 1);
+            for _ in 0..3 * MAX_FAILURES {
+                assert_eq!(auth.admit(&HeaderMap::new(), PEER, now), Admission::Refused);
+            }
+            assert_eq!(
+                auth.admit(&basic("alice", "secret"), PEER, now),
+                Admission::Accepted
+            );
+        }
+
+        #[test]
+        fn counts_an_ipv6_peer_by_its_64() {
+            let auth = auth();
+            let now = SystemClock.now();
+            for host in 0..MAX_FAILURES {
+                let peer = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, host as u16));
+                guess(&auth, peer, now, 1);
+            }
+            let next = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 9, 9, 9, 9));
+            assert!(matches!(
+                auth.admit(&basic("alice", "secret"), next, now),
+                Admission::Locked { .. }
+            ));
+            let elsewhere = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 1));
+            assert_eq!(
+                auth.admit(&basic("alice", "secret"), elsewhere, now),
+                Admission::Accepted
+            );
+        }
+
+        #[test]
+        fn remembers_a_bounded_number_of_peers() {
+            let auth = auth();
+            let now = SystemClock.now();
+            for n in 0..MAX_PEERS as u32 + 100 {
+                guess(&auth, IpAddr::V4(n.into()), now, 1);
+            }
+            assert_eq!(auth.peers().failures.len(), MAX_PEERS);
+        }
     }
 }

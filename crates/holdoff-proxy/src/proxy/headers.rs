@@ -1,7 +1,8 @@
-//! Header rewriting at the proxy: hop-by-hop fields (RFC 9110 §7.6.1) and `Via` (§7.6.3).
+//! Header rewriting at the proxy: hop-by-hop fields (RFC 9110 §7.6.1) and `Via` (§7.6.3), with
+//! the checks that go with them: a request that came back (its `Via`), two `Host`s.
 
 use http::header::{
-    CONNECTION, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
+    CONNECTION, HOST, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE, VIA,
 };
 use http::{HeaderMap, HeaderValue, Version};
@@ -126,7 +127,64 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
 }
 
-/// Appends this proxy to `Via`, with the protocol version the message was received in.
+/// This proxy's `Via` entry on requests (RFC 9110 §7.6.3), whose received-by names this
+/// instance: `holdoff-` and a random token drawn when it starts. A request that carries it
+/// already has come back through this proxy — sent to itself by name, or through another
+/// proxy that sent it back — and is refused rather than forwarded again. The token is the
+/// received-by, not a comment, because intermediaries may remove comments. Responses, which
+/// cannot come back, carry the plain entry of [`add_via`], by which the metrics tell an
+/// upstream's response from one holdoff made.
+#[derive(Debug)]
+pub(crate) struct Via {
+    /// `holdoff-` and 16 hexadecimal digits.
+    name: String,
+    /// `1.1 holdoff-…` and the other versions: cloned (shared bytes) onto every message.
+    entries: [HeaderValue; 4],
+}
+
+impl Via {
+    /// An entry with a fresh token.
+    pub(crate) fn new() -> Via {
+        Via::with_token(rand::random())
+    }
+
+    fn with_token(token: u64) -> Via {
+        let name = format!("holdoff-{token:016x}");
+        let entry = |version: &str| {
+            HeaderValue::from_maybe_shared(bytes::Bytes::from(format!("{version} {name}")))
+                .unwrap_or_else(|_| HeaderValue::from_static("1.1 holdoff"))
+        };
+        let entries = [entry("1.0"), entry("1.1"), entry("2"), entry("3")];
+        Via { name, entries }
+    }
+
+    /// Appends this proxy to a request's `Via`, with the protocol version the request was
+    /// received in.
+    pub(crate) fn add(&self, headers: &mut HeaderMap, received: Version) {
+        let entry = match received {
+            Version::HTTP_09 | Version::HTTP_10 => &self.entries[0],
+            Version::HTTP_2 => &self.entries[2],
+            Version::HTTP_3 => &self.entries[3],
+            _ => &self.entries[1],
+        };
+        headers.append(VIA, entry.clone());
+    }
+
+    /// Whether `headers` say the message passed through this proxy already: an entry of `Via`
+    /// received by this instance.
+    pub(crate) fn seen_in(&self, headers: &HeaderMap) -> bool {
+        headers.get_all(VIA).iter().flat_map(tokens).any(|entry| {
+            // `1.1 holdoff-… (comment)`: the received-by is the second word.
+            entry
+                .split_ascii_whitespace()
+                .nth(1)
+                .is_some_and(|by| by.eq_ignore_ascii_case(&self.name))
+        })
+    }
+}
+
+/// Appends this proxy to a response's `Via`, with the protocol version the response was
+/// received in.
 pub(crate) fn add_via(headers: &mut HeaderMap, received: Version) {
     let value = match received {
         Version::HTTP_09 => "0.9 holdoff",
@@ -136,6 +194,13 @@ pub(crate) fn add_via(headers: &mut HeaderMap, received: Version) {
         _ => "1.1 holdoff",
     };
     headers.append(VIA, HeaderValue::from_static(value));
+}
+
+/// Whether `headers` carry more than one `Host`: such a request is invalid (RFC 9112 §3.2), and
+/// which one a server reads is anyone's guess.
+pub(crate) fn has_several_hosts(headers: &HeaderMap) -> bool {
+    let mut hosts = headers.get_all(HOST).iter();
+    hosts.next().is_some() && hosts.next().is_some()
 }
 
 #[cfg(test)]
@@ -252,6 +317,52 @@ mod tests {
         }
     }
 
+    mod via {
+        use super::*;
+
+        #[test]
+        fn appends_to_an_existing_via_with_the_received_version() {
+            let via = Via::with_token(0xabc);
+            let mut map = headers(&[("via", "1.1 squid")]);
+            via.add(&mut map, Version::HTTP_11);
+            via.add(&mut map, Version::HTTP_2);
+            via.add(&mut map, Version::HTTP_10);
+            let all: Vec<_> = map.get_all(VIA).iter().collect();
+            assert_eq!(
+                all,
+                [
+                    "1.1 squid",
+                    "1.1 holdoff-0000000000000abc",
+                    "2 holdoff-0000000000000abc",
+                    "1.0 holdoff-0000000000000abc"
+                ]
+            );
+        }
+
+        #[test]
+        fn sees_its_own_entry_anywhere_in_the_list_and_no_other_instance() {
+            let via = Via::with_token(0xabc);
+            let mut map = headers(&[("via", "1.0 fred, 1.1 HOLDOFF-0000000000000ABC (x)")]);
+            assert!(via.seen_in(&map));
+            map = headers(&[("via", "1.1 squid"), ("via", "2 holdoff-0000000000000abc")]);
+            assert!(via.seen_in(&map));
+            let other = headers(&[("via", "1.1 holdoff-0000000000000abd, 1.1 holdoff")]);
+            assert!(!via.seen_in(&other));
+            // Named in a comment, or as the protocol, is not received by it.
+            let elsewhere = headers(&[(
+                "via",
+                "holdoff-0000000000000abc squid (holdoff-0000000000000abc)",
+            )]);
+            assert!(!via.seen_in(&elsewhere));
+            assert!(!via.seen_in(&HeaderMap::new()));
+        }
+
+        #[test]
+        fn two_instances_draw_different_tokens() {
+            assert_ne!(Via::new().name, Via::new().name);
+        }
+    }
+
     mod add_via {
         use super::*;
 
@@ -262,6 +373,18 @@ mod tests {
             add_via(&mut map, Version::HTTP_2);
             let all: Vec<_> = map.get_all(VIA).iter().collect();
             assert_eq!(all, ["1.1 squid", "1.1 holdoff", "2 holdoff"]);
+        }
+    }
+
+    mod has_several_hosts {
+        use super::*;
+
+        #[test]
+        fn only_with_two_fields_or_more() {
+            assert!(!has_several_hosts(&HeaderMap::new()));
+            assert!(!has_several_hosts(&headers(&[("host", "a")])));
+            assert!(has_several_hosts(&headers(&[("host", "a"), ("host", "b")])));
+            assert!(has_several_hosts(&headers(&[("host", "a"), ("host", "a")])));
         }
     }
 }

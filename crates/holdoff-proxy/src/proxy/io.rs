@@ -1,6 +1,6 @@
 //! [`ClientIo`]: a client's TCP stream, with two fixes to what hyper does when it refuses a
-//! request before the pipeline sees it; and [`Rewind`], a stream whose first bytes were read
-//! to see what the client speaks, and are given back.
+//! request before the pipeline sees it, and a send timeout; and [`Rewind`], a stream whose
+//! first bytes were read to see what the client speaks, and are given back.
 //!
 //! - **A reason in the body.** hyper answers a malformed request head with `400`, one too
 //!   large with `431` (or `414` for the URI), by itself and with an empty body. Every other
@@ -13,6 +13,11 @@
 //!   reads it. So, like nginx's lingering close, a stream dropped with unread input first
 //!   shuts down its sending side (the answer is followed by FIN), then reads and discards
 //!   what keeps arriving, for a short while, before closing.
+//! - **A send timeout.** A client that stops reading would hold its connection, and what is
+//!   buffered for it, forever: nothing times out a request in flight. So, like nginx's
+//!   `send_timeout`, a write that makes no progress for the send timeout fails, which ends
+//!   the connection (or the tunnel made of it) whatever runs on it; the socket is then reset,
+//!   which frees what the kernel still holds for the client at once.
 
 use std::io;
 use std::pin::Pin;
@@ -21,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use holdoff::clock::{Clock, Sleep};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -35,11 +41,14 @@ const LINGER_BYTES: usize = 1 << 20;
 pub(crate) struct ClientIo {
     /// Always `Some` until dropped.
     stream: Option<TcpStream>,
+    /// What was read to see what the client speaks, read again first.
+    first: Replay,
     conn: Arc<Conn>,
     /// How many requests had reached the proxy at the last write.
     calls_at_last_write: u64,
     /// A replacement answer still to be written.
     pending: Option<Pending>,
+    send_timeout: SendTimeout,
 }
 
 /// Bytes to write before anything else, and how many are written.
@@ -49,37 +58,80 @@ struct Pending {
 }
 
 impl ClientIo {
-    pub(crate) fn new(stream: TcpStream, conn: Arc<Conn>) -> ClientIo {
+    /// `stream`, whose first bytes, already read, are `first`.
+    pub(crate) fn new(stream: TcpStream, first: Vec<u8>, conn: Arc<Conn>) -> ClientIo {
         ClientIo {
             stream: Some(stream),
+            first: Replay::new(first),
             conn,
             calls_at_last_write: 0,
             pending: None,
+            send_timeout: SendTimeout::default(),
         }
     }
 
-    /// The stream, and the pending replacement.
-    fn parts(self: Pin<&mut Self>) -> io::Result<(Pin<&mut TcpStream>, &mut Option<Pending>)> {
-        let this = self.get_mut();
-        match &mut this.stream {
-            Some(stream) => Ok((Pin::new(stream), &mut this.pending)),
+    /// Makes one write to the stream with `write`, under the send timeout: once writes have
+    /// stayed blocked for it, this one fails, and every one after it.
+    fn write_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        write: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        if self.send_timeout.expired {
+            return Poll::Ready(Err(stalled()));
+        }
+        let Some(stream) = &mut self.stream else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
+        if let Poll::Ready(written) = write(Pin::new(stream), cx) {
+            self.send_timeout.progressed();
+            return Poll::Ready(written);
+        }
+        let shared = &self.conn.shared;
+        ready!(
+            self.send_timeout
+                .poll_blocked(cx, &shared.clock, shared.send_timeout)
+        );
+        tracing::warn!(
+            client = %self.conn.peer.ip(),
+            "closed a connection: the client read nothing of what it was sent for {}s \
+             (send_timeout)",
+            shared.send_timeout.as_secs_f64()
+        );
+        Poll::Ready(Err(stalled()))
+    }
+
+    /// The stream.
+    fn stream(&mut self) -> io::Result<Pin<&mut TcpStream>> {
+        match &mut self.stream {
+            Some(stream) => Ok(Pin::new(stream)),
             None => Err(io::ErrorKind::NotConnected.into()),
         }
     }
 
     /// Writes what is left of a replacement answer.
-    fn poll_pending(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let (mut stream, pending) = self.parts()?;
-        while let Some(Pending { bytes, written }) = pending {
-            if *written == bytes.len() {
-                *pending = None;
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some(Pending { bytes, written }) = self.pending.take() {
+            if written == bytes.len() {
                 break;
             }
-            let n = ready!(stream.as_mut().poll_write(cx, &bytes[*written..]))?;
+            let attempt =
+                self.write_with(cx, |stream, cx| stream.poll_write(cx, &bytes[written..]));
+            let n = match attempt {
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
+                Poll::Pending => {
+                    self.pending = Some(Pending { bytes, written });
+                    return Poll::Pending;
+                }
+            };
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            *written += n;
+            self.pending = Some(Pending {
+                bytes,
+                written: written + n,
+            });
         }
         Poll::Ready(Ok(()))
     }
@@ -105,6 +157,51 @@ impl ClientIo {
             None => false,
         }
     }
+}
+
+/// One connection's send timeout: a timer set when a write blocks (none is, while the client
+/// keeps up), cleared by any write that goes through, and expired once it fires.
+///
+/// No progress is the kernel's: a full socket takes more only once the client has read a
+/// good part of what it holds (a third, on Linux), so a client that reads must read that
+/// much within the timeout.
+#[derive(Default)]
+struct SendTimeout {
+    timer: Option<Sleep>,
+    /// Set once it fired: the connection is given up.
+    expired: bool,
+}
+
+impl SendTimeout {
+    /// A write went through.
+    fn progressed(&mut self) {
+        self.timer = None;
+    }
+
+    /// A write blocked: ready once writes have stayed blocked for `timeout` (the task is
+    /// woken then), counted from the first of them.
+    fn poll_blocked(
+        &mut self,
+        cx: &mut Context<'_>,
+        clock: &impl Clock,
+        timeout: Duration,
+    ) -> Poll<()> {
+        let timer = self
+            .timer
+            .get_or_insert_with(|| clock.sleep_until(clock.now() + timeout));
+        ready!(timer.as_mut().poll(cx));
+        self.timer = None;
+        self.expired = true;
+        Poll::Ready(())
+    }
+}
+
+/// The error of every write after the send timeout closed the connection.
+fn stalled() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the client read nothing for the send timeout",
+    )
 }
 
 /// hyper's automatic answer with a body saying why, or `None` if `bytes` is not one.
@@ -145,62 +242,64 @@ impl AsyncRead for ClientIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.parts() {
-            Ok((stream, _)) => stream.poll_read(cx, buf),
-            Err(err) => Poll::Ready(Err(err)),
+        let this = self.get_mut();
+        if this.first.read(buf) {
+            return Poll::Ready(Ok(()));
         }
+        this.stream()?.poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for ClientIo {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        ready!(self.as_mut().poll_pending(cx))?;
-        if self.replace_automatic(buf) {
-            ready!(self.as_mut().poll_pending(cx))?;
+        let this = self.get_mut();
+        ready!(this.poll_pending(cx))?;
+        if this.replace_automatic(buf) {
+            ready!(this.poll_pending(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
-        let (stream, _) = self.parts()?;
-        stream.poll_write(cx, buf)
+        this.write_with(cx, |stream, cx| stream.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        ready!(self.as_mut().poll_pending(cx))?;
+        let this = self.get_mut();
+        ready!(this.poll_pending(cx))?;
         // hyper writes its automatic answers as one slice.
         if let [only] = bufs {
-            if self.replace_automatic(only) {
-                ready!(self.as_mut().poll_pending(cx))?;
+            if this.replace_automatic(only) {
+                ready!(this.poll_pending(cx))?;
                 return Poll::Ready(Ok(only.len()));
             }
         } else {
-            let calls = self.conn.calls.load(Ordering::Relaxed);
-            self.calls_at_last_write = calls;
+            let calls = this.conn.calls.load(Ordering::Relaxed);
+            this.calls_at_last_write = calls;
         }
-        let (stream, _) = self.parts()?;
-        stream.poll_write_vectored(cx, bufs)
+        this.write_with(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
         true
     }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.as_mut().poll_pending(cx))?;
-        let (stream, _) = self.parts()?;
-        stream.poll_flush(cx)
+    // A TCP stream's flush and shutdown never wait: only writes are timed.
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_pending(cx))?;
+        this.stream()?.poll_flush(cx)
     }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.as_mut().poll_pending(cx))?;
-        let (stream, _) = self.parts()?;
-        stream.poll_shutdown(cx)
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_pending(cx))?;
+        this.stream()?.poll_shutdown(cx)
     }
 }
 
@@ -209,6 +308,12 @@ impl Drop for ClientIo {
         let Some(stream) = self.stream.take() else {
             return;
         };
+        if self.send_timeout.expired {
+            // Reset: what the kernel holds for a client that reads nothing is freed now, not
+            // after its retransmission timers give up.
+            let _ = stream.set_zero_linger();
+            return;
+        }
         let unsent = self
             .pending
             .take()
@@ -248,20 +353,47 @@ async fn linger(mut stream: TcpStream, unsent: Option<Vec<u8>>) {
     let _ = tokio::time::timeout(LINGER_FOR, drain).await;
 }
 
+/// Bytes already read from a stream, to be read again before what follows them.
+struct Replay {
+    bytes: Vec<u8>,
+    /// How much of `bytes` was read again.
+    at: usize,
+}
+
+impl Replay {
+    fn new(bytes: Vec<u8>) -> Replay {
+        Replay { bytes, at: 0 }
+    }
+
+    /// Moves what it can of the rest into `buf`; false when nothing is left (the memory is
+    /// freed once it is all read).
+    fn read(&mut self, buf: &mut ReadBuf<'_>) -> bool {
+        let rest = &self.bytes[self.at..];
+        if rest.is_empty() {
+            return false;
+        }
+        let n = rest.len().min(buf.remaining());
+        buf.put_slice(&rest[..n]);
+        self.at += n;
+        if self.at == self.bytes.len() {
+            self.bytes = Vec::new();
+            self.at = 0;
+        }
+        true
+    }
+}
+
 /// A stream with bytes already read from it put back in front: a tunnel's first bytes, read
 /// to tell TLS from plain HTTP, go to whichever side serves it.
 pub(crate) struct Rewind<T> {
-    prefix: Vec<u8>,
-    /// How much of `prefix` was read again.
-    at: usize,
+    prefix: Replay,
     inner: T,
 }
 
 impl<T> Rewind<T> {
     pub(crate) fn new(prefix: Vec<u8>, inner: T) -> Rewind<T> {
         Rewind {
-            prefix,
-            at: 0,
+            prefix: Replay::new(prefix),
             inner,
         }
     }
@@ -274,18 +406,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let rest = &this.prefix[this.at..];
-        if rest.is_empty() {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        if this.prefix.read(buf) {
+            return Poll::Ready(Ok(()));
         }
-        let n = rest.len().min(buf.remaining());
-        buf.put_slice(&rest[..n]);
-        this.at += n;
-        if this.at == this.prefix.len() {
-            this.prefix = Vec::new();
-            this.at = 0;
-        }
-        Poll::Ready(Ok(()))
+        Pin::new(&mut this.inner).poll_read(cx, buf)
     }
 }
 
@@ -322,6 +446,45 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod send_timeout {
+        use super::*;
+        use holdoff::clock::TokioClock;
+
+        const TIMEOUT: Duration = Duration::from_secs(60);
+
+        /// Polls `send` once for a blocked write.
+        async fn blocked(send: &mut SendTimeout) -> Poll<()> {
+            std::future::poll_fn(|cx| Poll::Ready(send.poll_blocked(cx, &TokioClock, TIMEOUT)))
+                .await
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn expires_once_writes_stay_blocked_for_the_timeout() {
+            let clock = TokioClock;
+            let started = clock.now();
+            let mut send = SendTimeout::default();
+            std::future::poll_fn(|cx| send.poll_blocked(cx, &clock, TIMEOUT)).await;
+            assert_eq!(clock.now() - started, TIMEOUT);
+            assert!(send.expired);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn starts_again_after_a_write_that_goes_through() {
+            let mut send = SendTimeout::default();
+            assert!(blocked(&mut send).await.is_pending());
+            tokio::time::advance(TIMEOUT / 2).await;
+            send.progressed();
+            assert!(blocked(&mut send).await.is_pending());
+            // A timeout after the first block, but only half of one after the last progress.
+            tokio::time::advance(TIMEOUT / 2 + Duration::from_millis(1)).await;
+            assert!(blocked(&mut send).await.is_pending());
+            assert!(!send.expired);
+            tokio::time::advance(TIMEOUT / 2).await;
+            assert!(blocked(&mut send).await.is_ready());
+            assert!(send.expired);
+        }
+    }
 
     mod with_reason {
         use super::*;

@@ -4,8 +4,9 @@
 //! Files: `server` accepts and drives connections, `handler` routes one request through the
 //! pipeline, `connect` handles `CONNECT` (tunnels and interception), `upstream` is the way out,
 //! `headers` rewrites hop-by-hop fields and `Via`, `reply` makes the proxy's own answers,
-//! `stage` is the pipeline's interface, `stats` counts, `io` closes client sockets gently,
-//! `process` finds which process a loopback client is.
+//! `stage` is the pipeline's interface, `stats` counts, `io` closes client sockets gently
+//! and gives up on clients that stop reading, `process` finds which process a loopback
+//! client is.
 
 mod affinity;
 mod connect;
@@ -43,6 +44,12 @@ use crate::tls::{CertificateAuthority, LeafCache, upstream_client_config};
 use stats::Stats;
 use upstream::Upstreams;
 
+/// How much of a response hyper buffers for one client (HTTP/1.1), or one stream (HTTP/2),
+/// before it waits for the client to read; hyper's own default is 400 KiB. The kernel's
+/// socket buffer holds more, and keeps a client that reads at speed busy all the same; this
+/// bounds what a client that stops reading holds until the send timeout closes it.
+const CLIENT_BUFFER: usize = 64 * 1024;
+
 /// A bound proxy, ready to serve.
 ///
 /// # Examples
@@ -66,8 +73,10 @@ pub struct ProxyServer {
     stop: CancellationToken,
     ca: Option<Arc<CertificateAuthority>>,
     grace: Duration,
-    max_connections: usize,
+    limits: server::Limits,
     connection_threads: usize,
+    /// Addresses this process serves besides the proxy's port (see `add_own_address`).
+    also_own: Vec<SocketAddr>,
 }
 
 /// Stops a running [`ProxyServer`] from anywhere, as the shutdown signal does.
@@ -88,15 +97,21 @@ impl ShutdownHandle {
 pub(crate) struct Shared {
     route: Route,
     watch: WatchList,
-    auth: Option<crate::Credentials>,
+    /// Proxy credentials, and the failed attempts of each peer.
+    auth: Option<handler::ProxyAuth>,
     upstreams: Upstreams,
     stages: Box<[Arc<dyn Stage>]>,
     stats: Stats,
     clock: TokioClock,
     next_id: AtomicU64,
     local_addr: SocketAddr,
+    /// Its own addresses, which nothing is forwarded or tunnelled to.
+    own: upstream::Own,
+    /// Its `Via` entry, which says a request came back.
+    via: headers::Via,
     upstream_timeout: Duration,
     idle_timeout: Duration,
+    send_timeout: Duration,
     max_header_bytes: usize,
     client_id: ClientIdMode,
     http1: http1::Builder,
@@ -143,12 +158,15 @@ impl ProxyServer {
         stages: Vec<Arc<dyn Stage>>,
     ) -> Result<ProxyServer, ProxyError> {
         config.validate()?;
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|err| ProxyError::bind(config.listen, err))?;
+        let listener =
+            server::listen(config.listen).map_err(|err| ProxyError::bind(config.listen, err))?;
         let local_addr = listener
             .local_addr()
             .map_err(|err| ProxyError::bind(config.listen, err))?;
+        let limits = server::Limits {
+            connections: config.max_connections,
+            per_peer: config.connections_per_peer(),
+        };
 
         let ca = if config.intercepts() {
             Some(load_ca(&config.ca)?)
@@ -177,15 +195,18 @@ impl ProxyServer {
         };
 
         // No header read timeout, nor a timer: `serve_http` times idle connections out, with
-        // one timer per connection rather than one per request.
+        // one timer per connection rather than one per request. hyper's buffer also holds a
+        // request head, so it is never smaller than the largest head accepted.
         let mut http1 = http1::Builder::new();
         http1
             .max_header_size(config.max_header_bytes)
+            .max_buf_size(CLIENT_BUFFER.max(config.max_header_bytes))
             .keep_alive(true);
         let mut http2 = http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(config.max_header_bytes).unwrap_or(u32::MAX))
+            .max_send_buf_size(CLIENT_BUFFER)
             .keep_alive_interval(config.idle_timeout);
 
         let ca_path = ca.as_ref().and_then(|ca| ca.cert_path()).map(Arc::from);
@@ -194,15 +215,18 @@ impl ProxyServer {
         let shared = Arc::new(Shared {
             route,
             watch,
-            auth: config.proxy_auth,
+            auth: config.proxy_auth.map(handler::ProxyAuth::new),
             upstreams: Upstreams::new(tls, config.upstream_timeout),
             stages: stages.into_boxed_slice(),
             stats: Stats::default(),
             clock: TokioClock,
             next_id: AtomicU64::new(0),
             local_addr,
+            own: upstream::Own::new(local_addr),
+            via: headers::Via::new(),
             upstream_timeout: config.upstream_timeout,
             idle_timeout: config.idle_timeout,
+            send_timeout: config.send_timeout,
             max_header_bytes: config.max_header_bytes,
             client_id: config.client_id,
             http1,
@@ -222,14 +246,23 @@ impl ProxyServer {
             stop: CancellationToken::new(),
             ca,
             grace: config.grace,
-            max_connections: config.max_connections,
+            limits,
             connection_threads: config.connection_threads,
+            also_own: Vec::new(),
         })
     }
 
     /// The address the proxy listens on (with the port the OS picked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
+    }
+
+    /// Registers another address this process serves, such as its control API or its
+    /// metrics: the proxy refuses requests and tunnels to it (`508 Loop Detected`), as it
+    /// refuses those to its own port. A client under test must not reach the control API
+    /// through the proxy, nor the proxy itself. Only addresses added before it runs count.
+    pub fn add_own_address(&mut self, addr: SocketAddr) {
+        self.also_own.push(addr);
     }
 
     /// The interception CA, when something can be intercepted.
@@ -248,6 +281,7 @@ impl ProxyServer {
     /// lets requests in flight finish within the grace period, cuts what is left, and returns
     /// what happened.
     pub async fn run_until(self, signal: impl Future<Output = ()>) -> Summary {
+        self.shared.own.set_others(self.also_own);
         let started = self.shared.clock.now();
         server::serve(
             self.listener,
@@ -255,7 +289,7 @@ impl ProxyServer {
             signal,
             self.stop,
             self.grace,
-            self.max_connections,
+            self.limits,
             server::Workers::start(self.connection_threads),
         )
         .await;

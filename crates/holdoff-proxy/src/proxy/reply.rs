@@ -1,9 +1,13 @@
 //! Answers the proxy makes itself: a status and a one-line plain-text reason.
 
-use http::header::{CONTENT_TYPE, PROXY_AUTHENTICATE};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use http::header::{CONTENT_TYPE, PROXY_AUTHENTICATE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
 use crate::Body;
+use crate::fault::ratelimit::ceil_secs;
 
 /// A response with `status` and `message` (one line, ending in a newline) as its body.
 pub(crate) fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
@@ -27,5 +31,22 @@ pub(crate) fn proxy_auth_required() -> Response<Body> {
         PROXY_AUTHENTICATE,
         HeaderValue::from_static("Basic realm=\"holdoff\""),
     );
+    response
+}
+
+/// `429` with `Retry-After` for a peer that failed proxy authentication too often: the proxy
+/// asks it to wait, as it asks clients of a throttled API to.
+pub(crate) fn auth_locked(peer: IpAddr, retry_after: Duration) -> Response<Body> {
+    let seconds = ceil_secs(retry_after).max(1);
+    let mut response = text(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!(
+            "holdoff: too many failed proxy authentication attempts from {peer}; retry after \
+             {seconds}s\n"
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(seconds));
     response
 }

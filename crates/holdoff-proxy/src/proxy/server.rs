@@ -1,22 +1,26 @@
-//! Accepting connections, serving them with hyper, and shutting down in order.
+//! Accepting connections (within the connection limits), serving them with hyper, and
+//! shutting down in order.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use holdoff::clock::{Clock, TokioClock};
+use holdoff::clock::{Clock, Sleep, TokioClock};
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
 use hyper::server::conn::{http1, http2};
 use hyper::service::{HttpService, service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +35,39 @@ use crate::{Body, BoxError};
 
 /// How long to pause accepting after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// How many connections may wait to be accepted. What tokio's `bind` asks for, 128, a burst
+/// of clients fills (a test suite starting its workers at once, or one peer flooding the
+/// port while its connections are refused); the kernel caps it (Linux: `somaxconn`, 4096
+/// by default).
+const BACKLOG: u32 = 1024;
+
+/// How often a peer's refused connections are summed up in the log.
+const REFUSALS_EVERY: Duration = Duration::from_secs(10);
+
+/// Binds the proxy's port, with room for [`BACKLOG`] connections waiting to be accepted.
+pub(crate) fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    // As tokio's `bind`: a proxy started again can bind its port at once. Not on Windows,
+    // where it would let another socket take the port over.
+    #[cfg(not(windows))]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
+/// How many client connections are served at once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// In all: past it, clients wait in the backlog.
+    pub(crate) connections: usize,
+    /// From one peer address: past it, its connections are refused as they are accepted, so
+    /// that one peer cannot take every slot and keep everyone else waiting.
+    pub(crate) per_peer: usize,
+}
 
 /// One client connection to the proxy's own port.
 pub(crate) struct Conn {
@@ -48,7 +85,7 @@ pub(crate) struct Conn {
     /// How many requests on it have reached the proxy.
     pub(crate) calls: AtomicU64,
     /// Held for as long as the connection, or a tunnel made of it, lives.
-    _permit: Arc<OwnedSemaphorePermit>,
+    _slot: Arc<Slot>,
 }
 
 impl Conn {
@@ -63,7 +100,131 @@ impl Conn {
             affinity: Affinity::default(),
             h2,
             calls: AtomicU64::new(0),
-            _permit: Arc::clone(&self._permit),
+            _slot: Arc::clone(&self._slot),
+        }
+    }
+}
+
+/// A connection's place under the connection limits.
+struct Slot {
+    _connection: OwnedSemaphorePermit,
+    _peer: PeerSlot,
+}
+
+/// The connections each peer address holds, against the per-peer limit.
+struct Peers {
+    limit: usize,
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl Peers {
+    fn new(limit: usize) -> Arc<Peers> {
+        Arc::new(Peers {
+            limit,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A place for one more connection from `ip`, or `None` when it holds the limit.
+    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(ip).or_insert(0);
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            peers: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+/// One connection counted against its peer, until dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    ip: IpAddr,
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut held = self
+            .peers
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // A peer with no connection left takes no room.
+        if let Entry::Occupied(mut count) = held.entry(self.ip) {
+            *count.get_mut() -= 1;
+            if *count.get() == 0 {
+                count.remove();
+            }
+        }
+    }
+}
+
+/// Connections refused for the per-peer limit, put in the log at most once per
+/// [`REFUSALS_EVERY`], however many: the first at once, those after it summed up per peer.
+#[derive(Default)]
+struct Refusals {
+    /// Refused since the last line, per peer.
+    counts: HashMap<IpAddr, u64>,
+    /// When the last line was written.
+    last_line: Option<Instant>,
+    /// Set while some are counted: when to log them.
+    due: Option<Sleep>,
+}
+
+impl Refusals {
+    fn refused(&mut self, ip: IpAddr, limit: usize, clock: &impl Clock) {
+        let now = clock.now();
+        match self.last_line.map(|last| last + REFUSALS_EVERY) {
+            Some(quiet_until) if now < quiet_until => {
+                *self.counts.entry(ip).or_default() += 1;
+                if self.due.is_none() {
+                    self.due = Some(clock.sleep_until(quiet_until));
+                }
+            }
+            _ => {
+                self.last_line = Some(now);
+                tracing::warn!(
+                    client = %ip,
+                    limit,
+                    "refused a connection from {ip}: it already holds {limit}, the most one \
+                     peer may (max_connections_per_peer); more refusals are summed up every {}s",
+                    REFUSALS_EVERY.as_secs()
+                );
+            }
+        }
+    }
+
+    /// Completes once counted refusals are due in the log; never while there are none.
+    async fn due(&mut self) {
+        match &mut self.due {
+            Some(due) => due.as_mut().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Logs the refusals counted, one line per peer.
+    fn log(&mut self, clock: &impl Clock) {
+        self.due = None;
+        if self.counts.is_empty() {
+            return;
+        }
+        let now = clock.now();
+        let since = self
+            .last_line
+            .map_or(Duration::ZERO, |last| now.saturating_duration_since(last));
+        self.last_line = Some(now);
+        for (ip, count) in self.counts.drain() {
+            tracing::warn!(
+                client = %ip,
+                count,
+                "refused {count} more connections from {ip} in the last {:.1}s: it holds the \
+                 most one peer may",
+                since.as_secs_f64()
+            );
         }
     }
 }
@@ -144,11 +305,13 @@ pub(crate) async fn serve(
     signal: impl Future<Output = ()>,
     stop: CancellationToken,
     grace: Duration,
-    max_connections: usize,
+    limits: Limits,
     workers: Workers,
 ) {
     let mut signal = pin!(signal);
-    let slots = Arc::new(Semaphore::new(max_connections));
+    let slots = Arc::new(Semaphore::new(limits.connections));
+    let peers = Peers::new(limits.per_peer);
+    let mut refusals = Refusals::default();
     loop {
         // Wait for a free slot before accepting: past the limit, clients wait in the
         // backlog instead of costing memory here.
@@ -156,6 +319,10 @@ pub(crate) async fn serve(
             biased;
             () = &mut signal => break,
             () = stop.cancelled() => break,
+            () = refusals.due() => {
+                refusals.log(&shared.clock);
+                continue;
+            }
             permit = Arc::clone(&slots).acquire_owned() => match permit {
                 Ok(permit) => permit,
                 Err(_) => break,
@@ -165,6 +332,10 @@ pub(crate) async fn serve(
             biased;
             () = &mut signal => break,
             () = stop.cancelled() => break,
+            () = refusals.due() => {
+                refusals.log(&shared.clock);
+                continue;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(err) => {
@@ -177,11 +348,22 @@ pub(crate) async fn serve(
                 }
             },
         };
+        // An IPv4 client of a dual-stack socket is the same peer as over IPv4.
+        let ip = peer.ip().to_canonical();
+        let Some(peer_slot) = peers.admit(ip) else {
+            // Closed at once: a peer at its limit costs nothing but this.
+            drop(stream);
+            refusals.refused(ip, limits.per_peer, &shared.clock);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let accepted = Accepted {
             shared: Arc::clone(&shared),
             peer,
-            permit,
+            slot: Slot {
+                _connection: permit,
+                _peer: peer_slot,
+            },
         };
         match workers.next() {
             Some(runtime) => {
@@ -207,6 +389,7 @@ pub(crate) async fn serve(
         }
     }
     drop(listener);
+    refusals.log(&shared.clock);
     tracing::debug!("stopped accepting; draining connections");
     shared.draining.store(true, Ordering::Release);
     shared.drain.cancel();
@@ -229,22 +412,36 @@ pub(crate) async fn serve(
 struct Accepted {
     shared: Arc<Shared>,
     peer: SocketAddr,
-    permit: OwnedSemaphorePermit,
+    slot: Slot,
 }
 
 /// Serves a connection to the proxy's port: HTTP/1.1 with upgrades (for `CONNECT` and
-/// WebSocket).
+/// WebSocket), or HTTP/2 if it opens with the preface. One that sends nothing that tells
+/// which within the idle timeout is closed then, as is one that sends nothing before
+/// shutdown begins.
 async fn serve_plain(accepted: Accepted, stream: TcpStream) {
-    let Accepted {
-        shared,
-        peer,
-        permit,
-    } = accepted;
+    let Accepted { shared, peer, slot } = accepted;
+    let clock = &shared.clock;
+    let silent = clock.sleep_until(clock.now() + shared.idle_timeout);
+    let opened = async {
+        tokio::select! {
+            opening = opening(&stream) => opening.ok_or("it closed"),
+            () = silent => Err("it sent no request within the idle timeout"),
+            () = draining(&shared) => Err("shutdown began before it sent a request"),
+        }
+    };
     // Who is at the other end is found while the client sends its first request.
-    let (h2, identity) = tokio::join!(
-        prior_knowledge(&stream, &shared.clock, shared.idle_timeout),
+    let (opened, identity) = tokio::join!(
+        opened,
         process::identity(shared.client_id, peer, stream.local_addr()),
     );
+    let Opening { h2, first } = match opened {
+        Ok(opening) => opening,
+        Err(why) => {
+            tracing::debug!(client = %peer.ip(), "closing a connection: {why}");
+            return;
+        }
+    };
     let conn = Arc::new(Conn {
         shared: Arc::clone(&shared),
         peer,
@@ -252,9 +449,9 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
         affinity: Affinity::default(),
         h2,
         calls: AtomicU64::new(0),
-        _permit: Arc::new(permit),
+        _slot: Arc::new(slot),
     });
-    let io = TokioIo::new(ClientIo::new(stream, Arc::clone(&conn)));
+    let io = TokioIo::new(ClientIo::new(stream, first, Arc::clone(&conn)));
     let origin = Origin::Plain(Arc::clone(&conn));
     // HTTP/2 requests run concurrently: they use the shared upstream pool.
     let affinity = (!h2).then_some(&conn.affinity);
@@ -265,30 +462,49 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
 /// What an HTTP/2 client with prior knowledge (h2c, RFC 9113 §3.3) sends first.
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Whether the client opens with the HTTP/2 preface, looked at without reading it: plain
-/// HTTP/2 (gRPC and other h2c clients, mostly in front of a reverse proxy) is served as such,
-/// everything else as HTTP/1.1. A client that sends nothing within `idle` is left to HTTP/1.1,
-/// whose idle timeout closes it.
-async fn prior_knowledge(stream: &TcpStream, clock: &impl Clock, idle: Duration) -> bool {
-    let mut first = [0u8; PREFACE.len()];
-    let peek = async {
-        loop {
-            match stream.peek(&mut first).await {
-                // Closed, or something else than the preface so far.
-                Ok(0) | Err(_) => return false,
-                Ok(n) if first[..n] != PREFACE[..n] => return false,
-                Ok(n) if n == PREFACE.len() => return true,
-                // A prefix of the preface (rare: it fits in any first segment). A peek returns
-                // at once while there is data, so wait a little for the rest.
-                Ok(_) => clock.sleep_until(clock.now() + PREFACE_PAUSE).await,
-            }
-        }
-    };
-    tokio::time::timeout(idle, peek).await.unwrap_or(false)
+/// How a client opens a connection to the proxy's port.
+struct Opening {
+    /// With the HTTP/2 preface: plain HTTP/2 (gRPC and other h2c clients, mostly in front of
+    /// a reverse proxy) is served as such, everything else as HTTP/1.1.
+    h2: bool,
+    /// What was read to tell, for the server to read again.
+    first: Vec<u8>,
 }
 
-/// How long to wait for the rest of a preface that came in pieces.
-const PREFACE_PAUSE: Duration = Duration::from_millis(10);
+/// How much is read at once to see what a client speaks: a whole request head, mostly, which
+/// hyper then parses without reading again.
+const FIRST_READ: usize = 8 * 1024;
+
+/// Reads the client's first bytes until they tell whether it opens with the HTTP/2 preface;
+/// `None` if it closes before sending any, or its connection fails.
+///
+/// It reads rather than peeks: a peek finds the same bytes again at once, so a client that
+/// stops half-way through the preface would be looked at in a loop until the idle timeout;
+/// a read waits for more.
+async fn opening(stream: &TcpStream) -> Option<Opening> {
+    let mut first = Vec::new();
+    loop {
+        stream.readable().await.ok()?;
+        // Not kept while waiting: only what was read is.
+        let mut chunk = [0u8; FIRST_READ];
+        match stream.try_read(&mut chunk) {
+            // Closed after a piece of the preface: HTTP/1.1 refuses it as it is.
+            Ok(0) if first.is_empty() => return None,
+            Ok(0) => return Some(Opening { h2: false, first }),
+            Ok(n) => first.extend_from_slice(&chunk[..n]),
+            // Readiness that was not (it is cleared, and waited for again).
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => return None,
+        }
+        let seen = first.len().min(PREFACE.len());
+        if first[..seen] != PREFACE[..seen] {
+            return Some(Opening { h2: false, first });
+        }
+        if seen == PREFACE.len() {
+            return Some(Opening { h2: true, first });
+        }
+    }
+}
 
 /// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls
 /// the connection's own upstream connection (`affinity`) beside it. In a tunnel that carries
@@ -660,5 +876,58 @@ mod tests {
         drop(busy);
         idle.await;
         assert_eq!(clock.now() - started, Duration::from_secs(45) + TIMEOUT);
+    }
+
+    mod peers {
+        use super::*;
+
+        #[test]
+        fn admit_each_peer_up_to_the_limit_and_take_places_back() {
+            let peers = Peers::new(2);
+            let (one, other) = (IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2]));
+            let first = peers.admit(one).unwrap();
+            let _second = peers.admit(one).unwrap();
+            assert!(peers.admit(one).is_none(), "a third from one peer");
+            assert!(
+                peers.admit(other).is_some(),
+                "another peer is not counted with it"
+            );
+            drop(first);
+            assert!(
+                peers.admit(one).is_some(),
+                "a closed connection's place is free again"
+            );
+        }
+
+        #[test]
+        fn forget_a_peer_with_no_connection_left() {
+            let peers = Peers::new(1);
+            drop(peers.admit(IpAddr::from([127, 0, 0, 1])));
+            assert!(peers.held.lock().unwrap().is_empty());
+        }
+    }
+
+    mod refusals {
+        use super::*;
+
+        #[tokio::test(start_paused = true)]
+        async fn log_the_first_at_once_and_sum_up_the_rest_after_a_while() {
+            let clock = TokioClock;
+            let started = clock.now();
+            let ip = IpAddr::from([127, 0, 0, 1]);
+            let mut refusals = Refusals::default();
+            refusals.refused(ip, 2, &clock);
+            assert!(refusals.counts.is_empty(), "the first is logged at once");
+            refusals.refused(ip, 2, &clock);
+            refusals.refused(ip, 2, &clock);
+            assert_eq!(refusals.counts[&ip], 2);
+
+            refusals.due().await;
+            assert_eq!(clock.now() - started, REFUSALS_EVERY);
+            refusals.log(&clock);
+            assert!(refusals.counts.is_empty());
+            let more = tokio::time::timeout(REFUSALS_EVERY * 2, refusals.due()).await;
+            assert!(more.is_err(), "due with nothing to log");
+        }
     }
 }

@@ -11,6 +11,8 @@ use http::StatusCode;
 pub(crate) struct Stats {
     /// Responses by status class, 1xx to 5xx.
     by_class: [AtomicU64; 5],
+    /// Requests that reached the handler (not `CONNECT`s), answered or not.
+    received: AtomicU64,
     aborted: AtomicU64,
     tunnels: AtomicU64,
     intercepted: AtomicU64,
@@ -25,6 +27,12 @@ impl Stats {
     pub(crate) fn response(&self, status: StatusCode) {
         let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
         self.by_class[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request reached the proxy (not a `CONNECT`): counted whether or not it is answered,
+    /// so that one cut at the end of the grace period is still a request.
+    pub(crate) fn received(&self) {
+        self.received.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A request dropped without an answer (a stage's [`Abort`](crate::Action::Abort)).
@@ -62,8 +70,10 @@ impl Stats {
     pub(crate) fn summary(&self, uptime: Duration, cut: u64) -> Summary {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let by_class = self.by_class.each_ref().map(load);
+        let answered = by_class.iter().sum::<u64>() + load(&self.aborted);
         Summary {
-            requests: by_class.iter().sum::<u64>() + load(&self.aborted),
+            // Those answered, and those still in flight when the grace period cut them.
+            requests: answered.max(load(&self.received) + load(&self.rejected)),
             by_class,
             aborted: load(&self.aborted),
             tunnels: load(&self.tunnels),
@@ -179,6 +189,20 @@ mod tests {
 
     mod summary {
         use super::*;
+
+        #[test]
+        fn counts_a_request_cut_before_its_answer() {
+            let stats = Stats::default();
+            for _ in 0..3 {
+                stats.received();
+            }
+            stats.response(StatusCode::OK);
+            stats.response(StatusCode::OK);
+            // The third was in flight when the grace period ended.
+            let summary = stats.summary(Duration::from_secs(1), 1);
+            assert_eq!(summary.requests, 3);
+            assert_eq!(summary.by_class, [0, 2, 0, 0, 0]);
+        }
 
         #[test]
         fn counts_each_class_and_every_kind_of_event() {
