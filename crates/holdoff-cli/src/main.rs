@@ -23,6 +23,7 @@ mod explain;
 mod proxy;
 mod report;
 mod run;
+mod size;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

@@ -27,7 +27,7 @@ use holdoff_proxy::{
 };
 
 use crate::report::ReportArgs;
-use crate::{Failure, duration};
+use crate::{Failure, duration, size};
 
 const AFTER_HELP: &str = "\
 Clients use it as their proxy: HTTP_PROXY=http://127.0.0.1:8000 HTTPS_PROXY=http://127.0.0.1:8000.
@@ -142,17 +142,45 @@ pub(crate) struct Options {
     #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
 
+    /// Rotate the event log when it reaches SIZE (e.g. 512MiB): FILE becomes FILE.1, the
+    /// older FILE.1 becomes FILE.2, up to --events-keep files. The reports at the end still
+    /// count every event. Without it the log grows as long as the proxy runs.
+    #[arg(long, value_name = "SIZE", value_parser = size::parse, requires = "events")]
+    events_max_size: Option<u64>,
+
+    /// How many rotated event logs --events-max-size keeps (0: none, only the current one).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        requires = "events_max_size"
+    )]
+    events_keep: usize,
+
     /// On shutdown, how long requests in flight may take to finish before they are cut.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
     grace: Duration,
 
-    /// How long an upstream may take to send its response head before the client gets 504.
+    /// How long an upstream may make no progress before the client gets 504: to connect, to
+    /// take the next piece of the request body, to send its response head once the request is
+    /// sent, or (then the response is cut) the next piece of its response body.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
     upstream_timeout: Duration,
 
     /// How long a client connection may stay idle before it is closed.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
     idle_timeout: Duration,
+
+    /// How long a write to a client may make no progress (the client reads nothing of its
+    /// response) before the connection is closed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
+    send_timeout: Duration,
+
+    /// At most this many connections from one client address at once; more are refused
+    /// (default: 2500, a quarter of all; every client of `holdoff run` is the one loopback
+    /// address)
+    #[arg(long, value_name = "N")]
+    max_connections_per_peer: Option<usize>,
 
     /// Threads serving connections, each an event loop keeping a connection and its requests
     /// together (default: one per core); 0 serves them on the shared runtime
@@ -331,6 +359,8 @@ impl Options {
         config.grace = self.grace;
         config.upstream_timeout = self.upstream_timeout;
         config.idle_timeout = self.idle_timeout;
+        config.send_timeout = self.send_timeout;
+        config.max_connections_per_peer = self.max_connections_per_peer;
         config.connection_threads = self
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
@@ -463,6 +493,8 @@ mod tests {
             assert!(config.urls_to_watch.is_empty());
             assert_eq!(config.grace, Duration::from_secs(5));
             assert_eq!(config.upstream_timeout, Duration::from_secs(30));
+            assert_eq!(config.send_timeout, Duration::from_secs(60));
+            assert_eq!(config.connections_per_peer(), 2_500);
             assert!(config.connection_threads >= 1, "one per core");
             assert_eq!(config.client_id, ClientIdMode::Auto);
             assert!(config.validate().is_ok());
@@ -493,6 +525,10 @@ mod tests {
                 "500ms",
                 "--idle-timeout",
                 "2m",
+                "--send-timeout",
+                "90s",
+                "--max-connections-per-peer",
+                "16",
                 "--threads",
                 "3",
                 "--output",
@@ -521,6 +557,8 @@ mod tests {
             assert_eq!(config.grace, Duration::from_secs(1));
             assert_eq!(config.upstream_timeout, Duration::from_millis(500));
             assert_eq!(config.idle_timeout, Duration::from_secs(120));
+            assert_eq!(config.send_timeout, Duration::from_secs(90));
+            assert_eq!(config.max_connections_per_peer, Some(16));
             assert_eq!(config.connection_threads, 3);
             assert_eq!(config.client_id, ClientIdMode::Peer);
         }
@@ -552,6 +590,13 @@ mod tests {
             assert_eq!(
                 usage(&config.validate().unwrap_err()),
                 "--idle-timeout must be greater than zero"
+            );
+            let config = parse(&["--max-connections-per-peer", "0"])
+                .unwrap()
+                .config();
+            assert_eq!(
+                usage(&config.validate().unwrap_err()),
+                "--max-connections-per-peer must be greater than zero"
             );
         }
     }

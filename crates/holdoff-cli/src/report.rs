@@ -160,15 +160,15 @@ impl ReportArgs {
 /// Runs `holdoff report`: the report on `out` (unless it goes to files), the summary of the
 /// files written and any problem on stderr.
 pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
-    let events = match Report::read_log(&args.events) {
-        Ok(events) => events,
+    // Read a line at a time: a day's log need not fit in memory.
+    let report = match Report::from_log(&args.events) {
+        Ok(report) => report,
         Err(err) => {
             let cause = err.source().map(|c| format!(": {c}")).unwrap_or_default();
             let _ = writeln!(io::stderr(), "holdoff: failed to {err}{cause}");
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
-    let report = Report::from_events(&events);
     let mut failed = false;
 
     let format = args

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
-use holdoff_proxy::report::{Event, HintKind, Recorder};
+use holdoff_proxy::report::{Event, HintKind, Recorder, Report};
 use holdoff_testkit::{Reply, TestServer};
 use support::get_as as get;
 
@@ -144,18 +144,33 @@ fn judged_wait(response: &http::Response<bytes::Bytes>) -> u64 {
         .expect("secs")
 }
 
-/// A stage recording its throttles, and the recorder.
-fn recording_stage() -> (Arc<JudgeStage>, Arc<Recorder>) {
-    let recorder = Arc::new(Recorder::new(None).expect("in memory"));
+/// A recorder and the event log it writes in a folder of its own.
+struct Recording {
+    recorder: Arc<Recorder>,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// A stage recording its throttles, and the recording.
+fn recording_stage() -> (Arc<JudgeStage>, Recording) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let log = dir.path().join("events.jsonl");
+    let recorder = Arc::new(Recorder::new(Some(&log)).expect("the event log"));
     let judge = Judge::new(KeyMode::default(), TokioClock.now());
     let stage = JudgeStage::new(Arc::new(judge)).with_recorder(Arc::clone(&recorder));
-    (Arc::new(stage), recorder)
+    let recording = Recording {
+        recorder,
+        log,
+        _dir: dir,
+    };
+    (Arc::new(stage), recording)
 }
 
 /// The recorded throttles: `(status, hint, header, reading)`.
-fn throttles(recorder: &Recorder) -> Vec<(u16, HintKind, Option<String>, Option<String>)> {
-    recorder
-        .events()
+fn throttles(recording: &Recording) -> Vec<(u16, HintKind, Option<String>, Option<String>)> {
+    recording.recorder.flush();
+    Report::read_log(&recording.log)
+        .expect("the event log")
         .into_iter()
         .filter_map(|event| match event {
             Event::Throttle {

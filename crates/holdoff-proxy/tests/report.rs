@@ -173,6 +173,8 @@ mod recorder {
         faults.errors = 2;
         faults.rate_limited = 9;
         recorder.finish(at(14_000), 57, faults, Some(0));
+        // Written by the recorder's thread: wait for it.
+        recorder.flush();
 
         let from_log = Report::from_events(&Report::read_log(&path).expect("the log reads"));
         assert_eq!(
@@ -212,7 +214,9 @@ mod judge {
                 Reply::too_many_requests("30"),
             ],
         );
-        let recorder = Arc::new(Recorder::new(None).expect("recorder"));
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let log = dir.path().join("events.jsonl");
+        let recorder = Arc::new(Recorder::new(Some(&log)).expect("recorder"));
         let judge = JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), TokioClock.now())))
             .with_recorder(recorder.clone());
         let (addr, handle) = support::in_process(vec![Arc::new(judge)]).await;
@@ -227,7 +231,8 @@ mod judge {
         assert_eq!(get(addr, &url, "bob").await, 429);
         handle.shutdown();
 
-        let events = recorder.events();
+        recorder.flush();
+        let events = Report::read_log(&log).expect("the event log");
         assert_eq!(events.len(), 2, "{events:#?}");
         let Event::Throttle {
             at,

@@ -20,8 +20,8 @@ use holdoff_proxy::config::compile::StateConfig;
 use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
 use holdoff_proxy::fault::error::FaultRng;
 use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
-use holdoff_proxy::judge::{Judge, JudgeEvent, JudgeStage, KeyMode, Penalty, Verdict};
-use holdoff_proxy::report::{Recorder, Report, RunInfo};
+use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Penalty};
+use holdoff_proxy::report::{LogLimit, Recorder, Report, RunInfo};
 use holdoff_proxy::shared::{OnFailure, SharedState, SharedStore};
 use holdoff_proxy::{ErrorKind, ProxyConfig, ProxyError, ProxyServer, Stage, Summary};
 use holdoff_redis::RedisState;
@@ -97,7 +97,11 @@ pub(crate) fn prepare(
             config.urls_to_watch = urls.clone();
         }
     }
-    let recorder = Recorder::new(options.events.as_deref()).map_err(|err| {
+    let limit = match options.events_max_size {
+        Some(max) => LogLimit::rotate(max, options.events_keep),
+        None => LogLimit::default(),
+    };
+    let recorder = Recorder::with_limit(options.events.as_deref(), limit).map_err(|err| {
         let path = options
             .events
             .as_deref()
@@ -219,7 +223,9 @@ impl Prepared {
                 }
                 let plan = overrides.apply(compiled.plan.clone());
                 describe = format!("faults from {source}: {}", faults::describe(&plan));
+                // The recorder counts the verdicts; the stage keeps none of its own.
                 let mut judge = JudgeStage::new(Arc::new(judge))
+                    .keep_events(0)
                     .min_backoff(judge_min_backoff)
                     .with_recorder(Arc::clone(&recorder));
                 let mut fault_stage = FaultStage::new(plan, rng, Arc::new(TokioClock));
@@ -271,7 +277,7 @@ impl Prepared {
             pipeline.splice(0..0, front);
             (metrics, book)
         });
-        let server = match ProxyServer::bind(config, pipeline).await {
+        let mut server = match ProxyServer::bind(config, pipeline).await {
             Ok(server) => server,
             Err(err) => {
                 for task in tasks {
@@ -327,6 +333,10 @@ impl Prepared {
                         ))));
                     }
                 };
+                if let Ok(addr) = listener.local_addr() {
+                    // Not to be reached through the proxy: see `add_own_address`.
+                    server.add_own_address(addr);
+                }
                 let addr = listener
                     .local_addr()
                     .map_or_else(|_| format!("127.0.0.1:{port}"), |addr| addr.to_string());
@@ -490,13 +500,14 @@ impl Stopped {
         logs: &Guard,
     ) -> Report {
         let counts = self.record_end(exit_code);
+        // Built by the recorder from its bounded tally, the finish included.
+        let report = self.recorder.report();
         if let Some(stages) = &self.stages {
             report_faults(&counts, stages.faults.seed(), self.output, logs);
-            report_verdicts(&stages.judge.events(), self.output, logs);
+            report_verdicts(&report, self.output, logs);
         }
         report_summary(&self.summary, self.output, logs);
 
-        let report = Report::from_events(&self.recorder.events());
         let written = reports.write_all(&report);
         let summary = report.terminal_summary(&written);
         match self.output {
@@ -613,13 +624,12 @@ fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &Guard) 
 /// What the judge found: the counts, as a text line (the report's summary lists the worst
 /// violations), or as JSON events (target `holdoff::judge`) with each retry that broke its
 /// window, the most early first.
-fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &Guard) {
-    let count = |verdict: Verdict| events.iter().filter(|e| e.verdict == verdict).count();
+fn report_verdicts(report: &Report, output: Output, logs: &Guard) {
     let (premature, read_as_zero, no_backoff, compliant) = (
-        count(Verdict::Premature),
-        count(Verdict::ReadAsZero),
-        count(Verdict::NoBackoff),
-        count(Verdict::Compliant),
+        report.premature(),
+        report.read_as_zero(),
+        report.no_backoff(),
+        report.compliant(),
     );
     let mut counts = vec![format!("{premature} premature")];
     if read_as_zero > 0 {
@@ -628,10 +638,11 @@ fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &Guard) {
     if no_backoff > 0 {
         counts.push(format!("{no_backoff} without backoff"));
     }
+    let all = premature + read_as_zero + no_backoff + compliant;
     let line = format!(
         "holdoff judge: {} and {compliant} compliant retr{}.",
         counts.join(", "),
-        if events.len() == 1 { "y" } else { "ies" }
+        if all == 1 { "y" } else { "ies" }
     );
     match output {
         Output::Text => {
@@ -639,23 +650,24 @@ fn report_verdicts(events: &[JudgeEvent], output: Output, logs: &Guard) {
             let _ = writeln!(io::stderr(), "{line}");
         }
         Output::Json => {
-            let mut broke: Vec<&JudgeEvent> = events
-                .iter()
-                .filter(|e| e.verdict != Verdict::Compliant)
-                .collect();
-            // Inside a window that never closes (no duration) is the most early of all.
-            broke.sort_by_key(|e| std::cmp::Reverse(e.by.unwrap_or(Duration::MAX)));
-            for event in broke.iter().take(10) {
+            // The earliest first; inside a window that never closes is the most early of all.
+            let mut broke: Vec<_> = report.worst();
+            let early =
+                |v: &&holdoff_proxy::report::Violation| v.early_by_ms.unwrap_or(f64::INFINITY);
+            let mut warnings: Vec<_> = report.warnings().iter().collect();
+            warnings.sort_by(|a, b| early(b).total_cmp(&early(a)));
+            broke.extend(warnings);
+            for violation in broke.iter().take(10) {
                 tracing::warn!(
                     target: "holdoff::judge",
-                    verdict = event.verdict.as_str(),
-                    client = %event.client,
-                    user_agent = event.user_agent.as_deref().unwrap_or_default(),
-                    method = %event.method,
-                    url = %event.url,
-                    early_ms = event.by.map(|by| by.as_millis() as u64),
+                    verdict = violation.kind.as_str(),
+                    client = %violation.client,
+                    user_agent = violation.user_agent.as_deref().unwrap_or_default(),
+                    method = %violation.method,
+                    url = %violation.url,
+                    early_ms = violation.early_by_ms.map(|ms| ms as u64),
                     "{} retry",
-                    event.verdict.as_str().replace('_', " ")
+                    violation.kind.as_str().replace('_', " ")
                 );
             }
             tracing::info!(

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
-pub use stage::{DEFAULT_MIN_BACKOFF, JudgeEvent, JudgeStage, Verdict};
+pub use stage::{DEFAULT_MIN_BACKOFF, JudgeEvent, JudgeStage, KEPT_EVENTS, Verdict};
 pub(crate) use stage::{Origin, fail_closed_answer, wall_of};
 
 const SHARDS: usize = 32;

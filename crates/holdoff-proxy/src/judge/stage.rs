@@ -2,6 +2,7 @@
 //! premature retries itself.
 
 use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -94,10 +95,14 @@ pub struct JudgeStage {
     shared: Option<Arc<SharedStore>>,
 }
 
-/// Where verdicts go: the stage's list, the log, and the recorder if it records.
+/// How many verdicts [`JudgeStage::events`] keeps by default: the first.
+pub const KEPT_EVENTS: usize = 10_000;
+
+/// Where verdicts go: the stage's list (the first of them), the log, and the recorder if it
+/// records.
 #[derive(Clone, Debug, Default)]
 struct Verdicts {
-    events: Arc<Mutex<Vec<JudgeEvent>>>,
+    events: Arc<Kept>,
     /// Where throttles and verdicts go for the event log and the reports, if anywhere.
     recorder: Option<Arc<Recorder>>,
 }
@@ -150,10 +155,7 @@ impl Verdicts {
         if let Some(recorder) = self.recording() {
             recorder.record(Event::from(&event));
         }
-        self.events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(event);
+        self.events.push(event);
     }
 
     /// Records `check`'s verdict on the request, and answers a retry that broke a window.
@@ -310,6 +312,50 @@ fn check_of(shared: SharedCheck, arrival: Instant) -> Check {
     }
 }
 
+/// The first verdicts, up to a limit: once it is reached, keeping takes no lock.
+#[derive(Debug)]
+struct Kept {
+    limit: usize,
+    full: AtomicBool,
+    list: Mutex<Vec<JudgeEvent>>,
+}
+
+impl Default for Kept {
+    fn default() -> Kept {
+        Kept::new(KEPT_EVENTS)
+    }
+}
+
+impl Kept {
+    fn new(limit: usize) -> Kept {
+        Kept {
+            limit,
+            full: AtomicBool::new(limit == 0),
+            list: Mutex::default(),
+        }
+    }
+
+    fn push(&self, event: JudgeEvent) {
+        if self.full.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        if list.len() < self.limit {
+            list.push(event);
+        }
+        if list.len() >= self.limit {
+            self.full.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn list(&self) -> Vec<JudgeEvent> {
+        self.list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 impl JudgeStage {
     /// A stage judging with `judge`.
     pub fn new(judge: Arc<Judge>) -> JudgeStage {
@@ -356,13 +402,18 @@ impl JudgeStage {
         self.shared.as_ref()
     }
 
-    /// Every verdict so far, in order.
+    /// Keeps the first `limit` verdicts for [`JudgeStage::events`] ([`KEPT_EVENTS`] by
+    /// default; 0 keeps none). A long run's verdicts belong in a [`Recorder`], which counts
+    /// them all in bounded memory.
+    pub fn keep_events(mut self, limit: usize) -> JudgeStage {
+        self.verdicts.events = Arc::new(Kept::new(limit));
+        self
+    }
+
+    /// The verdicts so far, in order: the first [`KEPT_EVENTS`] (or as many as
+    /// [`JudgeStage::keep_events`] says).
     pub fn events(&self) -> Vec<JudgeEvent> {
-        self.verdicts
-            .events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.verdicts.events.list()
     }
 
     /// The judge.

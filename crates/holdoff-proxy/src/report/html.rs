@@ -346,6 +346,17 @@ fn timelines(out: &mut String, report: &Report) -> fmt::Result {
         r#"<p class="note">Time runs left to right from {} (UTC); each lane is one request a client made.</p>"#,
         time::format(start)
     )?;
+    let omitted = report.omitted;
+    if omitted.timeline_windows + omitted.timeline_retries > 0 {
+        writeln!(
+            out,
+            r#"<p class="note">The timeline draws the first {} windows and the first {} retries; {} windows and {} retries after them are counted in the figures above but not drawn (the event log has them all).</p>"#,
+            super::TIMELINE_ROWS,
+            super::TIMELINE_ROWS,
+            omitted.timeline_windows,
+            omitted.timeline_retries,
+        )?;
+    }
     legend(out)?;
     for (i, (client, lanes)) in clients.iter().take(MAX_CLIENTS).enumerate() {
         chart(out, report, i, client, lanes, &scale)?;
@@ -562,8 +573,19 @@ fn lane_svg(
     writeln!(out, "</g>")
 }
 
+/// The histogram bucket a compliant retry `ms` late falls in.
+pub(super) fn bucket(ms: f64) -> usize {
+    BUCKETS
+        .iter()
+        .position(|(upper, _)| ms < *upper)
+        .unwrap_or(BUCKET_COUNT - 1)
+}
+
+/// How many lateness buckets the histogram has.
+pub(super) const BUCKET_COUNT: usize = 10;
+
 /// Lateness buckets: upper bounds in milliseconds, and labels.
-const BUCKETS: [(f64, &str); 10] = [
+const BUCKETS: [(f64, &str); BUCKET_COUNT] = [
     (10.0, "< 10 ms"),
     (50.0, "10–50 ms"),
     (100.0, "50–100 ms"),
@@ -579,26 +601,13 @@ const BUCKETS: [(f64, &str); 10] = [
 fn histogram(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, r#"<section id="lateness">"#)?;
     writeln!(out, "<h2>How late compliant retries came</h2>")?;
-    let late: Vec<f64> = report
-        .all_retries
-        .iter()
-        .filter(|r| r.verdict == Verdict::Compliant)
-        .filter_map(|r| r.by_ms)
-        .collect();
-    if late.is_empty() {
+    let counts = report.late_buckets;
+    if counts.iter().all(|&n| n == 0) {
         writeln!(
             out,
             r#"<p class="note">No compliant retries.</p></section>"#
         )?;
         return Ok(());
-    }
-    let mut counts = [0usize; BUCKETS.len()];
-    for ms in &late {
-        let i = BUCKETS
-            .iter()
-            .position(|(upper, _)| ms < upper)
-            .unwrap_or(BUCKETS.len() - 1);
-        counts[i] += 1;
     }
     let most = counts.iter().copied().max().unwrap_or(1).max(1);
     let (width, height, bottom, top) = (WIDTH, 240.0, 40.0, 20.0);
@@ -661,7 +670,7 @@ fn violations(out: &mut String, report: &Report) -> fmt::Result {
         writeln!(out, r#"<p class="note">None.</p></section>"#)?;
         return Ok(());
     }
-    table(out, report, &worst, "violation")?;
+    table(out, report, &worst, "violation", report.omitted.violations)?;
     writeln!(out, "</section>")
 }
 
@@ -679,13 +688,19 @@ fn warnings(out: &mut String, report: &Report) -> fmt::Result {
         r#"<p class="note">RFC 9110 names no wait for a throttle without Retry-After, so these do not fail the run; a client should still back off, with jitter.</p>"#
     )?;
     let warnings: Vec<&Violation> = report.warnings.iter().collect();
-    table(out, report, &warnings, "warning")?;
+    table(out, report, &warnings, "warning", report.omitted.warnings)?;
     writeln!(out, "</section>")
 }
 
 /// A table of violations or warnings (rows of class `class`), with why each is one and how
-/// its hint was read.
-fn table(out: &mut String, report: &Report, rows: &[&Violation], class: &str) -> fmt::Result {
+/// its hint was read; then how many more there are, `left_out` of them not in any report.
+fn table(
+    out: &mut String,
+    report: &Report,
+    rows: &[&Violation],
+    class: &str,
+    left_out: usize,
+) -> fmt::Result {
     let times = report.times();
     writeln!(out, r#"<p class="note">{}.</p>"#, xml(&times.note()))?;
     writeln!(
@@ -718,9 +733,17 @@ fn table(out: &mut String, report: &Report, rows: &[&Violation], class: &str) ->
     if rows.len() > MAX_ROWS {
         writeln!(
             out,
-            r#"<p class="note">And {} more (the JSON report lists them all).</p>"#,
-            rows.len() - MAX_ROWS
+            r#"<p class="note">And {} more (the JSON report lists them{}).</p>"#,
+            rows.len() - MAX_ROWS,
+            if left_out > 0 {
+                ", the earliest"
+            } else {
+                " all"
+            }
         )?;
+    }
+    if let Some(note) = Report::unlisted(left_out) {
+        writeln!(out, r#"<p class="note">{}.</p>"#, xml(&note))?;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! that a CI's test tab names the client and the request that did not wait. A run in which no
 //! request reached the proxy is one failing case, never zero tests.
 
+use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
@@ -64,8 +65,27 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
     if unintercepted {
         interceptions(out, report)?;
     }
+    // Each endpoint's rows, gathered once: a long run has thousands of endpoints.
+    let mut rows: HashMap<(&str, &str, &str), Rows<'_>> = HashMap::new();
+    for w in &report.windows {
+        rows.entry((&w.client, &w.method, &w.url))
+            .or_default()
+            .times
+            .push(w.from);
+    }
+    for r in &report.all_retries {
+        let entry = rows.entry((&r.client, &r.method, &r.url)).or_default();
+        entry.times.push(r.retried_at);
+        entry.retries.push(r);
+    }
+    let none = Rows::default();
     for endpoint in &report.endpoints {
-        testcase(out, report, endpoint)?;
+        let key = (
+            endpoint.client.as_str(),
+            endpoint.method.as_str(),
+            endpoint.url.as_str(),
+        );
+        testcase(out, report, endpoint, rows.get(&key).unwrap_or(&none))?;
     }
     writeln!(out, "  </testsuite>")?;
     writeln!(out, "</testsuites>")
@@ -167,23 +187,22 @@ fn properties(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, "    </properties>")
 }
 
-fn testcase(out: &mut String, report: &Report, endpoint: &Endpoint) -> fmt::Result {
-    let same = |client: &str, method: &str, url: &str| {
-        client == endpoint.client && method == endpoint.method && url == endpoint.url
-    };
-    let retries: Vec<&RetryRow> = report
-        .all_retries
-        .iter()
-        .filter(|r| same(&r.client, &r.method, &r.url))
-        .collect();
+/// An endpoint's windows' and retries' times, and its retries, as the timeline keeps them.
+#[derive(Default)]
+struct Rows<'a> {
+    times: Vec<SystemTime>,
+    retries: Vec<&'a RetryRow>,
+}
+
+fn testcase(
+    out: &mut String,
+    report: &Report,
+    endpoint: &Endpoint,
+    rows: &Rows<'_>,
+) -> fmt::Result {
+    let retries = &rows.retries;
     // From the first throttle to the last retry.
-    let times: Vec<SystemTime> = report
-        .windows
-        .iter()
-        .filter(|w| same(&w.client, &w.method, &w.url))
-        .map(|w| w.from)
-        .chain(retries.iter().map(|r| r.retried_at))
-        .collect();
+    let times = &rows.times;
     let seconds = match (times.iter().min(), times.iter().max()) {
         (Some(first), Some(last)) => time::millis_between(*first, *last) / 1000.0,
         _ => 0.0,
@@ -199,11 +218,19 @@ fn testcase(out: &mut String, report: &Report, endpoint: &Endpoint) -> fmt::Resu
         .copied()
         .filter(|r| report.fails(r.verdict))
         .collect();
-    if !failing.is_empty() {
+    // Counted exactly; listed as far as the timeline keeps them.
+    let broke = endpoint.premature
+        + endpoint.read_as_zero
+        + if report.fail_on_no_backoff {
+            endpoint.no_backoff
+        } else {
+            0
+        };
+    if broke > 0 {
         let mut message = format!(
             "{} broke {}: ",
-            count(failing.len(), "retry", "retries"),
-            if failing.len() == 1 {
+            count(broke, "retry", "retries"),
+            if broke == 1 {
                 "its window"
             } else {
                 "their windows"
@@ -222,13 +249,13 @@ fn testcase(out: &mut String, report: &Report, endpoint: &Endpoint) -> fmt::Resu
             })
             .collect();
         message.push_str(&listed.join("; "));
-        if failing.len() > IN_MESSAGE {
-            let _ = write!(message, "; and {} more", failing.len() - IN_MESSAGE);
+        if broke > listed.len() {
+            let _ = write!(message, "; and {} more", broke - listed.len());
         }
         writeln!(
             out,
             r#"      <failure type="{}" message="{}">"#,
-            failure_type(&failing),
+            failure_type(endpoint),
             xml(&message)
         )?;
         for r in &failing {
@@ -250,7 +277,7 @@ fn testcase(out: &mut String, report: &Report, endpoint: &Endpoint) -> fmt::Resu
     for judged_by in &endpoint.judged_by {
         let _ = write!(story, "\njudged by {}", judged_by.plain());
     }
-    for r in &retries {
+    for r in retries {
         match r.verdict {
             Verdict::Compliant => {
                 let _ = write!(
@@ -305,11 +332,10 @@ fn explain(report: &Report, r: &RetryRow) -> String {
 
 /// The failure's type: `PrematureRetry`, `ReadAsZero` or `NoBackoff` (the first kind among
 /// them that fails, in that order).
-fn failure_type(failing: &[&RetryRow]) -> &'static str {
-    let has = |v: Verdict| failing.iter().any(|r| r.verdict == v);
-    if has(Verdict::Premature) {
+fn failure_type(endpoint: &Endpoint) -> &'static str {
+    if endpoint.premature > 0 {
         "PrematureRetry"
-    } else if has(Verdict::ReadAsZero) {
+    } else if endpoint.read_as_zero > 0 {
         "ReadAsZero"
     } else {
         "NoBackoff"

@@ -173,7 +173,7 @@ fn violations(out: &mut String, report: &Report) -> fmt::Result {
         "### Violations, the most premature first ({})\n",
         report.times().note()
     )?;
-    table(out, report, &worst)
+    table(out, report, &worst, report.omitted.violations)
 }
 
 fn warnings(out: &mut String, report: &Report) -> fmt::Result {
@@ -191,11 +191,12 @@ fn warnings(out: &mut String, report: &Report) -> fmt::Result {
          run; a client should still back off (with jitter).\n"
     )?;
     let warnings: Vec<&Violation> = report.warnings.iter().collect();
-    table(out, report, &warnings)
+    table(out, report, &warnings, report.omitted.warnings)
 }
 
-/// A table of violations or warnings, with why each is one and how its hint was read.
-fn table(out: &mut String, report: &Report, rows: &[&Violation]) -> fmt::Result {
+/// A table of violations or warnings, with why each is one and how its hint was read; then
+/// how many more there are, `left_out` of them not listed in any report.
+fn table(out: &mut String, report: &Report, rows: &[&Violation], left_out: usize) -> fmt::Result {
     let times = report.times();
     writeln!(
         out,
@@ -223,9 +224,17 @@ fn table(out: &mut String, report: &Report, rows: &[&Violation]) -> fmt::Result 
     if rows.len() > ROWS {
         writeln!(
             out,
-            "\n…and {} more (the JSON report lists them all).",
-            rows.len() - ROWS
+            "\n…and {} more (the JSON report lists them{}).",
+            rows.len() - ROWS,
+            if left_out > 0 {
+                ", the earliest"
+            } else {
+                " all"
+            }
         )?;
+    }
+    if let Some(note) = Report::unlisted(left_out) {
+        writeln!(out, "\n{note}.")?;
     }
     writeln!(out)
 }

@@ -56,11 +56,11 @@ mod junit;
 mod markdown;
 mod outcome;
 mod recorder;
+mod tally;
 mod terminal;
 mod text;
 mod time;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error as StdError;
 use std::fmt;
 use std::fs;
@@ -74,7 +74,10 @@ use serde::Serialize;
 pub use event::{Event, HintKind, RunInfo};
 pub use herd::{Herd, PERMITTED_TOLERANCE, RESUME_SPREAD};
 pub use outcome::Outcome;
-pub use recorder::Recorder;
+pub use recorder::{LogLimit, Recorder};
+pub use tally::{
+    LATENESS_SAMPLE, LISTED_ENDPOINTS, LISTED_HERDS, LISTED_VIOLATIONS, Omitted, TIMELINE_ROWS,
+};
 
 use crate::fault::FaultCounts;
 use crate::judge::Verdict;
@@ -477,17 +480,40 @@ pub struct Report {
     lateness: Option<Lateness>,
     herds: Vec<Herd>,
     endpoints: Vec<Endpoint>,
+    /// What was counted but not listed; left out when nothing was.
+    #[serde(skip_serializing_if = "Omitted::is_empty")]
+    omitted: Omitted,
+    /// The first windows, for the timeline.
     #[serde(skip)]
     windows: Vec<WindowRow>,
+    /// The first retries, for the timeline.
     #[serde(skip)]
     all_retries: Vec<RetryRow>,
+    /// Compliant retries per lateness bucket of the HTML histogram.
+    #[serde(skip)]
+    late_buckets: [usize; html::BUCKET_COUNT],
+    /// The first and last times any event shows.
+    #[serde(skip)]
+    first_at: Option<SystemTime>,
+    #[serde(skip)]
+    last_at: Option<SystemTime>,
 }
 
 impl Report {
     /// The report of a run's events (in the order recorded). Any events make a report: without
-    /// a start or a finish, the run's details are missing and `requests` is 0.
+    /// a start or a finish, the run's details are missing, and `requests` counts the requests
+    /// the events show.
     pub fn from_events(events: &[Event]) -> Report {
-        let mut report = Report {
+        let mut tally = tally::Tally::default();
+        for event in events {
+            tally.add(event);
+        }
+        tally.into_report()
+    }
+
+    /// A report of nothing yet.
+    fn empty() -> Report {
+        Report {
             verdict: Outcome::Pass,
             requests: 0,
             throttled: 0,
@@ -515,276 +541,19 @@ impl Report {
             lateness: None,
             herds: Vec::new(),
             endpoints: Vec::new(),
+            omitted: Omitted::default(),
             windows: Vec::new(),
             all_retries: Vec::new(),
-        };
-        for event in events {
-            report.add(event);
-        }
-        report.link_windows();
-        report.summarise();
-        report
-    }
-
-    fn add(&mut self, event: &Event) {
-        match event {
-            Event::Start {
-                at,
-                seed,
-                source,
-                command,
-                proxy_url,
-                judge_key,
-                argv,
-                allow_no_traffic,
-                fail_on_no_backoff,
-            } => {
-                // Logs appended to one another: the first start counts.
-                if self.started_at.is_none() {
-                    self.started_at = Some(*at);
-                    self.seed = *seed;
-                    self.source = Some(source.clone());
-                    self.command.clone_from(command);
-                    self.argv.clone_from(argv);
-                    self.allow_no_traffic = *allow_no_traffic;
-                    self.fail_on_no_backoff = *fail_on_no_backoff;
-                    self.proxy_url = Some(proxy_url.clone());
-                    self.judge_key = Some(judge_key.clone());
-                }
-            }
-            Event::Throttle {
-                at,
-                client,
-                user_agent,
-                method,
-                url,
-                status,
-                permitted_at,
-                hint,
-                header,
-                value,
-                reading,
-            } => {
-                self.throttled += 1;
-                self.throttled_by_hint.add(*hint);
-                self.windows.push(WindowRow {
-                    client: client.clone(),
-                    user_agent: user_agent.clone(),
-                    method: method.clone(),
-                    url: url.clone(),
-                    from: *at,
-                    to: *permitted_at,
-                    status: Some(*status),
-                    hint: Some(*hint),
-                    judged_by: Some(JudgedBy {
-                        hint: *hint,
-                        header: header.clone(),
-                        value: value.clone(),
-                        reading: reading.clone(),
-                    }),
-                });
-            }
-            Event::Retry {
-                verdict,
-                client,
-                user_agent,
-                method,
-                url,
-                throttled_at,
-                permitted_at,
-                retried_at,
-                early_by_ms,
-                late_by_ms,
-            } => {
-                // A hand-made log may leave the duration out: the times say it.
-                let by_ms = match verdict {
-                    Verdict::Compliant => late_by_ms.or_else(|| {
-                        permitted_at.map(|permitted| time::millis_between(permitted, *retried_at))
-                    }),
-                    _ => early_by_ms.or_else(|| {
-                        permitted_at.map(|permitted| time::millis_between(*retried_at, permitted))
-                    }),
-                };
-                self.all_retries.push(RetryRow {
-                    verdict: *verdict,
-                    client: client.clone(),
-                    user_agent: user_agent.clone(),
-                    method: method.clone(),
-                    url: url.clone(),
-                    throttled_at: *throttled_at,
-                    permitted_at: *permitted_at,
-                    retried_at: *retried_at,
-                    by_ms: by_ms.map(|ms| ms.max(0.0)),
-                    window: None,
-                });
-            }
-            Event::Finish {
-                at,
-                requests,
-                faults,
-                exit_code,
-                interception_failures,
-            } => {
-                self.finished_at = Some(*at);
-                self.requests = *requests;
-                self.faults = Some(*faults);
-                self.exit_code = *exit_code;
-                self.interception_failures = *interception_failures;
-                self.complete = true;
-            }
+            late_buckets: [0; html::BUCKET_COUNT],
+            first_at: None,
+            last_at: None,
         }
     }
 
-    /// Links each retry to its window, adding the windows the retries know of that no
-    /// throttle event opened. A retry's window is the throttle's when they start within
-    /// [`SAME_WINDOW`] of each other (the nearest, if several): the judge derives the wall
-    /// times of the two from different clock readings.
-    fn link_windows(&mut self) {
-        let mut known: HashMap<(String, String, String), Vec<usize>> = HashMap::new();
-        for (i, w) in self.windows.iter().enumerate() {
-            known
-                .entry((w.client.clone(), w.method.clone(), w.url.clone()))
-                .or_default()
-                .push(i);
-        }
-        let same = SAME_WINDOW.as_secs_f64() * 1000.0;
-        for retry in &mut self.all_retries {
-            let key = (
-                retry.client.clone(),
-                retry.method.clone(),
-                retry.url.clone(),
-            );
-            let starts = known.entry(key).or_default();
-            let apart =
-                |i: &usize| time::millis_between(self.windows[*i].from, retry.throttled_at).abs();
-            let nearest = starts
-                .iter()
-                .copied()
-                .filter(|i| apart(i) <= same)
-                .min_by(|a, b| apart(a).total_cmp(&apart(b)));
-            let index = match nearest {
-                Some(i) => i,
-                None => {
-                    self.windows.push(WindowRow {
-                        client: retry.client.clone(),
-                        user_agent: retry.user_agent.clone(),
-                        method: retry.method.clone(),
-                        url: retry.url.clone(),
-                        from: retry.throttled_at,
-                        to: retry.permitted_at,
-                        status: None,
-                        hint: None,
-                        judged_by: None,
-                    });
-                    starts.push(self.windows.len() - 1);
-                    self.windows.len() - 1
-                }
-            };
-            retry.window = Some(index);
-        }
-    }
-
-    /// The counts, violations, lateness, herds and endpoints, from the rows.
-    fn summarise(&mut self) {
-        let mut endpoints = BTreeMap::new();
-        let mut agents = BTreeSet::new();
-        for w in &self.windows {
-            agents.extend(w.user_agent.clone());
-            let e = endpoint(&mut endpoints, &w.client, &w.method, &w.url);
-            e.user_agents.extend(w.user_agent.clone());
-            let (Some(_), Some(hint)) = (w.status, w.hint) else {
-                continue;
-            };
-            e.throttles += 1;
-            e.throttles_by_hint.add(hint);
-            if let Some(judged_by) = &w.judged_by {
-                let seen = e.judged_by.iter().any(|j| j.same_way(judged_by));
-                if !seen && e.judged_by.len() < JUDGED_BY {
-                    e.judged_by.push(judged_by.clone());
-                }
-            }
-        }
-        let mut lateness = Vec::new();
-        let mut resumes = Vec::new();
-        for r in &self.all_retries {
-            agents.extend(r.user_agent.clone());
-            let e = endpoint(&mut endpoints, &r.client, &r.method, &r.url);
-            e.user_agents.extend(r.user_agent.clone());
-            match r.verdict {
-                Verdict::Compliant => {
-                    self.retries.compliant += 1;
-                    e.compliant += 1;
-                    if let (Some(ms), Some(permitted_at)) = (r.by_ms, r.permitted_at) {
-                        lateness.push(ms);
-                        resumes.push(herd::Resume {
-                            client: &r.client,
-                            permitted_at,
-                            retried_at: r.retried_at,
-                        });
-                    }
-                    continue;
-                }
-                Verdict::Premature => {
-                    self.retries.premature += 1;
-                    e.premature += 1;
-                    if let Some(ms) = r.by_ms {
-                        e.worst_early_by_ms =
-                            Some(e.worst_early_by_ms.map_or(ms, |w: f64| w.max(ms)));
-                    }
-                }
-                Verdict::ReadAsZero => {
-                    self.retries.read_as_zero += 1;
-                    e.read_as_zero += 1;
-                }
-                Verdict::NoBackoff => {
-                    self.retries.no_backoff += 1;
-                    e.no_backoff += 1;
-                }
-            }
-            let window = r.window.map(|i| &self.windows[i]);
-            let violation = Violation {
-                kind: r.verdict,
-                client: r.client.clone(),
-                user_agent: r.user_agent.clone(),
-                method: r.method.clone(),
-                url: r.url.clone(),
-                throttled_at: r.throttled_at,
-                permitted_at: r.permitted_at,
-                retried_at: r.retried_at,
-                early_by_ms: r.by_ms,
-                status: window.and_then(|w| w.status),
-                judged_by: window.and_then(|w| w.judged_by.clone()),
-                why: text::why(r, window),
-            };
-            if r.verdict == Verdict::NoBackoff && !self.fail_on_no_backoff {
-                self.warnings.push(violation);
-            } else {
-                self.violations.push(violation);
-            }
-        }
-        for e in endpoints.values_mut() {
-            e.user_agents.sort();
-            e.user_agents.dedup();
-        }
-        self.user_agents = agents.into_iter().collect();
-        self.endpoints = endpoints.into_values().collect();
-        self.herds = herd::detect(&resumes);
-        self.violations.sort_by_key(|v| v.retried_at);
-        self.warnings.sort_by_key(|v| v.retried_at);
-        self.lateness = Lateness::of(&mut lateness);
-        self.verdict = if !self.violations.is_empty() {
-            Outcome::Fail
-        } else if (self.complete && self.requests == 0) || self.interception_failures > 0 {
-            // Requests in a tunnel that could not be intercepted never reached the judge.
-            Outcome::NotTested
-        } else {
-            Outcome::Pass
-        };
-        self.duration_ms = match (self.started_at, self.finished_at) {
-            (Some(start), Some(end)) => Some(time::millis_between(start, end).max(0.0)),
-            _ => None,
-        };
-        self.reproduce = Some(self.reproduce_line());
+    /// Widens the span of times shown to take in `at`.
+    fn seen(&mut self, at: SystemTime) {
+        self.first_at = Some(self.first_at.map_or(at, |f| f.min(at)));
+        self.last_at = Some(self.last_at.map_or(at, |l| l.max(at)));
     }
 
     /// The command line that repeats the run: the one recorded, else (an older log) what the
@@ -804,32 +573,28 @@ impl Report {
     }
 
     /// Reads an event log: one JSON event per line, as [`Recorder`] writes it. Blank lines
-    /// are skipped.
+    /// are skipped. To build a report from a long log, [`Report::from_log`] reads it without
+    /// holding every event.
     ///
     /// # Errors
     ///
     /// When the file cannot be read, or a line is not an event (the error names the line and
     /// what is wrong with it).
     pub fn read_log(path: &Path) -> Result<Vec<Event>, ReportError> {
-        let bytes = fs::read(path).map_err(|err| ReportError {
-            path: path.to_path_buf(),
-            line: None,
-            source: Box::new(err),
-        })?;
         let mut events = Vec::new();
-        for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let event = serde_json::from_slice::<Event>(line).map_err(|err| ReportError {
-                path: path.to_path_buf(),
-                line: Some(i + 1),
-                source: Box::new(InvalidLine(describe(&err))),
-            })?;
-            events.push(event);
-        }
+        each_event(path, |event| events.push(event))?;
         Ok(events)
+    }
+
+    /// The report of an event log, read a line at a time: memory does not grow with the log.
+    ///
+    /// # Errors
+    ///
+    /// As [`Report::read_log`].
+    pub fn from_log(path: &Path) -> Result<Report, ReportError> {
+        let mut tally = tally::Tally::default();
+        each_event(path, |event| tally.add(&event))?;
+        Ok(tally.into_report())
     }
 
     /// The verdict: pass, fail, or not tested (no request reached the proxy, or some could
@@ -911,7 +676,14 @@ impl Report {
         worst
     }
 
-    /// The herds found.
+    /// What was counted but not listed: violations beyond the earliest
+    /// [`LISTED_VIOLATIONS`], endpoints beyond [`LISTED_ENDPOINTS`], timeline rows beyond
+    /// [`TIMELINE_ROWS`], herds beyond [`LISTED_HERDS`].
+    pub fn omitted(&self) -> Omitted {
+        self.omitted
+    }
+
+    /// The herds found (the first [`LISTED_HERDS`]).
     pub fn herds(&self) -> &[Herd] {
         &self.herds
     }
@@ -980,21 +752,8 @@ impl Report {
     /// The first and last times the report shows: the start (or first event) and the finish
     /// (or last event, or the last permitted time if later).
     fn span(&self) -> Option<(SystemTime, SystemTime)> {
-        let times = self
-            .windows
-            .iter()
-            .flat_map(|w| [Some(w.from), w.to])
-            .flatten()
-            .chain(self.all_retries.iter().map(|r| r.retried_at))
-            .chain(self.started_at)
-            .chain(self.finished_at);
-        let (mut first, mut last) = (None::<SystemTime>, None::<SystemTime>);
-        for t in times {
-            first = Some(first.map_or(t, |f| f.min(t)));
-            last = Some(last.map_or(t, |l| l.max(t)));
-        }
-        let first = self.started_at.or(first)?;
-        Some((first, last.unwrap_or(first)))
+        let first = self.started_at.or(self.first_at)?;
+        Some((first, self.last_at.unwrap_or(first).max(first)))
     }
 
     /// How times are shown in tables.
@@ -1003,6 +762,20 @@ impl Report {
             Some((first, last)) => text::Times::new(Some(first), Some(last)),
             None => text::Times::new(None, None),
         }
+    }
+
+    /// A sentence on the `left_out` violations (or warnings) beyond those the reports list,
+    /// if there are any.
+    fn unlisted(left_out: usize) -> Option<String> {
+        (left_out > 0).then(|| {
+            format!(
+                "{} more {} not listed: the reports keep the {} earliest, the event log \
+                 (--events) has every one",
+                left_out,
+                if left_out == 1 { "is" } else { "are" },
+                LISTED_VIOLATIONS
+            )
+        })
     }
 
     /// Whether a verdict counts against the run.
@@ -1034,36 +807,43 @@ impl Lateness {
     }
 }
 
-/// The endpoint of a client, method and URL in `map` (keyed client, URL, method, for the
-/// order endpoints are listed in), added if new.
-fn endpoint<'m, 'k>(
-    map: &'m mut BTreeMap<(&'k str, &'k str, &'k str), Endpoint>,
-    client: &'k str,
-    method: &'k str,
-    url: &'k str,
-) -> &'m mut Endpoint {
-    map.entry((client, url, method))
-        .or_insert_with(|| Endpoint {
-            client: client.to_owned(),
-            method: method.to_owned(),
-            url: url.to_owned(),
-            user_agents: Vec::new(),
-            throttles: 0,
-            throttles_by_hint: HintCounts::default(),
-            compliant: 0,
-            premature: 0,
-            read_as_zero: 0,
-            no_backoff: 0,
-            worst_early_by_ms: None,
-            judged_by: Vec::new(),
-        })
-}
-
-/// serde_json's message for a line, with the column but without "line 1".
 fn is_zero(count: &u64) -> bool {
     *count == 0
 }
 
+/// Calls `each` with every event of the log at `path`, a line at a time.
+fn each_event(path: &Path, mut each: impl FnMut(Event)) -> Result<(), ReportError> {
+    use std::io::BufRead;
+
+    let io_error = |err: io::Error| ReportError {
+        path: path.to_path_buf(),
+        line: None,
+        source: Box::new(err),
+    };
+    let mut reader = io::BufReader::new(fs::File::open(path).map_err(io_error)?);
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(io_error)? == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let event = serde_json::from_slice::<Event>(text).map_err(|err| ReportError {
+            path: path.to_path_buf(),
+            line: Some(number),
+            source: Box::new(InvalidLine(describe(&err))),
+        })?;
+        each(event);
+    }
+}
+
+/// serde_json's message for a line, with the column but without "line 1".
 fn describe(err: &serde_json::Error) -> String {
     let message = err.to_string();
     let message = message

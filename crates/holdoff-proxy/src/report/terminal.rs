@@ -41,7 +41,7 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
     let worst = report.worst();
     if !worst.is_empty() {
         writeln!(out, "worst offenders ({}):", times.note())?;
-        rows(out, report, &worst)?;
+        rows(out, report, &worst, report.omitted.violations)?;
     }
     if !report.warnings.is_empty() {
         writeln!(
@@ -50,7 +50,7 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
             times.note()
         )?;
         let warnings: Vec<&Violation> = report.warnings.iter().collect();
-        rows(out, report, &warnings)?;
+        rows(out, report, &warnings, report.omitted.warnings)?;
     }
     for herd in &report.herds {
         writeln!(
@@ -69,8 +69,14 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
     Ok(())
 }
 
-/// The first few of `shown`, aligned: client, request, how early, when.
-fn rows(out: &mut String, report: &Report, all: &[&Violation]) -> std::fmt::Result {
+/// The first few of `shown`, aligned: client, request, how early, when; then how many more
+/// there are, `left_out` of them not listed in any report.
+fn rows(
+    out: &mut String,
+    report: &Report,
+    all: &[&Violation],
+    left_out: usize,
+) -> std::fmt::Result {
     let times = report.times();
     let shown = &all[..all.len().min(WORST)];
     let clients: Vec<&str> = shown.iter().map(|v| v.client.as_str()).collect();
@@ -110,6 +116,9 @@ fn rows(out: &mut String, report: &Report, all: &[&Violation]) -> std::fmt::Resu
     }
     if all.len() > WORST {
         writeln!(out, "  and {} more", all.len() - WORST)?;
+    }
+    if let Some(note) = Report::unlisted(left_out) {
+        writeln!(out, "  {note}")?;
     }
     Ok(())
 }

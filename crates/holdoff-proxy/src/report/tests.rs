@@ -881,13 +881,15 @@ mod terminal_summary {
 
     #[test]
     fn says_pass_briefly() {
+        // Without a finish event, the requests are those the log holds: the throttled one
+        // and its retry.
         let report = Report::from_events(&[
             throttle("a", "http://x/", 0, 1000),
             retry("a", "http://x/", 0, 1000, 1200),
         ]);
         assert_eq!(
             report.terminal_summary(&[]),
-            "holdoff: PASS: every retry waited (1 compliant retry; 1 throttled response, 0 requests)\n  the event log has no finish event: the run was cut short, counts may be partial\n"
+            "holdoff: PASS: every retry waited (1 compliant retry; 1 throttled response, 2 requests)\n  the event log has no finish event: the run was cut short, counts may be partial\n"
         );
     }
 }
