@@ -1,10 +1,7 @@
 //! The recorder's memory does not grow with the run: the heap it holds after 100,000 events
 //! and after 400,000 is counted by a counting allocator, not estimated, and the reports still
 //! count every event.
-#![allow(unsafe_code)] // A global allocator is `unsafe impl`; it only forwards to `System`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use holdoff_proxy::fault::FaultCounts;
@@ -12,31 +9,7 @@ use holdoff_proxy::judge::Verdict;
 use holdoff_proxy::report::{
     Event, Format, HintKind, LISTED_ENDPOINTS, LISTED_VIOLATIONS, Recorder, RunInfo, TIMELINE_ROWS,
 };
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call forwards to `System` with the same arguments; the counter only adds
-// and subtracts the sizes it is given.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use holdoff_testkit::heap::{self, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -89,7 +62,7 @@ fn pair(i: u64) -> [Event; 2] {
 fn holds_flat_memory_over_400_000_events_and_counts_every_one() {
     const PAIRS: u64 = 200_000;
     const EARLY: u64 = 50_000;
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = heap::live();
     let recorder = Recorder::new(None).expect("in memory");
     recorder.start(at(0), RunInfo::default());
     let mut held_at_early = 0;
@@ -97,18 +70,10 @@ fn holds_flat_memory_over_400_000_events_and_counts_every_one() {
         for event in pair(i) {
             recorder.record(event);
         }
-        if (i + 1) % 25_000 == 0 && std::env::var_os("HOLDOFF_MEMORY_TRACE").is_some() {
-            drop(recorder.report());
-            eprintln!(
-                "{} pairs: {:.1} MB",
-                i + 1,
-                (LIVE.load(Ordering::Relaxed) - before) as f64 / 1e6
-            );
-        }
         if i + 1 == EARLY {
             // The report waits for the recorder to count what was sent.
             drop(recorder.report());
-            held_at_early = LIVE.load(Ordering::Relaxed) - before;
+            held_at_early = heap::live() - before;
         }
     }
     recorder.finish(
@@ -119,7 +84,7 @@ fn holds_flat_memory_over_400_000_events_and_counts_every_one() {
     );
     // The recorder's own heap, without a report held.
     drop(recorder.report());
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = heap::live() - before;
     let report = recorder.report();
     let grew = held.saturating_sub(held_at_early);
     let mb = |bytes: usize| bytes as f64 / 1e6;
