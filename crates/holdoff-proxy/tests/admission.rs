@@ -6,13 +6,15 @@
 // The helpers outside the test functions fail the test by panicking, as the tests do.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use holdoff::clock::{Clock, TokioClock};
-use holdoff_proxy::{ClientIdMode, ProxyConfig, ProxyServer, ShutdownHandle, Summary};
+use holdoff_proxy::{ClientIdMode, ProxyConfig};
 use holdoff_testkit::{Reply, TestServer};
 use http::header::HOST;
 use http::{Request, StatusCode};
@@ -22,34 +24,11 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 /// Long enough for anything that should happen at once, on a loaded machine.
 const PROMPTLY: Duration = Duration::from_secs(10);
 
-/// A proxy running in this process.
-struct Proxy {
-    addr: SocketAddr,
-    handle: ShutdownHandle,
-    task: JoinHandle<Summary>,
-}
-
-impl Proxy {
-    async fn start(config: ProxyConfig) -> Proxy {
-        let server = ProxyServer::bind(config, Vec::new())
-            .await
-            .expect("bind the proxy");
-        let addr = server.local_addr();
-        let handle = server.shutdown_handle();
-        let task = tokio::spawn(server.run());
-        Proxy { addr, handle, task }
-    }
-
-    async fn stop(self) -> Summary {
-        self.handle.shutdown();
-        self.task.await.expect("the proxy task")
-    }
-}
+use support::InProcess as Proxy;
 
 /// A forward proxy on a free loopback port, telling clients apart by address (no lookup).
 fn config() -> ProxyConfig {
@@ -152,7 +131,7 @@ async fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
     let server = TestServer::start().await;
     let mut config = config();
     config.send_timeout = Duration::from_millis(300);
-    let proxy = Proxy::start(config).await;
+    let proxy = Proxy::start(config, Vec::new()).await;
 
     let mut stalled = small_window_client(proxy.addr).await;
     let request = format!(
@@ -186,7 +165,7 @@ async fn a_peer_past_its_limit_is_refused_and_another_is_served() {
     let server = TestServer::start().await;
     let mut config = config();
     config.max_connections_per_peer = Some(2);
-    let proxy = Proxy::start(config).await;
+    let proxy = Proxy::start(config, Vec::new()).await;
 
     // Two connections from 127.0.0.1, served and kept open.
     let mut held = Vec::new();
@@ -266,7 +245,7 @@ async fn a_silent_connection_is_closed_at_the_idle_timeout() {
     let server = TestServer::start().await;
     let mut config = config();
     config.idle_timeout = Duration::from_millis(300);
-    let proxy = Proxy::start(config).await;
+    let proxy = Proxy::start(config, Vec::new()).await;
 
     let clock = TokioClock;
     let mut silent = TcpStream::connect(proxy.addr).await.unwrap();
@@ -283,7 +262,7 @@ async fn connections_holding_part_of_the_http2_preface_are_closed_at_the_idle_ti
     let server = TestServer::start().await;
     let mut config = config();
     config.idle_timeout = Duration::from_millis(300);
-    let proxy = Proxy::start(config).await;
+    let proxy = Proxy::start(config, Vec::new()).await;
 
     let clock = TokioClock;
     let mut partial = Vec::new();
@@ -307,7 +286,7 @@ async fn connections_holding_part_of_the_http2_preface_are_closed_at_the_idle_ti
 #[tokio::test]
 async fn a_preface_that_comes_in_pieces_is_served_as_http2() {
     let config = config();
-    let proxy = Proxy::start(config).await;
+    let proxy = Proxy::start(config, Vec::new()).await;
     let mut stream = TcpStream::connect(proxy.addr).await.unwrap();
     stream.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
     let clock = TokioClock;

@@ -7,6 +7,8 @@
 // The helpers outside the test functions fail the test by panicking, as the tests do.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -16,7 +18,7 @@ use bytes::Bytes;
 use holdoff_proxy::tls::{CertificateAuthority, LeafCache};
 use holdoff_proxy::{
     Action, Body, CaSource, ClientId, ClientIdMode, ErrorKind, Mode, ProxyConfig, ProxyServer,
-    RequestMeta, ShutdownHandle, Stage, Summary,
+    RequestMeta, Stage,
 };
 use holdoff_testkit::{Reply, TestServer};
 use http::header::{HOST, PROXY_AUTHORIZATION};
@@ -27,31 +29,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
-use tokio::task::JoinHandle;
 
-/// A proxy running in this process.
-struct Proxy {
-    addr: SocketAddr,
-    handle: ShutdownHandle,
-    task: JoinHandle<Summary>,
-}
-
-impl Proxy {
-    async fn start(config: ProxyConfig, stages: Vec<Arc<dyn Stage>>) -> Proxy {
-        let server = ProxyServer::bind(config, stages)
-            .await
-            .expect("bind the proxy");
-        let addr = server.local_addr();
-        let handle = server.shutdown_handle();
-        let task = tokio::spawn(server.run());
-        Proxy { addr, handle, task }
-    }
-
-    async fn stop(self) -> Summary {
-        self.handle.shutdown();
-        self.task.await.expect("the proxy task")
-    }
-}
+use support::InProcess as Proxy;
 
 /// A configuration listening on a free loopback port.
 fn config() -> ProxyConfig {

@@ -710,3 +710,32 @@ pub(crate) async fn get_as(proxy: SocketAddr, url: &str, client: &str) -> Respon
     let (parts, body) = response.into_parts();
     Response::from_parts(parts, body.collect().await.expect("body").to_bytes())
 }
+
+/// A proxy running in this process, on its own task.
+pub(crate) struct InProcess {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) handle: holdoff_proxy::ShutdownHandle,
+    pub(crate) task: tokio::task::JoinHandle<holdoff_proxy::Summary>,
+}
+
+impl InProcess {
+    /// Binds `config` with `stages` and serves until [`InProcess::stop`].
+    pub(crate) async fn start(
+        config: holdoff_proxy::ProxyConfig,
+        stages: Vec<Arc<dyn holdoff_proxy::Stage>>,
+    ) -> InProcess {
+        let server = holdoff_proxy::ProxyServer::bind(config, stages)
+            .await
+            .expect("bind the proxy");
+        let addr = server.local_addr();
+        let handle = server.shutdown_handle();
+        let task = tokio::spawn(server.run());
+        InProcess { addr, handle, task }
+    }
+
+    /// Shuts it down: its summary.
+    pub(crate) async fn stop(self) -> holdoff_proxy::Summary {
+        self.handle.shutdown();
+        self.task.await.expect("the proxy task")
+    }
+}
