@@ -3,11 +3,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use holdoff_testkit::{Reply, TestServer};
-use support::runtime;
+use support::{Serving, runtime};
 
 /// `curl -s [-X METHOD] URL`: the body.
 fn get(method: &str, url: &str) -> String {
@@ -23,35 +22,9 @@ fn the_control_api_and_the_metrics_describe_the_running_proxy() {
     let rt = runtime();
     let upstream = rt.block_on(TestServer::start());
     upstream.script("/api", [Reply::too_many_requests("60")]);
-    let mut child = KillOnDrop(
-        Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
-            .args([
-                "proxy",
-                "--port",
-                "0",
-                "--log-level",
-                "warn",
-                "--pass-through",
-            ])
-            .args(["--upstream", &format!("http://{}", upstream.addr())])
-            .args(["--control-port", "0", "--metrics-port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start holdoff proxy"),
-    );
-    let mut lines = BufReader::new(child.0.stdout.take().expect("piped")).lines();
-    let mut next = |prefix: &str| {
-        let line = lines.next().and_then(Result::ok).unwrap_or_default();
-        line.strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
-            .trim_end_matches('/')
-            .to_owned()
-    };
-    let proxy = next("listening on ");
-    let control = next("control API on ");
-    let metrics = next("metrics on ");
+    let upstream_url = format!("http://{}", upstream.addr());
+    let serving = Serving::start(&["--pass-through", "--upstream", &upstream_url]);
+    let (proxy, control, metrics) = (&serving.proxy, &serving.control, &serving.metrics);
 
     // Pass-through: no judge, so the upstream's 429 opens no window.
     assert!(get("GET", &format!("{proxy}/api")).is_empty());
@@ -75,14 +48,4 @@ fn the_control_api_and_the_metrics_describe_the_running_proxy() {
         scrape.contains("holdoff_responses_total{class=\"2xx\"} 1"),
         "{scrape}"
     );
-}
-
-/// The proxy, killed when the test ends, passed or not.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

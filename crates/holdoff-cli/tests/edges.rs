@@ -1,10 +1,14 @@
 //! `holdoff proxy` with its control API and metrics: neither is reachable through the proxy,
 //! so a client under test cannot pause the recording of its own retries.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
+
+use support::Serving;
 
 /// Sends `request` to `proxy` (`host:port`) and reads the answer to its end.
 fn exchange(proxy: &str, request: &str) -> String {
@@ -29,34 +33,13 @@ fn curl(method: &str, url: &str) -> String {
 
 #[test]
 fn the_control_api_and_the_metrics_cannot_be_reached_through_the_proxy() {
-    let mut child = KillOnDrop(
-        Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
-            .args(["proxy", "--port", "0", "--log-level", "warn"])
-            .args([
-                "--pass-through",
-                "--control-port",
-                "0",
-                "--metrics-port",
-                "0",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start holdoff proxy"),
+    let serving = Serving::start(&["--pass-through"]);
+    let address = |url: &str| url.trim_start_matches("http://").to_owned();
+    let (proxy, control, metrics) = (
+        address(&serving.proxy),
+        address(&serving.control),
+        address(&serving.metrics),
     );
-    let mut lines = BufReader::new(child.0.stdout.take().expect("piped")).lines();
-    let mut next = |prefix: &str| {
-        let line = lines.next().and_then(Result::ok).unwrap_or_default();
-        line.strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
-            .trim_end_matches('/')
-            .trim_start_matches("http://")
-            .to_owned()
-    };
-    let proxy = next("listening on ");
-    let control = next("control API on ");
-    let metrics = next("metrics on ");
 
     let pause = format!(
         "POST http://{control}/recording/stop HTTP/1.1\r\nHost: {control}\r\n\
@@ -80,14 +63,4 @@ fn the_control_api_and_the_metrics_cannot_be_reached_through_the_proxy() {
         "GET http://{metrics}/metrics HTTP/1.1\r\nHost: {metrics}\r\nConnection: close\r\n\r\n"
     );
     assert!(exchange(&proxy, &scrape).starts_with("HTTP/1.1 508"));
-}
-
-/// The proxy, killed when the test ends, passed or not.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -188,3 +188,54 @@ pub fn json_report(path: &Path) -> serde_json::Value {
         .unwrap_or_else(|err| panic!("read the JSON report {}: {err}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|err| panic!("parse the JSON report: {err}\n{text}"))
 }
+
+/// `holdoff proxy --port 0 --control-port 0 --metrics-port 0 ARGS…` with the three URLs it
+/// prints, killed when dropped (the test passed or not).
+pub struct Serving {
+    child: Child,
+    /// `http://127.0.0.1:PORT`, the proxy.
+    pub proxy: String,
+    /// The control API's URL.
+    pub control: String,
+    /// The metrics' URL.
+    pub metrics: String,
+}
+
+impl Serving {
+    /// Starts it with `--log-level warn` and `args`.
+    pub fn start(args: &[&str]) -> Serving {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+            .args(["proxy", "--port", "0", "--log-level", "warn"])
+            .args(["--control-port", "0", "--metrics-port", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start holdoff proxy");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut next = |prefix: &str| {
+            let line = lines.next().and_then(Result::ok).unwrap_or_default();
+            line.strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
+                .trim_end_matches('/')
+                .to_owned()
+        };
+        let proxy = next("listening on ");
+        let control = next("control API on ");
+        let metrics = next("metrics on ");
+        Serving {
+            child,
+            proxy,
+            control,
+            metrics,
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
