@@ -16,6 +16,7 @@
 //! on different keys rarely contend.
 
 mod key;
+mod lines;
 mod stage;
 
 use std::collections::HashMap;
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
+pub use lines::LINES_PER_SECOND;
 pub use stage::{DEFAULT_MIN_BACKOFF, JudgeEvent, JudgeStage, KEPT_EVENTS, Verdict};
 pub(crate) use stage::{Origin, fail_closed_answer, wall_of};
 

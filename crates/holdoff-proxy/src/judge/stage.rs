@@ -4,13 +4,14 @@
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use holdoff::clock::TokioClock;
 use holdoff::{Earliest, Policy, Receipt, ResponseInfo};
 use http::{Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
+use super::lines::{Budget, LINES_PER_SECOND};
 use super::{Check, Judge, KeyHasher, KeyText, KeyUrl, WindowKey, WindowKind};
 use crate::fault::ratelimit::ceil_secs;
 use crate::report::{Event, HintKind, Recorder};
@@ -98,11 +99,12 @@ pub struct JudgeStage {
 /// How many verdicts [`JudgeStage::events`] keeps by default: the first.
 pub const KEPT_EVENTS: usize = 10_000;
 
-/// Where verdicts go: the stage's list (the first of them), the log, and the recorder if it
-/// records.
+/// Where verdicts go: the stage's list (the first of them), the log (within a budget of
+/// lines), and the recorder if it records.
 #[derive(Clone, Debug, Default)]
 struct Verdicts {
     events: Arc<Kept>,
+    lines: Arc<Budgets>,
     /// Where throttles and verdicts go for the event log and the reports, if anywhere.
     recorder: Option<Arc<Recorder>>,
 }
@@ -121,6 +123,12 @@ impl Verdicts {
         permitted_at: Option<Instant>,
         by: Option<Duration>,
     ) {
+        self.log(verdict, meta, by);
+        let recorder = self.recording();
+        let keep = self.events.wants_more();
+        if recorder.is_none() && !keep {
+            return;
+        }
         let arrival = meta.received;
         let wall = |at: Instant| wall_of(arrival, at);
         let event = JudgeEvent {
@@ -134,8 +142,32 @@ impl Verdicts {
             retried_at: arrival.wall,
             by,
         };
+        match recorder {
+            Some(recorder) if keep => {
+                recorder.record(Event::from(&event));
+                self.events.push(event);
+            }
+            Some(recorder) => recorder.record(Event::from(event)),
+            None => self.events.push(event),
+        }
+    }
+
+    /// Logs the verdict, within its budget of lines ([`lines`](super::lines)).
+    fn log(&self, verdict: Verdict, meta: &RequestMeta, by: Option<Duration>) {
+        let second = meta
+            .received
+            .wall
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        let take = self.lines.of(verdict).take(second);
+        if take.left_out > 0 {
+            log_left_out(verdict, take.left_out);
+        }
+        if !take.log {
+            return;
+        }
         let ms = by.map_or(u64::MAX, |by| by.as_millis() as u64);
-        let (client, method, url) = (&event.client, &event.method, &event.url);
+        let (client, method, url) = (&meta.client, &meta.method, &meta.uri);
         match verdict {
             Verdict::Premature => tracing::warn!(
                 %client, %method, %url, early_ms = ms, "premature retry"
@@ -152,10 +184,6 @@ impl Verdicts {
                 %client, %method, %url, late_ms = ms, "compliant retry"
             ),
         }
-        if let Some(recorder) = self.recording() {
-            recorder.record(Event::from(&event));
-        }
-        self.events.push(event);
     }
 
     /// Records `check`'s verdict on the request, and answers a retry that broke a window.
@@ -252,6 +280,49 @@ impl Verdicts {
     }
 }
 
+/// A budget of log lines per verdict.
+#[derive(Debug, Default)]
+struct Budgets([Budget; 4]);
+
+impl Budgets {
+    fn of(&self, verdict: Verdict) -> &Budget {
+        let index = match verdict {
+            Verdict::Premature => 0,
+            Verdict::ReadAsZero => 1,
+            Verdict::NoBackoff => 2,
+            Verdict::Compliant => 3,
+        };
+        &self.0[index]
+    }
+}
+
+/// Says how many verdicts of a kind were left out of the log, at that verdict's level.
+fn log_left_out(verdict: Verdict, left_out: u64) {
+    let what = match verdict {
+        Verdict::Premature => "premature retries",
+        Verdict::ReadAsZero => {
+            "retries sooner than the minimum backoff after a malformed Retry-After"
+        }
+        Verdict::NoBackoff => {
+            "retries sooner than the minimum backoff after a throttle without a hint"
+        }
+        Verdict::Compliant => "compliant retries",
+    };
+    let limit = LINES_PER_SECOND;
+    match verdict {
+        Verdict::Premature | Verdict::ReadAsZero => tracing::warn!(
+            left_out,
+            "{left_out} more {what} were not logged one by one (the log takes {limit} a second \
+             of each verdict); the reports and the event log count every one"
+        ),
+        Verdict::NoBackoff | Verdict::Compliant => tracing::info!(
+            left_out,
+            "{left_out} more {what} were not logged one by one (the log takes {limit} a second \
+             of each verdict); the reports and the event log count every one"
+        ),
+    }
+}
+
 /// The request's `User-Agent`, as text.
 fn user_agent(meta: &RequestMeta) -> Option<String> {
     let value = meta.user_agent.as_ref()?;
@@ -335,8 +406,13 @@ impl Kept {
         }
     }
 
+    /// Whether the list has room for more: when it has none, no verdict is built for it.
+    fn wants_more(&self) -> bool {
+        !self.full.load(Ordering::Relaxed)
+    }
+
     fn push(&self, event: JudgeEvent) {
-        if self.full.load(Ordering::Relaxed) {
+        if !self.wants_more() {
             return;
         }
         let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
@@ -726,6 +802,110 @@ mod tests {
             headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
             headers.insert("date", "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap());
             assert!(!has_hint_header(&headers));
+        }
+    }
+
+    mod verdict_log {
+        use std::io;
+        use std::net::{Ipv4Addr, SocketAddr};
+        use std::sync::Mutex;
+
+        use http::Method;
+
+        use super::*;
+        use crate::{ClientId, Mode};
+
+        /// What the log received, one string per line.
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+
+        impl io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+
+        fn meta(at: SystemTime, instant: Instant) -> RequestMeta {
+            RequestMeta {
+                id: 0,
+                client: ClientId::Header("alice".into()),
+                peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
+                received: Receipt { instant, wall: at },
+                method: Method::GET,
+                user_agent: None,
+                uri: "http://api.example/items".parse().unwrap(),
+                mode: Mode::Forward,
+                watched: Some("*".into()),
+            }
+        }
+
+        /// Records `per_second[i]` premature retries in second `i`, and returns the log.
+        fn log_of(verdicts: &Verdicts, per_second: &[u32]) -> Vec<String> {
+            let captured = Captured::default();
+            let writer = captured.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(move || writer.clone())
+                .with_ansi(false)
+                .without_time()
+                .finish();
+            let start = UNIX_EPOCH + Duration::from_secs(1_740_830_400);
+            let instant = holdoff::clock::Clock::now(&holdoff::clock::ManualClock::new(start));
+            tracing::subscriber::with_default(subscriber, || {
+                for (second, &count) in per_second.iter().enumerate() {
+                    let at = start + Duration::from_secs(second as u64);
+                    for _ in 0..count {
+                        verdicts.record(
+                            Verdict::Premature,
+                            &meta(at, instant),
+                            instant,
+                            Some(instant),
+                            Some(Duration::from_millis(900)),
+                        );
+                    }
+                }
+            });
+            let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+            text.lines().map(str::to_owned).collect()
+        }
+
+        #[test]
+        fn logs_a_few_verdicts_a_second_and_says_how_many_it_left_out() {
+            let verdicts = Verdicts::default();
+            let limit = LINES_PER_SECOND as usize;
+            let lines = log_of(&verdicts, &[500, 3]);
+            let one_by_one = lines
+                .iter()
+                .filter(|line| line.contains("premature retry client=header:alice"))
+                .count();
+            assert_eq!(one_by_one, limit + 3, "{lines:#?}");
+            let left_out: Vec<_> = lines
+                .iter()
+                .filter(|line| line.contains("more premature retries were not logged"))
+                .collect();
+            assert_eq!(left_out.len(), 1, "{lines:#?}");
+            assert!(
+                left_out[0].contains(&format!("{} more", 500 - limit)),
+                "{}",
+                left_out[0]
+            );
+            // The line saying so comes before the next second's first verdict.
+            let at = lines.iter().position(|line| line == left_out[0]).unwrap();
+            assert_eq!(at, limit, "{lines:#?}");
+            // Every verdict is still kept for the reports.
+            assert_eq!(verdicts.events.list().len(), 503);
+        }
+
+        #[test]
+        fn logs_every_verdict_of_a_quiet_client() {
+            let verdicts = Verdicts::default();
+            let lines = log_of(&verdicts, &[3, 0, 5, 1]);
+            assert_eq!(lines.len(), 9, "{lines:#?}");
+            assert!(lines.iter().all(|line| line.contains("premature retry")));
         }
     }
 }

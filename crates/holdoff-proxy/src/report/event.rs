@@ -189,6 +189,12 @@ impl Event {
 
 impl From<&JudgeEvent> for Event {
     fn from(event: &JudgeEvent) -> Event {
+        Event::from(event.clone())
+    }
+}
+
+impl From<JudgeEvent> for Event {
+    fn from(event: JudgeEvent) -> Event {
         let ms = event.by.map(|by| by.as_secs_f64() * 1000.0);
         let (early_by_ms, late_by_ms) = match event.verdict {
             Verdict::Compliant => (None, ms),
@@ -196,10 +202,10 @@ impl From<&JudgeEvent> for Event {
         };
         Event::Retry {
             verdict: event.verdict,
-            client: event.client.clone(),
-            user_agent: event.user_agent.clone(),
-            method: event.method.clone(),
-            url: event.url.clone(),
+            client: event.client,
+            user_agent: event.user_agent,
+            method: event.method,
+            url: event.url,
             throttled_at: event.throttled_at,
             permitted_at: event.permitted_at,
             retried_at: event.retried_at,
