@@ -9,7 +9,6 @@
 mod support;
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,13 +21,13 @@ use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::Notify;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Long enough for anything that should happen at once, on a loaded machine.
 const PROMPTLY: Duration = Duration::from_secs(10);
 
 use support::InProcess as Proxy;
+use support::{EndlessUpstream, small_window_client};
 
 /// A forward proxy on a free loopback port, telling clients apart by address (no lookup).
 fn config() -> ProxyConfig {
@@ -75,54 +74,6 @@ async fn closed(stream: &mut TcpStream) -> bool {
         Ok(Ok(0) | Err(_)) => true,
         Ok(Ok(_)) | Err(_) => false,
     }
-}
-
-/// An upstream that answers every request with a body that never ends, and says when it
-/// started sending one and when the proxy hung up on it.
-struct EndlessUpstream {
-    addr: SocketAddr,
-    sending: Arc<Notify>,
-    hung_up: Arc<Notify>,
-}
-
-impl EndlessUpstream {
-    async fn start() -> EndlessUpstream {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let sending = Arc::new(Notify::new());
-        let hung_up = Arc::new(Notify::new());
-        let (started, ended) = (Arc::clone(&sending), Arc::clone(&hung_up));
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let (started, ended) = (Arc::clone(&started), Arc::clone(&ended));
-                tokio::spawn(async move {
-                    let mut head = [0u8; 1024];
-                    let _ = stream.read(&mut head).await;
-                    let head = b"HTTP/1.1 200 OK\r\ncontent-length: 1099511627776\r\n\r\n";
-                    if stream.write_all(head).await.is_err() {
-                        return;
-                    }
-                    let chunk = vec![b'x'; 64 * 1024];
-                    started.notify_one();
-                    while stream.write_all(&chunk).await.is_ok() {}
-                    ended.notify_one();
-                });
-            }
-        });
-        EndlessUpstream {
-            addr,
-            sending,
-            hung_up,
-        }
-    }
-}
-
-/// A client socket that takes little into its receive buffer, so that a proxy writing to it
-/// blocks soon once it stops reading.
-async fn small_window_client(proxy: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(proxy).await.unwrap()
 }
 
 #[tokio::test]

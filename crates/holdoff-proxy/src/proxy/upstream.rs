@@ -27,6 +27,11 @@ const POOL_PER_HOST: usize = 256;
 /// How long an idle upstream connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
 
+/// The most an upstream connection's read buffer grows to (hyper's default is ~400 KiB). A
+/// client that stops reading leaves its upstream's buffer full until the send timeout: this
+/// caps what it holds, as the client side's buffers are capped.
+const UPSTREAM_BUFFER: usize = 64 * 1024;
+
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
 
 /// The clients every request shares.
@@ -61,6 +66,7 @@ impl Upstreams {
         builder
             .pool_max_idle_per_host(POOL_PER_HOST)
             .pool_idle_timeout(POOL_IDLE)
+            .http1_max_buf_size(UPSTREAM_BUFFER)
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new());
         Upstreams {

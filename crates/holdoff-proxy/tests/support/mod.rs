@@ -739,3 +739,68 @@ impl InProcess {
         self.task.await.expect("the proxy task")
     }
 }
+
+/// An upstream that answers every request with a body that never ends, and says when it
+/// started sending one, how many bytes of bodies it has written, and when the proxy hung up
+/// on it.
+pub(crate) struct EndlessUpstream {
+    pub(crate) addr: SocketAddr,
+    pub(crate) sending: Arc<tokio::sync::Notify>,
+    pub(crate) hung_up: Arc<tokio::sync::Notify>,
+    pub(crate) written: Arc<AtomicU64>,
+}
+
+impl EndlessUpstream {
+    pub(crate) async fn start() -> EndlessUpstream {
+        use tokio::io::AsyncWriteExt;
+
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind the upstream");
+        let addr = listener.local_addr().expect("its address");
+        let sending = Arc::new(tokio::sync::Notify::new());
+        let hung_up = Arc::new(tokio::sync::Notify::new());
+        let written = Arc::new(AtomicU64::new(0));
+        let (started, ended, count) = (
+            Arc::clone(&sending),
+            Arc::clone(&hung_up),
+            Arc::clone(&written),
+        );
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (started, ended, count) =
+                    (Arc::clone(&started), Arc::clone(&ended), Arc::clone(&count));
+                tokio::spawn(async move {
+                    let mut head = [0u8; 1024];
+                    let _ = stream.read(&mut head).await;
+                    let head = b"HTTP/1.1 200 OK\r\ncontent-length: 1099511627776\r\n\r\n";
+                    if stream.write_all(head).await.is_err() {
+                        return;
+                    }
+                    let chunk = vec![b'x'; 64 * 1024];
+                    started.notify_one();
+                    while stream.write_all(&chunk).await.is_ok() {
+                        count.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    }
+                    ended.notify_one();
+                });
+            }
+        });
+        EndlessUpstream {
+            addr,
+            sending,
+            hung_up,
+            written,
+        }
+    }
+}
+
+/// A client socket that takes little into its receive buffer, so that a proxy writing to it
+/// blocks soon once it stops reading.
+pub(crate) async fn small_window_client(proxy: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .set_recv_buffer_size(4096)
+        .expect("a small receive buffer");
+    socket.connect(proxy).await.expect("connect to the proxy")
+}
