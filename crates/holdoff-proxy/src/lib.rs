@@ -90,5 +90,5 @@ pub use config::{
 };
 pub use error::{ErrorKind, ProxyError};
 pub use proxy::{
-    Action, ClientId, Finish, Mode, ProxyServer, RequestMeta, ShutdownHandle, Stage, Summary,
+    Action, ClientId, Finish, Mode, Notes, ProxyServer, RequestMeta, ShutdownHandle, Stage, Summary,
 };

@@ -276,3 +276,37 @@ impl SharedState for Unreachable {
         "redis://127.0.0.1:1/0".to_owned()
     }
 }
+
+/// For tests: a store that fails every operation, whose circuit breaker stands as the test
+/// sets it.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Breakered(pub(crate) std::sync::Mutex<Circuit>);
+
+#[cfg(test)]
+impl SharedState for Breakered {
+    fn check(&self, key: WindowKey, penalty: Penalty) -> StateFuture<SharedCheck> {
+        Unreachable.check(key, penalty)
+    }
+
+    fn open(&self, key: WindowKey, wait: Duration, retention: Duration) -> StateFuture<()> {
+        Unreachable.open(key, wait, retention)
+    }
+
+    fn take(&self, counter: &CounterKey, limit: Limit) -> StateFuture<Taken> {
+        Unreachable.take(counter, limit)
+    }
+
+    fn location(&self) -> String {
+        Unreachable.location()
+    }
+
+    fn circuit(&self) -> Option<Circuit> {
+        Some(
+            *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}

@@ -1354,6 +1354,131 @@ mod connection_threads {
 
 /// Whether `via` is what this proxy adds to a request it forwards: `1.1 holdoff-` and its
 /// instance's token, 16 hex digits (which detects a request that looped back to it).
+mod notes {
+    use holdoff_proxy::Notes;
+
+    use super::*;
+
+    /// Long enough for anything that should happen at once, on a loaded machine.
+    const PROMPTLY: Duration = Duration::from_secs(10);
+
+    /// A note that counts itself: each one holds a clone of the stage's token.
+    #[derive(Clone)]
+    struct Token(#[allow(dead_code)] Arc<()>);
+
+    /// Leaves a token on every request and, on the response, takes it and says so.
+    struct Noting {
+        token: Arc<()>,
+    }
+
+    impl Noting {
+        /// How many notes are alive: requests that have not been answered or dropped.
+        fn alive(&self) -> usize {
+            Arc::strong_count(&self.token) - 1
+        }
+
+        /// Returns once every note is gone.
+        async fn settled(&self) {
+            let gone = until(|| self.alive() == 0).await;
+            assert!(gone, "{} notes outlive their requests", self.alive());
+        }
+    }
+
+    /// Whether `done` came true within [`PROMPTLY`], looking every few milliseconds.
+    // Requests end over real sockets, in real time: a paused clock cannot stand in.
+    #[allow(clippy::disallowed_methods)]
+    async fn until(done: impl Fn() -> bool) -> bool {
+        tokio::time::timeout(PROMPTLY, async {
+            while !done() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    impl Stage for Noting {
+        fn on_request(&self, mut request: Request<Body>, _: &RequestMeta) -> Action {
+            Notes::leave(&mut request, Token(Arc::clone(&self.token)));
+            Action::Continue(request)
+        }
+
+        fn on_response(&self, response: &mut Response<Body>, _: &RequestMeta) {
+            if Notes::take::<Token>(response).is_some() {
+                response
+                    .headers_mut()
+                    .insert("x-note", "taken".parse().unwrap());
+            }
+        }
+    }
+
+    /// After [`Noting`], by path: resets the request (`/reset`), holds it forever (`/hang`),
+    /// answers it itself (`/answer`), or lets it go on.
+    struct Fate;
+
+    impl Stage for Fate {
+        fn on_request(&self, request: Request<Body>, _: &RequestMeta) -> Action {
+            match request.uri().path() {
+                "/reset" => Action::Abort,
+                "/hang" => Action::later(std::future::pending()),
+                "/answer" => Action::Respond(Response::new(Body::from("answered"))),
+                _ => Action::Continue(request),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn reach_every_kind_of_response_and_never_outlive_their_request() {
+        let upstream = TestServer::start().await;
+        upstream.set_default("/ok", Reply::ok("upstream"));
+        let noting = Arc::new(Noting {
+            token: Arc::new(()),
+        });
+        let stages: Vec<Arc<dyn Stage>> = vec![noting.clone(), Arc::new(Fate)];
+        let proxy = Proxy::start(config(), stages).await;
+
+        // The upstream's response, a later stage's answer and the proxy's own 502 each bring
+        // the note back to the stage that left it.
+        let gone = format!("http://127.0.0.1:{}/gone", closed_port().await);
+        for (url, status) in [
+            (upstream.url("/ok"), StatusCode::OK),
+            (upstream.url("/answer"), StatusCode::OK),
+            (gone, StatusCode::BAD_GATEWAY),
+        ] {
+            let response = send(proxy.addr, proxied(&url, &[])).await;
+            assert_eq!(response.status(), status, "{url}");
+            assert_eq!(response.headers()["x-note"], "taken", "{url}");
+        }
+        noting.settled().await;
+
+        // A reset request has no response: its note goes with it.
+        let host = upstream.addr().to_string();
+        let reset = raw(
+            proxy.addr,
+            format!("GET http://{host}/reset HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        )
+        .await;
+        assert_eq!(reset, "", "a reset request is not answered");
+        noting.settled().await;
+
+        // A held request keeps its note while it waits, and drops it when its client goes.
+        let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+        client
+            .write_all(
+                format!("GET http://{host}/hang HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+        let waiting = until(|| noting.alive() > 0).await;
+        assert!(waiting, "the held request never reached the stages");
+        assert_eq!(noting.alive(), 1);
+        drop(client);
+        noting.settled().await;
+
+        proxy.stop().await;
+    }
+}
+
 fn is_holdoff_via(via: &str, version: &str) -> bool {
     via.strip_prefix(version)
         .and_then(|rest| rest.strip_prefix(" holdoff-"))

@@ -484,33 +484,7 @@ mod tests {
         fn say_whether_the_shared_states_circuit_is_open_and_how_often_it_opened() {
             use std::sync::Mutex;
 
-            use crate::fault::ratelimit::{Limit, Taken};
-            use crate::judge::{Penalty, WindowKey};
-            use crate::shared::{
-                Circuit, CounterKey, OnFailure, SharedCheck, SharedState, SharedStore, StateFuture,
-            };
-
-            /// A store whose breaker stands as the test sets it.
-            #[derive(Debug)]
-            struct Breakered(Mutex<Circuit>);
-
-            impl SharedState for Breakered {
-                fn check(&self, _: WindowKey, _: Penalty) -> StateFuture<SharedCheck> {
-                    Box::pin(std::future::ready(Err("open".into())))
-                }
-                fn open(&self, _: WindowKey, _: Duration, _: Duration) -> StateFuture<()> {
-                    Box::pin(std::future::ready(Err("open".into())))
-                }
-                fn take(&self, _: &CounterKey, _: Limit) -> StateFuture<Taken> {
-                    Box::pin(std::future::ready(Err("open".into())))
-                }
-                fn location(&self) -> String {
-                    "redis://127.0.0.1:1/0".to_owned()
-                }
-                fn circuit(&self) -> Option<Circuit> {
-                    Some(*self.0.lock().unwrap())
-                }
-            }
+            use crate::shared::{Breakered, Circuit, OnFailure, SharedStore};
 
             let clock = Arc::new(ManualClock::new(UNIX_EPOCH));
             let state = Arc::new(Breakered(Mutex::new(Circuit {

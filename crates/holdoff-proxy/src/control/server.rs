@@ -267,6 +267,18 @@ struct SharedStatus {
     failures: u64,
     /// `fail-open` or `fail-closed`.
     on_failure: &'static str,
+    /// The store's circuit breaker, if it has one (Redis does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    circuit: Option<CircuitStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct CircuitStatus {
+    /// Whether it is open: the store is not asked (the proxy answers by its failure mode)
+    /// until a probe in the background gets an answer.
+    open: bool,
+    /// How many times it has opened.
+    openings: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -340,6 +352,10 @@ fn status(control: &Control) -> Status {
                     OnFailure::FailClosed { .. } => "fail-closed",
                     _ => "fail-open",
                 },
+                circuit: store.circuit().map(|circuit| CircuitStatus {
+                    open: circuit.open,
+                    openings: circuit.openings,
+                }),
             }),
     }
 }
@@ -433,7 +449,7 @@ mod tests {
         use super::*;
         use crate::control::MetricsStage;
         use crate::judge::{Judge, JudgeStage, KeyMode};
-        use crate::shared::{SharedStore, Unreachable};
+        use crate::shared::{Breakered, Circuit, SharedStore, Unreachable};
 
         #[test]
         fn shows_the_shared_state_only_when_there_is_one() {
@@ -462,6 +478,32 @@ mod tests {
                     "failures": 1,
                     "on_failure": "fail-closed",
                 })
+            );
+        }
+
+        #[test]
+        fn shows_the_shared_states_circuit_breaker() {
+            let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
+            let state = Arc::new(Breakered(std::sync::Mutex::new(Circuit {
+                open: true,
+                openings: 2,
+            })));
+            let store = Arc::new(SharedStore::new(state.clone(), OnFailure::FailOpen));
+            let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
+            let control =
+                Control::new(metrics).judge(Arc::new(JudgeStage::new(judge).with_shared(store)));
+            let value = serde_json::to_value(status(&control)).unwrap();
+            assert_eq!(
+                value["shared_state"]["circuit"],
+                serde_json::json!({"open": true, "openings": 2})
+            );
+            assert_eq!(value["shared_state"]["on_failure"], "fail-open");
+
+            state.0.lock().unwrap().open = false;
+            let value = serde_json::to_value(status(&control)).unwrap();
+            assert_eq!(
+                value["shared_state"]["circuit"],
+                serde_json::json!({"open": false, "openings": 2})
             );
         }
     }

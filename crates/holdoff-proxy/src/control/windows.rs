@@ -386,7 +386,8 @@ mod tests {
             panic!("the book passes every request on");
         };
         match judge.on_request(request, meta) {
-            Action::Continue(_) => {
+            Action::Continue(mut request) => {
+                crate::Notes::pass(&mut request, &mut response);
                 judge.on_response(&mut response, meta);
                 book.on_response(&mut response, meta);
             }

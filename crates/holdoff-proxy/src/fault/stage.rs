@@ -8,15 +8,13 @@
 //! then resumes the chain at the step after (or at the same step, with the body read).
 //!
 //! What a request leaves for its response — the rate-limit headers of a counted request, a
-//! truncated or slowed body — is kept in a small map keyed by [`RequestMeta::id`] and taken
-//! out by [`Stage::on_response`]. A request that never gets there (its client went away, a
-//! later stage dropped it) leaves an entry that [`FaultStage::evict`] sweeps once it is ten
-//! minutes old.
+//! truncated or slowed body — is a [`Notes`] note on the request, which the proxy carries to
+//! the response for [`Stage::on_response`]; a request that never gets there (its client went
+//! away, a later stage dropped it) takes its note with it.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -31,14 +29,11 @@ use super::plan::{FaultPlan, NetworkFault, Outcome, RateLimitRule, RequestMatch,
 use super::ratelimit::{self, Limit, RateLimiter, Taken, ceil_secs};
 use crate::judge::fail_closed_answer;
 use crate::shared::{CounterKey, OnFailure, SharedStore};
-use crate::{Action, Body, RequestMeta, Stage};
+use crate::{Action, Body, Notes, RequestMeta, Stage};
 
 /// The most of a request body read to look for a fragment; a larger body matches no
 /// fragment and passes on whole.
 const BODY_LIMIT: usize = 1 << 20;
-
-/// How long what a request left for its response is kept when no response comes for it.
-const PENDING_TTL: Duration = Duration::from_secs(600);
 
 /// How many faults a [`FaultStage`] has injected, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -143,10 +138,6 @@ struct Inner {
     rng: FaultRng,
     clock: Arc<dyn Clock>,
     counts: [AtomicU64; 8],
-    /// What requests left for their responses, by request id.
-    pending: Mutex<HashMap<u64, Pending>>,
-    /// The map's length, so that `on_response` takes no lock while it is empty.
-    pending_len: AtomicUsize,
     /// The store rate-limit counters are shared with other proxies in, if any.
     shared: OnceLock<Arc<SharedStore>>,
 }
@@ -164,10 +155,9 @@ struct Armed {
     idle: bool,
 }
 
-/// What a request leaves for its response.
-struct Pending {
-    /// When it was left, to sweep it if the response never comes.
-    since: Instant,
+/// What a request leaves for its response, as its [`Notes`] note.
+#[derive(Clone, Debug, Default)]
+struct Left {
     /// Rate-limit headers of a counted request.
     headers: Vec<(HeaderName, HeaderValue)>,
     /// A truncate or slow-body fault to apply to the response body.
@@ -210,8 +200,6 @@ impl FaultStage {
                 rng,
                 clock,
                 counts: Default::default(),
-                pending: Mutex::default(),
-                pending_len: AtomicUsize::new(0),
                 shared: OnceLock::new(),
             }),
         }
@@ -262,18 +250,9 @@ impl FaultStage {
     }
 
     /// Drops idle rate-limit counters (call periodically), and returns how many.
-    ///
-    /// Also forgets what requests that never got a response left for it, once
-    /// ten minutes old.
     pub fn evict(&self, now: Instant) -> usize {
         let armed = self.inner.current();
-        let dropped = armed.limiters.iter().map(|l| l.evict(now)).sum();
-        let mut pending = self.inner.pending();
-        pending.retain(|_, left| now.saturating_duration_since(left.since) < PENDING_TTL);
-        self.inner
-            .pending_len
-            .store(pending.len(), Ordering::Relaxed);
-        dropped
+        armed.limiters.iter().map(|l| l.evict(now)).sum()
     }
 }
 
@@ -300,19 +279,8 @@ impl Stage for FaultStage {
             .decide(&armed, request, meta, &url, Step::Latency, Read::Unread)
     }
 
-    fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
-        if meta.watched.is_none() || self.inner.pending_len.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let left = {
-            let mut pending = self.inner.pending();
-            let left = pending.remove(&meta.id);
-            self.inner
-                .pending_len
-                .store(pending.len(), Ordering::Relaxed);
-            left
-        };
-        let Some(left) = left else {
+    fn on_response(&self, response: &mut Response<Body>, _: &RequestMeta) {
+        let Some(left) = Notes::take::<Left>(response) else {
             return;
         };
         // The limiter counted this request: its state is what the client should see.
@@ -424,32 +392,6 @@ fn same_counter(old: &RateLimitRule, new: &RateLimitRule) -> bool {
 impl Inner {
     fn current(&self) -> Arc<Armed> {
         Arc::clone(&self.armed.read().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Leaves something for the request's response.
-    fn leave(&self, id: u64, leave: impl FnOnce(&mut Pending)) {
-        let since = self.clock.now();
-        let mut pending = self.pending();
-        leave(pending.entry(id).or_insert_with(|| Pending {
-            since,
-            headers: Vec::new(),
-            body: None,
-        }));
-        self.pending_len.store(pending.len(), Ordering::Relaxed);
-    }
-
-    /// Forgets what the request left: it will get no response.
-    fn forget(&self, id: u64) {
-        if self.pending_len.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let mut pending = self.pending();
-        pending.remove(&id);
-        self.pending_len.store(pending.len(), Ordering::Relaxed);
     }
 
     /// Counts and logs an injected fault.
@@ -569,7 +511,6 @@ impl Inner {
                         error = %err,
                         "the request body could not be read"
                     );
-                    this.forget(meta.id);
                     Action::Respond(plain(
                         StatusCode::BAD_REQUEST,
                         "holdoff: the request body could not be read\n".to_owned(),
@@ -646,7 +587,6 @@ impl Inner {
         }
         if plan.block_unmocked {
             self.record(Kind::Blocked, meta, Some(StatusCode::BAD_GATEWAY), None);
-            self.forget(meta.id);
             return Flow::Done(Action::Respond(plain(
                 StatusCode::BAD_GATEWAY,
                 format!(
@@ -720,7 +660,6 @@ impl Inner {
                     Some(theirs) => taken.push((index, theirs)),
                     None => match store.on_failure() {
                         OnFailure::FailClosed { hold } => {
-                            this.forget(meta.id);
                             return Action::Respond(fail_closed_answer(hold));
                         }
                         _ => taken.push((index, mine)),
@@ -739,7 +678,7 @@ impl Inner {
     fn conclude_limits(
         &self,
         armed: &Armed,
-        request: Request<Body>,
+        mut request: Request<Body>,
         meta: &RequestMeta,
         taken: Vec<(usize, Taken)>,
     ) -> Flow {
@@ -756,7 +695,6 @@ impl Inner {
             let response = self.refusal(plan.retry_after_form, rule, taken, wall);
             let wait = taken.retry_after.unwrap_or(taken.reset);
             self.record(Kind::RateLimited, meta, Some(response.status()), Some(wait));
-            self.forget(meta.id);
             return Flow::Done(Action::Respond(response));
         }
         let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
@@ -772,7 +710,7 @@ impl Inner {
             }
         }
         if !headers.is_empty() {
-            self.leave(meta.id, |left| left.headers = headers);
+            Notes::entry::<Left>(&mut request).headers = headers;
         }
         Flow::Next(request)
     }
@@ -816,7 +754,7 @@ impl Inner {
     fn error(
         self: &Arc<Self>,
         armed: &Arc<Armed>,
-        request: Request<Body>,
+        mut request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
         read: Read,
@@ -863,23 +801,29 @@ impl Inner {
                     Some(rendered.response.status()),
                     rendered.hint,
                 );
-                Action::Respond(rendered.response.map(Body::full))
+                // A counted request's limit headers go on the error that answers it.
+                let mut response = rendered.response.map(Body::full);
+                Notes::carry::<Left>(&mut request, &mut response);
+                Action::Respond(response)
             }
             Some(Err(fault)) => self.network(fault, request, meta),
         }
     }
 
     /// Applies a network fault to the request.
-    fn network(&self, fault: NetworkFault, request: Request<Body>, meta: &RequestMeta) -> Action {
+    fn network(
+        &self,
+        fault: NetworkFault,
+        mut request: Request<Body>,
+        meta: &RequestMeta,
+    ) -> Action {
         match fault {
             NetworkFault::Reset => {
                 self.record(Kind::Reset, meta, None, None);
-                self.forget(meta.id);
                 Action::Abort
             }
             NetworkFault::Hang { r#for } => {
                 self.record(Kind::Hang, meta, None, Some(r#for));
-                self.forget(meta.id);
                 drop(request);
                 // hyper drops this future when the client closes the connection; otherwise
                 // it ends as a reset.
@@ -895,12 +839,12 @@ impl Inner {
             }
             NetworkFault::Truncate { .. } => {
                 self.record(Kind::Truncate, meta, None, None);
-                self.leave(meta.id, |left| left.body = Some(fault));
+                Notes::entry::<Left>(&mut request).body = Some(fault);
                 Action::Continue(request)
             }
             NetworkFault::SlowBody { .. } => {
                 self.record(Kind::Slow, meta, None, None);
-                self.leave(meta.id, |left| left.body = Some(fault));
+                Notes::entry::<Left>(&mut request).body = Some(fault);
                 Action::Continue(request)
             }
         }
@@ -1082,7 +1026,11 @@ mod tests {
                 .stage
                 .on_request(request(Method::GET, url, Body::empty()), &meta);
             let mut response = match settle(action).await {
-                Action::Continue(_) => Response::new(Body::from("upstream")),
+                Action::Continue(mut request) => {
+                    let mut response = Response::new(Body::from("upstream"));
+                    Notes::pass(&mut request, &mut response);
+                    response
+                }
                 Action::Respond(response) => response,
                 other => panic!("unexpected {other:?}"),
             };
@@ -1660,11 +1608,14 @@ mod tests {
                 request(Method::GET, "http://api.test/x", Body::empty()),
                 &meta,
             );
-            assert!(matches!(action, Action::Continue(_)));
+            let Action::Continue(mut request) = action else {
+                panic!("a truncate goes on upstream: {action:?}");
+            };
             let mut response = Response::new(Body::from("0123456789"));
             response
                 .headers_mut()
                 .insert(header::CONTENT_LENGTH, HeaderValue::from(10));
+            Notes::pass(&mut request, &mut response);
             driver.stage.on_response(&mut response, &meta);
             assert_eq!(header(&response, "content-length"), "10");
             let mut body = response.into_body();
@@ -1679,14 +1630,24 @@ mod tests {
             let fault = NetworkFault::Truncate { after: Some(1) };
             let mut driver = Driver::new(faulting(fault), 1);
             let meta = driver.meta("alice", Method::GET, "http://api.test/x");
-            let _ = driver.stage.on_request(
+            let action = driver.stage.on_request(
                 request(Method::GET, "http://api.test/x", Body::empty()),
                 &meta,
             );
-            assert_eq!(driver.stage.inner.pending_len.load(Ordering::Relaxed), 1);
+            let Action::Continue(mut request) = action else {
+                panic!("a truncate goes on upstream: {action:?}");
+            };
             let mut response = Response::new(Body::from("whole"));
+            Notes::pass(&mut request, &mut response);
             driver.stage.on_response(&mut response, &meta);
-            assert_eq!(driver.stage.inner.pending_len.load(Ordering::Relaxed), 0);
+            assert!(Notes::get::<Left>(&response).is_none(), "taken");
+            // A second pass finds nothing to apply.
+            let mut again = Response::new(Body::from("whole"));
+            driver.stage.on_response(&mut again, &meta);
+            assert_eq!(
+                again.into_body().collect().await.unwrap().to_bytes(),
+                "whole"
+            );
         }
     }
 }

@@ -16,7 +16,7 @@ use super::{Check, Judge, KeyHasher, KeyText, KeyUrl, WindowKey, WindowKind};
 use crate::fault::ratelimit::ceil_secs;
 use crate::report::{Event, HintKind, Recorder};
 use crate::shared::{OnFailure, SharedCheck, SharedStore};
-use crate::{Action, Body, Finish, RequestMeta, Stage};
+use crate::{Action, Body, Finish, Notes, RequestMeta, Stage};
 
 /// What the judge found, for the log and the reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +73,11 @@ impl Verdict {
     }
 }
 
+/// In header mode, the value of the header a request is keyed by: left for its response,
+/// whose window opens under the same key.
+#[derive(Clone, Debug)]
+struct KeyHeader(String);
+
 /// Marks a response the judge made itself, so it does not open a window of its own.
 #[derive(Clone, Copy, Debug)]
 struct JudgeAnswer;
@@ -90,8 +95,6 @@ pub struct JudgeStage {
     hints: Policy,
     /// How long a retry must wait after a throttle whose hint was malformed or missing.
     min_backoff: Duration,
-    /// In header mode, the header's value per request id, from the request to its response.
-    pending_headers: Mutex<std::collections::HashMap<u64, String>>,
     /// The store other proxies share, if any.
     shared: Option<Arc<SharedStore>>,
 }
@@ -440,7 +443,6 @@ impl JudgeStage {
             verdicts: Verdicts::default(),
             hints: Policy::default(),
             min_backoff: DEFAULT_MIN_BACKOFF,
-            pending_headers: Mutex::default(),
             shared: None,
         }
     }
@@ -537,15 +539,8 @@ impl JudgeStage {
         response: &Response<Body>,
         meta: &RequestMeta,
     ) -> Option<(WindowKey, Duration)> {
-        // Only header mode keeps a value per request: the others take no lock here.
-        let header = match self.judge.mode() {
-            super::KeyMode::Header(_) => self
-                .pending_headers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&meta.id),
-            _ => None,
-        };
+        // Only header mode leaves a note: the header's value, as the request had it.
+        let header = Notes::get::<KeyHeader>(response).map(|note| note.0.as_str());
         if response.extensions().get::<JudgeAnswer>().is_some() {
             return None;
         }
@@ -564,7 +559,7 @@ impl JudgeStage {
         if read.hint == HintKind::None && !throttle {
             return None;
         }
-        let (local, shared) = self.keys(meta, header.as_deref());
+        let (local, shared) = self.keys(meta, header);
         self.judge
             .open_as(local, receipt.instant, read.permitted_at, read.kind);
         if let Some(recorder) = self.verdicts.recording() {
@@ -693,14 +688,11 @@ fn has_hint_header(headers: &http::HeaderMap) -> bool {
 }
 
 impl Stage for JudgeStage {
-    fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
+    fn on_request(&self, mut request: Request<Body>, meta: &RequestMeta) -> Action {
         let header = header_value(self, &request);
         let (local, shared) = self.keys(meta, header.as_deref());
         if let Some(value) = header {
-            self.pending_headers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(meta.id, value);
+            Notes::leave(&mut request, KeyHeader(value));
         }
         let (Some(store), Some(shared)) = (&self.shared, shared) else {
             let check = self.judge.check(local, meta.received.instant);

@@ -22,7 +22,7 @@ use super::affinity::{Outbound, Sent};
 use super::connect::{self, Tunnel};
 use super::headers::{CLIENT_HEADER, add_via, has_several_hosts, strip_hop_by_hop, wants_upgrade};
 use super::server::Conn;
-use super::stage::{Action, ClientId, Mode, RequestMeta};
+use super::stage::{Action, ClientId, Mode, Notes, RequestMeta};
 use super::upstream::{Failure, stalled};
 use super::{Route, Shared, reply, unread};
 use crate::Body;
@@ -142,7 +142,7 @@ pub(crate) async fn handle(
         meta: &meta,
     };
 
-    let (decision, seen) = run_stages(shared, request, &meta).await;
+    let (decision, seen, notes) = run_stages(shared, request, &meta).await;
     let (mut response, failure) = match decision {
         Decision::Forward(request) => {
             // The body went upstream: whatever becomes of it there, nobody waits for it here.
@@ -169,6 +169,7 @@ pub(crate) async fn handle(
             return Err(Aborted);
         }
     };
+    notes.deliver(&mut response);
     for stage in shared.stages[..seen].iter().rev() {
         stage.on_response(&mut response, &meta);
         if let Some(finish) = stage.finish_response(&response, &meta) {
@@ -635,25 +636,35 @@ enum Decision {
     Abort,
 }
 
-/// Runs the stages in order until one answers; returns what to do and how many stages saw
-/// the request (those get `on_response`).
+/// Runs the stages in order until one answers; returns what to do, how many stages saw the
+/// request (those get `on_response`), and the notes they left for the response.
+///
+/// The notes come off the request after each stage, so that they survive a stage that
+/// answers and drops the request; they are owned by the request's future, so they go with
+/// it whatever becomes of it.
 async fn run_stages(
     shared: &Shared,
     mut request: Request<Body>,
     meta: &RequestMeta,
-) -> (Decision, usize) {
+) -> (Decision, usize, Notes) {
+    let mut notes = Notes::default();
     for (index, stage) in shared.stages.iter().enumerate() {
         let mut action = stage.on_request(request, meta);
         request = loop {
             match action {
-                Action::Continue(request) => break request,
-                Action::Respond(response) => return (Decision::Answer(response), index + 1),
+                Action::Continue(mut request) => {
+                    notes.gather(&mut request);
+                    break request;
+                }
+                Action::Respond(response) => {
+                    return (Decision::Answer(response), index + 1, notes);
+                }
                 Action::Later(future) => action = future.await,
-                Action::Abort => return (Decision::Abort, index + 1),
+                Action::Abort => return (Decision::Abort, index + 1, notes),
             }
         };
     }
-    (Decision::Forward(request), shared.stages.len())
+    (Decision::Forward(request), shared.stages.len(), notes)
 }
 
 /// Sends the request upstream and prepares the response for the client; an upstream failure

@@ -35,7 +35,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use stage::{Action, ClientId, Finish, Mode, RequestMeta, Stage};
+pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
 
 use crate::ProxyError;

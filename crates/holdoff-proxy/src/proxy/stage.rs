@@ -57,7 +57,8 @@ pub trait Stage: Send + Sync + 'static {
 
     /// Looks at, or modifies, the response before it goes back to the client: an upstream's,
     /// another stage's, or one the proxy made. The body is not read yet; a stage can replace
-    /// it (e.g. to cut it short).
+    /// it (e.g. to cut it short). What the stage's `on_request` left for it is a note on the
+    /// response: [`Notes::take`].
     fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
         let _ = (response, meta);
     }
@@ -69,6 +70,136 @@ pub trait Stage: Send + Sync + 'static {
     fn finish_response(&self, response: &Response<Body>, meta: &RequestMeta) -> Option<Finish> {
         let _ = (response, meta);
         None
+    }
+}
+
+/// What stages leave on a request for its response: a typed note each, which the proxy carries
+/// from the request to whichever response comes back — the upstream's, a later stage's answer,
+/// or one the proxy made itself.
+///
+/// A stage leaves a note in [`Stage::on_request`] with [`Notes::leave`] and takes it back in
+/// [`Stage::on_response`] with [`Notes::take`]; a private type per stage keeps notes apart.
+/// Notes live exactly as long as the request: one that is reset, aborted, cut by shutdown or
+/// dropped when its client goes away drops its notes with it, so a stage keeps no per-request
+/// state of its own and has nothing to sweep.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::{Action, Body, Notes, RequestMeta, Stage};
+/// use http::{Request, Response};
+///
+/// /// Tells the client how long its request took to reach the proxy's last stage.
+/// struct Timing;
+///
+/// #[derive(Clone)]
+/// struct Seen(std::time::Instant);
+///
+/// impl Stage for Timing {
+///     fn on_request(&self, mut request: Request<Body>, meta: &RequestMeta) -> Action {
+///         Notes::leave(&mut request, Seen(meta.received.instant));
+///         Action::Continue(request)
+///     }
+///
+///     fn on_response(&self, response: &mut Response<Body>, _: &RequestMeta) {
+///         if let Some(Seen(at)) = Notes::take::<Seen>(response) {
+///             let _ = at; // e.g. a Server-Timing header
+///         }
+///     }
+/// }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Notes(http::Extensions);
+
+impl Notes {
+    /// Leaves `note` on `request` for its response, replacing a note of the same type.
+    pub fn leave<T: Clone + Send + Sync + 'static>(request: &mut Request<Body>, note: T) {
+        request
+            .extensions_mut()
+            .get_or_insert_default::<Notes>()
+            .0
+            .insert(note);
+    }
+
+    /// Takes the note of type `T` the request left, from its response.
+    pub fn take<T: Clone + Send + Sync + 'static>(response: &mut Response<Body>) -> Option<T> {
+        response
+            .extensions_mut()
+            .get_mut::<Notes>()?
+            .0
+            .remove::<T>()
+    }
+
+    /// The note of type `T` on `request`, a default one left first if there is none: for a
+    /// stage that adds to its note as it decides.
+    pub fn entry<T: Default + Clone + Send + Sync + 'static>(
+        request: &mut Request<Body>,
+    ) -> &mut T {
+        request
+            .extensions_mut()
+            .get_or_insert_default::<Notes>()
+            .0
+            .get_or_insert_default::<T>()
+    }
+
+    /// Moves the note of type `T` from `request` to `response`: for a stage that answers
+    /// itself after leaving a note, which would otherwise go with the request it drops.
+    pub fn carry<T: Clone + Send + Sync + 'static>(
+        request: &mut Request<Body>,
+        response: &mut Response<Body>,
+    ) {
+        let Some(note) = request
+            .extensions_mut()
+            .get_mut::<Notes>()
+            .and_then(|notes| notes.0.remove::<T>())
+        else {
+            return;
+        };
+        response
+            .extensions_mut()
+            .get_or_insert_default::<Notes>()
+            .0
+            .insert(note);
+    }
+
+    /// The note of type `T` the request left, on its response, left in place: for
+    /// [`Stage::finish_response`], which sees the response but cannot change it.
+    pub fn get<T: Clone + Send + Sync + 'static>(response: &Response<Body>) -> Option<&T> {
+        response.extensions().get::<Notes>()?.0.get::<T>()
+    }
+
+    /// Moves the notes `request` carries into these: a stage may answer with a response of
+    /// its own and drop the request, and the notes of the stages before it must not go with it.
+    pub(crate) fn gather<B>(&mut self, request: &mut Request<B>) {
+        if request.extensions().is_empty() {
+            return;
+        }
+        if let Some(notes) = request.extensions_mut().remove::<Notes>() {
+            self.0.extend(notes.0);
+        }
+    }
+
+    /// For tests that drive stages by hand: what the proxy does between a request's
+    /// `on_request`s and its response's `on_response`s, the notes moved from one to the other.
+    #[cfg(test)]
+    pub(crate) fn pass(request: &mut Request<Body>, response: &mut Response<Body>) {
+        let mut notes = Notes::default();
+        notes.gather(request);
+        notes.deliver(response);
+    }
+
+    /// Puts these notes on `response`, for the stages' `on_response`, beside any the
+    /// response already carries ([`Notes::carry`]).
+    pub(crate) fn deliver<B>(self, response: &mut Response<B>) {
+        if self.0.is_empty() {
+            return;
+        }
+        match response.extensions_mut().get_mut::<Notes>() {
+            Some(notes) => notes.0.extend(self.0),
+            None => {
+                response.extensions_mut().insert(self);
+            }
+        }
     }
 }
 
