@@ -325,34 +325,16 @@ impl OpenWindows for WindowBook {
 mod tests {
     use super::*;
 
-    use std::net::{Ipv4Addr, SocketAddr};
-
     use holdoff::clock::SystemClock;
-    use http::{Method, StatusCode, header};
+    use http::{StatusCode, header};
 
     use crate::judge::JudgeStage;
-    use crate::{ClientId, Mode};
 
     /// Both clocks now.
     fn now() -> Receipt {
         Receipt {
             instant: SystemClock.now(),
             wall: SystemClock.wall_now(),
-        }
-    }
-
-    fn meta(id: u64, client: &str, url: &str, at: Receipt) -> RequestMeta {
-        let uri: http::Uri = url.parse().unwrap();
-        RequestMeta {
-            id,
-            client: ClientId::Header(client.into()),
-            peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
-            received: at,
-            method: Method::GET,
-            user_agent: None,
-            uri,
-            mode: Mode::Forward,
-            watched: Some("*".into()),
         }
     }
 
@@ -414,7 +396,7 @@ mod tests {
                 let stage = JudgeStage::new(Arc::clone(&judge));
                 let book = WindowBook::new(judge);
                 let url = "http://API.test:8080/items?page=2";
-                let meta = meta(1, "alice", url, start);
+                let meta = RequestMeta::for_test(1, "alice", url, start);
                 exchange(&book, &stage, &meta, Some("acme"), throttled("30"));
                 let open = book.open_windows(now());
                 assert_eq!(open.len(), 1, "{mode:?}");
@@ -439,7 +421,7 @@ mod tests {
             exchange(
                 &book,
                 &stage,
-                &meta(1, "a", url, start),
+                &RequestMeta::for_test(1, "a", url, start),
                 None,
                 throttled("1"),
             );
@@ -450,7 +432,13 @@ mod tests {
                 wall: start.wall + Duration::from_secs(2),
             };
             let ok = Response::new(Body::empty());
-            exchange(&book, &stage, &meta(2, "a", url, later), None, ok);
+            exchange(
+                &book,
+                &stage,
+                &RequestMeta::for_test(2, "a", url, later),
+                None,
+                ok,
+            );
             assert!(book.open_windows(later).is_empty());
             assert_eq!(book.book().labels.len(), 0);
         }
@@ -465,12 +453,18 @@ mod tests {
             exchange(
                 &book,
                 &stage,
-                &meta(1, "a", url, start),
+                &RequestMeta::for_test(1, "a", url, start),
                 None,
                 throttled("60"),
             );
             let ok = Response::new(Body::empty());
-            exchange(&book, &stage, &meta(2, "a", url, start), None, ok);
+            exchange(
+                &book,
+                &stage,
+                &RequestMeta::for_test(2, "a", url, start),
+                None,
+                ok,
+            );
             assert_eq!(book.open_windows(start).len(), 1);
         }
 
@@ -485,7 +479,7 @@ mod tests {
                 exchange(
                     &book,
                     &stage,
-                    &meta(id, "a", &url, start),
+                    &RequestMeta::for_test(id, "a", &url, start),
                     None,
                     throttled("60"),
                 );
@@ -503,7 +497,13 @@ mod tests {
         fn throttle(book: &WindowBook, judge: &JudgeStage, n: u64, at: Receipt, wait: &str) {
             for id in 0..n {
                 let url = format!("http://api.test/{id}");
-                exchange(book, judge, &meta(id, "a", &url, at), None, throttled(wait));
+                exchange(
+                    book,
+                    judge,
+                    &RequestMeta::for_test(id, "a", &url, at),
+                    None,
+                    throttled(wait),
+                );
             }
         }
 
@@ -529,7 +529,7 @@ mod tests {
             assert_eq!(book.book().labels.len(), 10_000);
             // Each window more, while all are before their permitted time, costs no lookup.
             for id in N..N + 100 {
-                let meta = meta(id, "a", &format!("http://api.test/{id}"), start);
+                let meta = RequestMeta::for_test(id, "a", &format!("http://api.test/{id}"), start);
                 exchange(&book, &stage, &meta, None, throttled("60"));
             }
             assert_eq!(looked_up(&book), 0);
@@ -547,19 +547,19 @@ mod tests {
             throttle(&book, &stage, N, start, "60");
             // Past the permitted time, /0 is retried (compliant): its window closes.
             let after = later(start, Duration::from_secs(61));
-            let retry = meta(N, "a", "http://api.test/0", after);
+            let retry = RequestMeta::for_test(N, "a", "http://api.test/0", after);
             exchange(&book, &stage, &retry, None, Response::new(Body::empty()));
             assert_eq!(judge.open_windows(), 9_999);
             // The first new window finds every window due: it looks each up once, drops /0's
             // label and takes its place.
             let url = |id: u64| format!("http://api.test/new/{id}");
-            let first = meta(N + 1, "a", &url(0), after);
+            let first = RequestMeta::for_test(N + 1, "a", &url(0), after);
             exchange(&book, &stage, &first, None, throttled("60"));
             assert_eq!(looked_up(&book), 10_000);
             assert_eq!(book.unlabelled(), 0);
             // The next thousand look up nothing: none is due again within the second.
             for id in 1..1_000 {
-                let meta = meta(N + 1 + id, "a", &url(id), after);
+                let meta = RequestMeta::for_test(N + 1 + id, "a", &url(id), after);
                 exchange(&book, &stage, &meta, None, throttled("60"));
             }
             assert_eq!(looked_up(&book), 10_000);
@@ -584,7 +584,7 @@ mod tests {
             exchange(
                 &book,
                 &stage,
-                &meta(9, "a", "http://api.test/1", after),
+                &RequestMeta::for_test(9, "a", "http://api.test/1", after),
                 None,
                 ok,
             );

@@ -799,13 +799,9 @@ mod tests {
 
     mod verdict_log {
         use std::io;
-        use std::net::{Ipv4Addr, SocketAddr};
         use std::sync::Mutex;
 
-        use http::Method;
-
         use super::*;
-        use crate::{ClientId, Mode};
 
         /// What the log received, one string per line.
         #[derive(Clone, Default)]
@@ -819,20 +815,6 @@ mod tests {
 
             fn flush(&mut self) -> io::Result<()> {
                 Ok(())
-            }
-        }
-
-        fn meta(at: SystemTime, instant: Instant) -> RequestMeta {
-            RequestMeta {
-                id: 0,
-                client: ClientId::Header("alice".into()),
-                peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
-                received: Receipt { instant, wall: at },
-                method: Method::GET,
-                user_agent: None,
-                uri: "http://api.example/items".parse().unwrap(),
-                mode: Mode::Forward,
-                watched: Some("*".into()),
             }
         }
 
@@ -853,7 +835,12 @@ mod tests {
                     for _ in 0..count {
                         verdicts.record(
                             Verdict::Premature,
-                            &meta(at, instant),
+                            &RequestMeta::for_test(
+                                0,
+                                "alice",
+                                "http://api.example/items",
+                                Receipt { instant, wall: at },
+                            ),
                             instant,
                             Some(instant),
                             Some(Duration::from_millis(900)),

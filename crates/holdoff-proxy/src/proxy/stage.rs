@@ -272,6 +272,25 @@ pub struct RequestMeta {
     pub watched: Option<Arc<str>>,
 }
 
+#[cfg(test)]
+impl RequestMeta {
+    /// For unit tests: a forward-mode GET of `url` by the client `header:CLIENT`, watched,
+    /// received at `at`.
+    pub(crate) fn for_test(id: u64, client: &str, url: &str, at: Receipt) -> RequestMeta {
+        RequestMeta {
+            id,
+            client: ClientId::Header(client.into()),
+            peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
+            received: at,
+            method: Method::GET,
+            user_agent: None,
+            uri: url.parse().expect("a test URL"),
+            mode: Mode::Forward,
+            watched: Some("*".into()),
+        }
+    }
+}
+
 /// How a request reached the proxy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
