@@ -15,7 +15,7 @@ use holdoff_proxy::{ClientIdMode, ProxyConfig};
 use holdoff_testkit::heap::{self, Counting};
 use support::InProcess as Proxy;
 use support::{EndlessUpstream, small_window_client};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -48,41 +48,84 @@ async fn stalled(written: &AtomicU64) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clients_that_stop_reading_each_hold_a_bounded_buffer() {
+/// Sends `CLIENTS` requests for an endless body, each on its own connection and, with
+/// `warm`, after a short request on it (so that it goes over the client's own upstream
+/// connection rather than the pool's), then reads nothing: the heap each one holds.
+async fn held_by_stalled_clients(warm: bool) -> usize {
     let upstream = EndlessUpstream::start().await;
     let mut config = ProxyConfig::default();
     config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     config.client_id = ClientIdMode::Peer;
     let proxy = Proxy::start(config, Vec::new()).await;
-    let request = format!(
-        "GET http://{0}/endless HTTP/1.1\r\nHost: {0}\r\n\r\n",
-        upstream.addr
-    );
+    let request = |path: &str| {
+        format!(
+            "GET http://{0}{path} HTTP/1.1\r\nHost: {0}\r\n\r\n",
+            upstream.addr
+        )
+    };
 
     let before = heap::live();
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         let mut client = small_window_client(proxy.addr).await;
-        client.write_all(request.as_bytes()).await.unwrap();
+        if warm {
+            client
+                .write_all(request("/small").as_bytes())
+                .await
+                .unwrap();
+            let mut answer = Vec::new();
+            while !answer.ends_with(b"\r\n\r\nok") {
+                let mut chunk = [0u8; 1024];
+                let read = client.read(&mut chunk).await.unwrap();
+                assert!(read > 0, "the proxy closed the connection after /small");
+                answer.extend_from_slice(&chunk[..read]);
+            }
+        }
+        client
+            .write_all(request("/endless").as_bytes())
+            .await
+            .unwrap();
         clients.push(client);
     }
     stalled(&upstream.written).await;
     let held = heap::live().saturating_sub(before);
     let each = held / CLIENTS;
     eprintln!(
-        "{CLIENTS} clients that stopped reading: {} KiB of heap each, {} KiB in all; the \
-         upstream wrote {} KiB",
+        "{CLIENTS} clients that stopped reading ({}): {} KiB of heap each, {} KiB in all; \
+         the upstream wrote {} KiB",
+        if warm {
+            "on their own upstream connections"
+        } else {
+            "on the pool's"
+        },
         each / 1024,
         held / 1024,
         upstream.written.load(Ordering::Relaxed) / 1024
     );
+    drop(clients);
+    proxy.stop().await;
+    each
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_stop_reading_each_hold_a_bounded_buffer() {
+    let each = held_by_stalled_clients(false).await;
     assert!(
         each < BOUND,
         "a client that stops reading holds {} KiB of the proxy's heap (bound {} KiB)",
         each / 1024,
         BOUND / 1024
     );
-    drop(clients);
-    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn so_do_they_on_their_own_upstream_connections() {
+    let each = held_by_stalled_clients(true).await;
+    assert!(
+        each < BOUND,
+        "a client that stops reading on its second request holds {} KiB of the proxy's heap \
+         (bound {} KiB)",
+        each / 1024,
+        BOUND / 1024
+    );
 }

@@ -780,6 +780,57 @@ mod safety {
     }
 
     #[tokio::test]
+    async fn answers_502_saying_so_to_an_upstream_head_over_64_kib() {
+        let upstream = TestServer::start().await;
+        upstream.set_default("/small", Reply::ok("small"));
+        upstream.set_default(
+            "/32k",
+            Reply::ok("fits").header("x-big", &"a".repeat(32 * 1024)),
+        );
+        upstream.set_default(
+            "/100k",
+            Reply::ok("too big").header("x-big", &"a".repeat(100 * 1024)),
+        );
+        let proxy = Proxy::start(config(), Vec::new()).await;
+        let refused = |response: &Response<Bytes>| {
+            assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+            let body = String::from_utf8_lossy(response.body()).into_owned();
+            assert!(
+                body.contains("sent a response head larger than 64 KiB"),
+                "{body}"
+            );
+        };
+
+        // A connection's first request goes through the shared pool.
+        let response = send(proxy.addr, proxied(&upstream.url("/32k"), &[])).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        refused(&send(proxy.addr, proxied(&upstream.url("/100k"), &[])).await);
+
+        // Later ones through the client's own upstream connection: the same limit.
+        let stream = TcpStream::connect(proxy.addr).await.unwrap();
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        for (path, status) in [
+            ("/small", StatusCode::OK),
+            ("/32k", StatusCode::OK),
+            ("/100k", StatusCode::BAD_GATEWAY),
+        ] {
+            let response = sender
+                .send_request(proxied(&upstream.url(path), &[]))
+                .await
+                .unwrap();
+            let (parts, body) = response.into_parts();
+            let response = Response::from_parts(parts, body.collect().await.unwrap().to_bytes());
+            if status == StatusCode::OK {
+                assert_eq!(response.status(), status, "{path}");
+            } else {
+                refused(&response);
+            }
+        }
+        proxy.stop().await;
+    }
+
+    #[tokio::test]
     async fn answers_400_to_garbage_and_keeps_serving() {
         let upstream = TestServer::start().await;
         let proxy = Proxy::start(config(), Vec::new()).await;

@@ -35,7 +35,7 @@ use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::upstream::Failure;
+use super::upstream::{Failure, UPSTREAM_BUFFER};
 use crate::Body;
 
 /// How much a TLS connection to an upstream reads from its socket at once. rustls asks for 4 KiB
@@ -305,7 +305,9 @@ impl Affinity {
     where
         I: Read + Write + Unpin + Send + 'static,
     {
-        let (sender, connection) = http1::handshake(io)
+        let (sender, connection) = http1::Builder::new()
+            .max_buf_size(UPSTREAM_BUFFER)
+            .handshake(io)
             .await
             .map_err(|err| Failure::broken(authority.to_string(), &err))?;
         let driver: Driver = Box::pin(async move {

@@ -27,10 +27,12 @@ const POOL_PER_HOST: usize = 256;
 /// How long an idle upstream connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
 
-/// The most an upstream connection's read buffer grows to (hyper's default is ~400 KiB). A
-/// client that stops reading leaves its upstream's buffer full until the send timeout: this
-/// caps what it holds, as the client side's buffers are capped.
-const UPSTREAM_BUFFER: usize = 64 * 1024;
+/// The most an upstream connection's read buffer grows to (hyper's default is ~400 KiB), on
+/// the pool's connections and a client's own ([`affinity`](super::affinity)). A client that
+/// stops reading leaves its upstream's buffer full until the send timeout: this caps what it
+/// holds, as the client side's buffers are capped. It is also the largest response head the
+/// proxy reads from an upstream (Envoy's default limit is 60 KiB, nginx's 4–8 KiB).
+pub(crate) const UPSTREAM_BUFFER: usize = 64 * 1024;
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, Body>;
 
@@ -251,6 +253,8 @@ pub(crate) enum Failure {
     Tls { target: String, reason: String },
     /// The connection broke before a response head arrived.
     Broken { target: String, reason: String },
+    /// The upstream's response head was larger than [`UPSTREAM_BUFFER`].
+    HeadTooLarge { target: String },
     /// No response head within the timeout (after the request's end, for one with a body).
     Timeout { target: String, after: Duration },
     /// The upstream took none of the request body for the timeout.
@@ -264,6 +268,9 @@ pub(crate) enum Failure {
 impl Failure {
     /// The connection to `target` broke before a response head arrived.
     pub(crate) fn broken(target: String, err: &(dyn StdError + 'static)) -> Failure {
+        if find::<hyper::Error>(err).is_some_and(hyper::Error::is_parse_too_large) {
+            return Failure::HeadTooLarge { target };
+        }
         Failure::Broken {
             target,
             reason: innermost(err),
@@ -284,7 +291,7 @@ impl Failure {
         if err.is_connect() {
             Failure::Connect { target, reason }
         } else {
-            Failure::Broken { target, reason }
+            Failure::broken(target, err)
         }
     }
 
@@ -314,6 +321,11 @@ impl Failure {
             Failure::Broken { target, reason } => format!(
                 "holdoff: the upstream {target} closed the connection without a response: \
                  {reason}\n"
+            ),
+            Failure::HeadTooLarge { target } => format!(
+                "holdoff: the upstream {target} sent a response head larger than {} KiB, the \
+                 most the proxy reads; have it send fewer or shorter header fields\n",
+                UPSTREAM_BUFFER / 1024
             ),
             Failure::Timeout { target, after } => format!(
                 "holdoff: the upstream {target} did not answer within {}s\n",

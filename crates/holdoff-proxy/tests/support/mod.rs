@@ -740,7 +740,7 @@ impl InProcess {
     }
 }
 
-/// An upstream that answers every request with a body that never ends, and says when it
+/// An upstream that answers every request but `/small` with a body that never ends, and says when it
 /// started sending one, how many bytes of bodies it has written, and when the proxy hung up
 /// on it.
 pub(crate) struct EndlessUpstream {
@@ -771,8 +771,21 @@ impl EndlessUpstream {
                 let (started, ended, count) =
                     (Arc::clone(&started), Arc::clone(&ended), Arc::clone(&count));
                 tokio::spawn(async move {
+                    // `/small` gets a short answer and the connection stays open for the
+                    // next request; anything else, the endless body.
                     let mut head = [0u8; 1024];
-                    let _ = stream.read(&mut head).await;
+                    loop {
+                        let Ok(read) = stream.read(&mut head).await else {
+                            return;
+                        };
+                        if !head[..read].starts_with(b"GET /small ") {
+                            break;
+                        }
+                        let small = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if stream.write_all(small).await.is_err() {
+                            return;
+                        }
+                    }
                     let head = b"HTTP/1.1 200 OK\r\ncontent-length: 1099511627776\r\n\r\n";
                     if stream.write_all(head).await.is_err() {
                         return;
