@@ -10,7 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::control::WindowBook;
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
-use holdoff_proxy::{Action, Body, ProxyConfig, ProxyServer, RequestMeta, Stage};
+use holdoff_proxy::{Action, Body, Pipeline, ProxyConfig, ProxyServer, RequestMeta, Stage};
 use http::{Request, Response, StatusCode, header};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -36,9 +36,12 @@ fn captured_meta(runtime: &tokio::runtime::Runtime) -> RequestMeta {
     runtime.block_on(async {
         let mut config = ProxyConfig::default();
         config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let server = ProxyServer::bind(config, vec![capture.clone()])
-            .await
-            .expect("bind the proxy");
+        let server = ProxyServer::bind(
+            config,
+            Pipeline::from(vec![capture.clone() as Arc<dyn Stage>]),
+        )
+        .await
+        .expect("bind the proxy");
         let addr = server.local_addr();
         let handle = server.shutdown_handle();
         let task = tokio::spawn(server.run());
@@ -80,7 +83,7 @@ fn windows(c: &mut Criterion) {
         .expect("a runtime");
     let mut meta = captured_meta(&runtime);
     let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
-    let stage = JudgeStage::new(Arc::clone(&judge));
+    let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
     let book = WindowBook::new(Arc::clone(&judge));
     // 10,000 throttled responses, each opening a window of a minute that the book labels:
     // the book is full of open windows, as under load.

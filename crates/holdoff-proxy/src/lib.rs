@@ -1,11 +1,12 @@
 //! The throttling proxy engine behind `holdoff proxy`: a forward proxy (plain HTTP,
 //! `CONNECT` tunnels, HTTPS interception with a local CA, HTTP/1.1 and HTTP/2) or a reverse
 //! proxy in front of one upstream, with a pipeline of [`Stage`]s that every request passes
-//! through.
+//! through, in the order a [`Pipeline`] fixes.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use holdoff_proxy::{Action, Body, ProxyConfig, ProxyServer, RequestMeta, Stage};
+//! use holdoff::clock::TokioClock;
+//! use holdoff_proxy::{Action, Body, Pipeline, ProxyConfig, ProxyServer, RequestMeta, Stage};
 //! use http::Request;
 //!
 //! /// Tags every response that passes.
@@ -24,7 +25,8 @@
 //! let mut config = ProxyConfig::default();
 //! config.listen = "127.0.0.1:0".parse().unwrap();
 //! config.urls_to_watch = vec!["https://api.example.com/*".parse()?];
-//! let server = ProxyServer::bind(config, vec![Arc::new(Tag)]).await?;
+//! let pipeline = Pipeline::builder(Arc::new(TokioClock)).stage(Arc::new(Tag)).build();
+//! let server = ProxyServer::bind(config, pipeline).await?;
 //! println!("listening on http://{}", server.local_addr());
 //! let summary = server.run_until(async { let _ = tokio::signal::ctrl_c().await; }).await;
 //! eprintln!("{summary}");
@@ -53,9 +55,13 @@
 //!
 //! # Time
 //!
-//! Receipt times ([`RequestMeta::received`]) are read from
-//! [`TokioClock`](holdoff::clock::TokioClock) as each request head arrives. Timeouts use
-//! tokio's timer.
+//! The proxy reads one clock, the [`Pipeline`]'s ([`TokioClock`](holdoff::clock::TokioClock)
+//! unless another is given): receipt times ([`RequestMeta::received`]) as each request head
+//! arrives, the stages' windows, delays and rate limits, idle connections and the upkeep
+//! that drops expired state. A test can drive it all with a
+//! [`ManualClock`](holdoff::clock::ManualClock). The network deadlines inside tokio's and
+//! hyper's I/O (connecting, TLS handshakes, the upstream timeout, a stalled body) use tokio's
+//! timer.
 //!
 //! # Cancellation
 //!
@@ -90,5 +96,6 @@ pub use config::{
 };
 pub use error::{ErrorKind, ProxyError};
 pub use proxy::{
-    Action, ClientId, Finish, Mode, Notes, ProxyServer, RequestMeta, ShutdownHandle, Stage, Summary,
+    Action, ClientId, Finish, Mode, Notes, Pipeline, PipelineBuilder, ProxyServer, RequestMeta,
+    ShutdownHandle, Stage, Summary, UPKEEP_EVERY,
 };

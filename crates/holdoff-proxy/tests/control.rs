@@ -18,7 +18,7 @@ use holdoff_proxy::fault::error::{ErrorResponse, FaultRng, HeaderTemplate, Rate}
 use holdoff_proxy::fault::plan::{ErrorRule, FaultPlan, Outcome, RequestMatch};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
 use holdoff_proxy::tls::CertificateAuthority;
-use holdoff_proxy::{ProxyConfig, ProxyServer, ShutdownHandle, Stage, Summary};
+use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer, ShutdownHandle, Summary};
 use holdoff_testkit::TestServer;
 use http::{StatusCode, header};
 use serde_json::Value;
@@ -103,14 +103,18 @@ impl Running {
         let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
         let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
         let book = Arc::new(WindowBook::new(Arc::clone(&judge)));
-        let judge = Arc::new(JudgeStage::new(judge));
+        let judge = Arc::new(JudgeStage::new(judge, Arc::new(TokioClock)));
         let faults = Arc::new(FaultStage::new(
             plan,
             FaultRng::new(SEED),
             Arc::new(TokioClock),
         ));
-        let stages: Vec<Arc<dyn Stage>> =
-            vec![metrics.clone(), book.clone(), judge.clone(), faults.clone()];
+        let stages = Pipeline::builder(Arc::new(TokioClock))
+            .faults(faults.clone())
+            .judge(judge.clone())
+            .windows(book.clone())
+            .metrics(metrics.clone())
+            .build();
 
         let mut config = ProxyConfig::default();
         config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));

@@ -22,7 +22,7 @@ use holdoff_proxy::fault::plan::{
 use holdoff_proxy::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
 use holdoff_proxy::fault::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
-use holdoff_proxy::{ProxyConfig, ProxyServer, ShutdownHandle, Stage, Summary};
+use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer, ShutdownHandle, Stage, Summary};
 use holdoff_testkit::{Reply, TestServer};
 use http::{StatusCode, header};
 use support::PROMPTLY;
@@ -464,10 +464,10 @@ mod with_the_judge {
             when_exceeded: None,
         });
         let fault = faults(plan);
-        let judge = Arc::new(JudgeStage::new(Arc::new(Judge::new(
-            KeyMode::default(),
-            TokioClock.now(),
-        ))));
+        let judge = Arc::new(JudgeStage::new(
+            Arc::new(Judge::new(KeyMode::default(), TokioClock.now())),
+            Arc::new(TokioClock),
+        ));
         let stages: Vec<Arc<dyn Stage>> = vec![judge.clone(), fault.clone()];
         let proxy = Running::start(&upstream, stages).await;
         let client = proxy.client();
@@ -545,9 +545,14 @@ mod early_answers {
         config.urls_to_watch = vec![pattern.parse().expect("a watch pattern")];
         config.upstream_ca = vec![ca.pem_path()];
         config.ca = CaSource::Ephemeral;
-        let server = ProxyServer::bind(config, vec![throttle_posts(&pattern)])
-            .await
-            .expect("bind the proxy");
+        let server = ProxyServer::bind(
+            config,
+            Pipeline::builder(Arc::new(TokioClock))
+                .stage(throttle_posts(&pattern))
+                .build(),
+        )
+        .await
+        .expect("bind the proxy");
         let cacert = dir.path().join("proxy-ca.pem");
         let pem = server.ca().expect("an interception CA").cert_pem();
         fs::write(&cacert, pem).expect("write the proxy's CA");

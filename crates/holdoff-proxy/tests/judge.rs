@@ -18,10 +18,10 @@ async fn proxy(judge: Arc<JudgeStage>) -> (SocketAddr, holdoff_proxy::ShutdownHa
 }
 
 fn stage(mode: KeyMode) -> Arc<JudgeStage> {
-    Arc::new(JudgeStage::new(Arc::new(Judge::new(
-        mode,
-        TokioClock.now(),
-    ))))
+    Arc::new(JudgeStage::new(
+        Arc::new(Judge::new(mode, TokioClock.now())),
+        Arc::new(TokioClock),
+    ))
 }
 
 #[tokio::test]
@@ -157,7 +157,8 @@ fn recording_stage() -> (Arc<JudgeStage>, Recording) {
     let log = dir.path().join("events.jsonl");
     let recorder = Arc::new(Recorder::new(Some(&log)).expect("the event log"));
     let judge = Judge::new(KeyMode::default(), TokioClock.now());
-    let stage = JudgeStage::new(Arc::new(judge)).with_recorder(Arc::clone(&recorder));
+    let stage =
+        JudgeStage::new(Arc::new(judge), Arc::new(TokioClock)).with_recorder(Arc::clone(&recorder));
     let recording = Recording {
         recorder,
         log,
@@ -293,8 +294,11 @@ async fn an_immediate_retry_after_a_malformed_hint_was_read_as_zero() {
 async fn a_retry_after_the_minimum_backoff_is_compliant_after_a_malformed_hint() {
     let upstream = TestServer::start().await;
     upstream.script("/m", [Reply::too_many_requests("-1")]);
-    let judge = JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), TokioClock.now())))
-        .min_backoff(Duration::ZERO);
+    let judge = JudgeStage::new(
+        Arc::new(Judge::new(KeyMode::default(), TokioClock.now())),
+        Arc::new(TokioClock),
+    )
+    .min_backoff(Duration::ZERO);
     let judge = Arc::new(judge);
     let (addr, handle) = proxy(judge.clone()).await;
     let url = upstream.url("/m");
@@ -362,4 +366,78 @@ async fn a_hint_beyond_the_clock_opens_a_window_that_does_not_close() {
     );
     assert_eq!(throttles(&recorder)[0].1, HintKind::Unbounded);
     handle.shutdown();
+}
+
+/// The whole proxy on a manual clock, no real sleep: the server stamps each request, the judge
+/// opens and checks windows, the metrics count uptime and the upkeep drops closed windows, all
+/// by the one clock the pipeline was given.
+#[tokio::test]
+async fn the_whole_proxy_runs_on_the_pipelines_manual_clock() {
+    use holdoff::clock::ManualClock;
+    use holdoff_proxy::Pipeline;
+    use holdoff_proxy::control::MetricsStage;
+    use std::time::SystemTime;
+
+    const S: Duration = Duration::from_secs(1);
+    let upstream = TestServer::start().await;
+    upstream.script("/items", [Reply::too_many_requests("120")]);
+    upstream.script("/slow", [Reply::too_many_requests("3600")]);
+    let manual = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH + 1_800_000_000 * S));
+    let clock: Arc<dyn Clock> = manual.clone();
+    let judge = Arc::new(JudgeStage::new(
+        Arc::new(Judge::new(KeyMode::default(), clock.now()).retention(60 * S)),
+        Arc::clone(&clock),
+    ));
+    let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
+    let pipeline = Pipeline::builder(Arc::clone(&clock))
+        .judge(judge.clone())
+        .metrics(metrics.clone())
+        .build();
+    let (addr, handle, served) = support::in_process_pipeline(pipeline).await;
+    let url = upstream.url("/items");
+    // Bob is told to wait an hour, and never comes back.
+    assert_eq!(get(addr, &upstream.url("/slow"), "bob").await.status(), 429);
+
+    // Alice's hint opens a window of exactly 120 s: the clock does not move on its own.
+    assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    assert_eq!(get(addr, &url, "alice").await.status(), 429, "at once");
+    manual.advance(119 * S);
+    assert_eq!(
+        get(addr, &url, "alice").await.status(),
+        429,
+        "a second early"
+    );
+    manual.advance(S);
+    assert_eq!(get(addr, &url, "alice").await.status(), 200, "on time");
+    assert_eq!(upstream.requests_to("/items").len(), 2);
+    let verdicts: Vec<_> = judge
+        .events()
+        .iter()
+        .map(|event| (event.verdict, event.by))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            (Verdict::Premature, Some(120 * S)),
+            (Verdict::Premature, Some(S)),
+            (Verdict::Compliant, Some(Duration::ZERO)),
+        ]
+    );
+    assert_eq!(metrics.uptime(), 120 * S);
+
+    // The server's upkeep, on the same clock, drops Bob's window once its retention is over.
+    assert_eq!(judge.judge().open_windows(), 1, "Bob's");
+    manual.advance(3600 * S);
+    for _ in 0..1_000 {
+        if judge.judge().open_windows() == 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(judge.judge().open_windows(), 0, "the upkeep ran at 3,720 s");
+
+    handle.shutdown();
+    let summary = served.await.expect("the proxy task");
+    assert_eq!(summary.uptime, 3720 * S);
+    assert_eq!(summary.requests, 5);
 }

@@ -217,8 +217,11 @@ mod judge {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let log = dir.path().join("events.jsonl");
         let recorder = Arc::new(Recorder::new(Some(&log)).expect("recorder"));
-        let judge = JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), TokioClock.now())))
-            .with_recorder(recorder.clone());
+        let judge = JudgeStage::new(
+            Arc::new(Judge::new(KeyMode::default(), TokioClock.now())),
+            Arc::new(TokioClock),
+        )
+        .with_recorder(recorder.clone());
         let (addr, handle) = support::in_process(vec![Arc::new(judge)]).await;
         let url = upstream.url("/items");
 

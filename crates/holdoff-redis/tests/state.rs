@@ -740,7 +740,8 @@ mod breaker {
             .expect("state");
         let store = store(&state, OnFailure::FailClosed { hold: 7 * S });
         let judge = Judge::new(KeyMode::default(), TokioClock.now());
-        let stage: Arc<dyn Stage> = Arc::new(JudgeStage::new(Arc::new(judge)).with_shared(store));
+        let stage: Arc<dyn Stage> =
+            Arc::new(JudgeStage::new(Arc::new(judge), Arc::new(TokioClock)).with_shared(store));
         let mut config = ProxyConfig::default();
         config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let server = ProxyServer::bind(config, vec![stage]).await.expect("bind");

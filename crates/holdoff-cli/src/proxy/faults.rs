@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use holdoff::clock::Clock;
 use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors, StateConfig};
 use holdoff_proxy::config::{devproxy, load, preset};
 use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
@@ -185,15 +186,14 @@ pub(crate) async fn reload(
     stage: Arc<FaultStage>,
     overrides: Overrides,
     mut state: Option<StateConfig>,
+    clock: Arc<dyn Clock>,
 ) {
     if files.is_empty() {
         return;
     }
     let mut seen = stamps(&files);
-    let mut every = tokio::time::interval(POLL);
-    every.tick().await;
     loop {
-        every.tick().await;
+        clock.sleep_until(clock.now() + POLL).await;
         let now = stamps(&files);
         if now == seen {
             continue;

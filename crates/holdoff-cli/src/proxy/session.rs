@@ -23,7 +23,7 @@ use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Penalty};
 use holdoff_proxy::report::{LogLimit, Recorder, Report, RunInfo};
 use holdoff_proxy::shared::{OnFailure, SharedState, SharedStore};
-use holdoff_proxy::{ErrorKind, ProxyConfig, ProxyError, ProxyServer, Stage, Summary};
+use holdoff_proxy::{ErrorKind, Pipeline, ProxyConfig, ProxyError, ProxyServer, Summary};
 use holdoff_redis::RedisState;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -195,6 +195,8 @@ impl Prepared {
         let upstream = config.upstream.clone();
         let watching = config.urls_to_watch.len();
 
+        // The one clock the proxy and its stages read.
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock);
         let mut tasks = Vec::new();
         // What a Dev Proxy config asked for that holdoff does differently, and what the faults
         // are: logged once the proxy listens.
@@ -212,7 +214,7 @@ impl Prepared {
                 let key = judge_key
                     .or_else(|| compiled.judge_key.clone())
                     .unwrap_or_default();
-                let judge = Judge::new(key, TokioClock.now()).penalty(penalty);
+                let judge = Judge::new(key, clock.now()).penalty(penalty);
                 let rng = seed
                     .or(compiled.seed)
                     .map_or_else(FaultRng::random, FaultRng::new);
@@ -224,11 +226,11 @@ impl Prepared {
                 let plan = overrides.apply(compiled.plan.clone());
                 describe = format!("faults from {source}: {}", faults::describe(&plan));
                 // The recorder counts the verdicts; the stage keeps none of its own.
-                let mut judge = JudgeStage::new(Arc::new(judge))
+                let mut judge = JudgeStage::new(Arc::new(judge), Arc::clone(&clock))
                     .keep_events(0)
                     .min_backoff(judge_min_backoff)
                     .with_recorder(Arc::clone(&recorder));
-                let mut fault_stage = FaultStage::new(plan, rng, Arc::new(TokioClock));
+                let mut fault_stage = FaultStage::new(plan, rng, Arc::clone(&clock));
                 if let Some(state) = &compiled.state {
                     let store = shared_store(state).map_err(|message| {
                         Err(Failure::Usage(format!("{source}: state.redis: {message}")))
@@ -251,32 +253,33 @@ impl Prepared {
                     Arc::clone(&stages.faults),
                     overrides,
                     compiled.state.clone(),
+                    Arc::clone(&clock),
                 )));
                 (Some(stages), source.to_string())
             }
         };
 
-        // The judge goes first: a premature retry is answered before any fault runs, and every
-        // hint a client receives — the faults' included, as the responses unwind — opens a
-        // window.
-        let mut pipeline: Vec<Arc<dyn Stage>> = match &stages {
-            Some(stages) => vec![stages.judge.clone(), stages.faults.clone()],
-            None => Vec::new(),
-        };
-        // Metrics first, so they time every request and see every final answer; the window
-        // book before the judge, to label the windows it opens.
+        // The pipeline puts each stage in its place (see `Pipeline`), and runs their upkeep.
+        let mut pipeline = Pipeline::builder(Arc::clone(&clock));
+        if let Some(stages) = &stages {
+            pipeline = pipeline
+                .judge(Arc::clone(&stages.judge))
+                .faults(Arc::clone(&stages.faults));
+        }
         let observed = (control_port.is_some() || metrics_port.is_some()).then(|| {
-            let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
+            let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
             let book = stages
                 .as_ref()
                 .map(|stages| Arc::new(WindowBook::new(Arc::clone(stages.judge.judge()))));
-            let mut front: Vec<Arc<dyn Stage>> = vec![metrics.clone()];
-            if let Some(book) = &book {
-                front.push(book.clone());
-            }
-            pipeline.splice(0..0, front);
             (metrics, book)
         });
+        if let Some((metrics, book)) = &observed {
+            pipeline = pipeline.metrics(Arc::clone(metrics));
+            if let Some(book) = book {
+                pipeline = pipeline.windows(Arc::clone(book));
+            }
+        }
+        let pipeline = pipeline.build();
         let mut server = match ProxyServer::bind(config, pipeline).await {
             Ok(server) => server,
             Err(err) => {
@@ -366,10 +369,6 @@ impl Prepared {
                     seed,
                     "{describe}; seed {seed} (repeat this run with --seed {seed})"
                 );
-                tasks.push(tokio::spawn(evict(
-                    Arc::clone(&stages.judge),
-                    Arc::clone(&stages.faults),
-                )));
             }
         }
 
@@ -378,7 +377,7 @@ impl Prepared {
             .map(|stages| stages.judge.judge().mode().name())
             .unwrap_or_default();
         recorder.start(
-            TokioClock.wall_now(),
+            clock.wall_now(),
             RunInfo {
                 seed: stages.as_ref().map(|stages| stages.faults.seed()),
                 source,
@@ -566,23 +565,6 @@ impl Stopped {
     /// could not be waited for.
     pub(crate) fn abandon(self, exit_code: i32) {
         self.record_end(Some(exit_code));
-    }
-}
-
-/// Drops windows long past their permitted time and idle rate-limit counters, so memory stays
-/// bounded however long the proxy runs.
-async fn evict(judge: Arc<JudgeStage>, faults: Arc<FaultStage>) {
-    let mut every = tokio::time::interval(Duration::from_secs(30));
-    loop {
-        every.tick().await;
-        let dropped = judge.judge().evict(TokioClock.now());
-        if dropped > 0 {
-            tracing::debug!(dropped, "evicted expired judge windows");
-        }
-        let dropped = faults.evict(TokioClock.now());
-        if dropped > 0 {
-            tracing::debug!(dropped, "evicted idle rate-limit counters");
-        }
     }
 }
 

@@ -433,7 +433,7 @@ mod tests {
             let judge = Judge::new(KeyMode::default(), clock.now());
             let scrape = Scrape {
                 metrics: stage,
-                judge: Some(Arc::new(JudgeStage::new(Arc::new(judge)))),
+                judge: Some(Arc::new(JudgeStage::new(Arc::new(judge), clock.clone()))),
                 faults: Some(Arc::new(FaultStage::new(
                     FaultPlan::default(),
                     FaultRng::new(1),
@@ -451,8 +451,11 @@ mod tests {
             let scrape = || Scrape {
                 metrics: Arc::new(MetricsStage::new(clock.clone())),
                 judge: Some(Arc::new(
-                    JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), clock.now())))
-                        .with_shared(Arc::clone(&store)),
+                    JudgeStage::new(
+                        Arc::new(Judge::new(KeyMode::default(), clock.now())),
+                        clock.clone(),
+                    )
+                    .with_shared(Arc::clone(&store)),
                 )),
                 faults: None,
             };
@@ -496,8 +499,11 @@ mod tests {
                 Scrape {
                     metrics: Arc::new(MetricsStage::new(clock.clone())),
                     judge: Some(Arc::new(
-                        JudgeStage::new(Arc::new(Judge::new(KeyMode::default(), clock.now())))
-                            .with_shared(Arc::clone(&store)),
+                        JudgeStage::new(
+                            Arc::new(Judge::new(KeyMode::default(), clock.now())),
+                            clock.clone(),
+                        )
+                        .with_shared(Arc::clone(&store)),
                     )),
                     faults: None,
                 }

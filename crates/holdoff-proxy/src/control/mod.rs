@@ -7,17 +7,21 @@
 //! use holdoff::clock::{Clock, TokioClock};
 //! use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
 //! use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
-//! use holdoff_proxy::{ProxyConfig, ProxyServer, Stage};
+//! use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer};
 //! use tokio::net::TcpListener;
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
-//! let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
+//! let clock: Arc<dyn Clock> = Arc::new(TokioClock);
+//! let judge = Arc::new(Judge::new(KeyMode::default(), clock.now()));
+//! let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
 //! let book = Arc::new(WindowBook::new(Arc::clone(&judge)));
-//! let judge = Arc::new(JudgeStage::new(judge));
-//! // Metrics first, the book before the judge.
-//! let stages: Vec<Arc<dyn Stage>> = vec![metrics.clone(), book.clone(), judge.clone()];
-//! let server = ProxyServer::bind(ProxyConfig::default(), stages).await?;
+//! let judge = Arc::new(JudgeStage::new(judge, Arc::clone(&clock)));
+//! let pipeline = Pipeline::builder(clock)
+//!     .metrics(metrics.clone())
+//!     .windows(book.clone())
+//!     .judge(judge.clone())
+//!     .build();
+//! let server = ProxyServer::bind(ProxyConfig::default(), pipeline).await?;
 //!
 //! let recording = Arc::new(AtomicBool::new(true));
 //! let control = Control::new(metrics)

@@ -455,8 +455,8 @@ mod tests {
         fn shows_the_shared_state_only_when_there_is_one() {
             let judge = || Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
             let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
-            let alone =
-                Control::new(Arc::clone(&metrics)).judge(Arc::new(JudgeStage::new(judge())));
+            let alone = Control::new(Arc::clone(&metrics))
+                .judge(Arc::new(JudgeStage::new(judge(), Arc::new(TokioClock))));
             let text = serde_json::to_string(&status(&alone)).unwrap();
             assert!(!text.contains("shared_state"), "{text}");
 
@@ -467,8 +467,9 @@ mod tests {
                 },
             ));
             store.settle::<()>(Err("refused".into()));
-            let shared =
-                Control::new(metrics).judge(Arc::new(JudgeStage::new(judge()).with_shared(store)));
+            let shared = Control::new(metrics).judge(Arc::new(
+                JudgeStage::new(judge(), Arc::new(TokioClock)).with_shared(store),
+            ));
             let value = serde_json::to_value(status(&shared)).unwrap();
             assert_eq!(
                 value["shared_state"],
@@ -490,8 +491,9 @@ mod tests {
             })));
             let store = Arc::new(SharedStore::new(state.clone(), OnFailure::FailOpen));
             let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
-            let control =
-                Control::new(metrics).judge(Arc::new(JudgeStage::new(judge).with_shared(store)));
+            let control = Control::new(metrics).judge(Arc::new(
+                JudgeStage::new(judge, Arc::new(TokioClock)).with_shared(store),
+            ));
             let value = serde_json::to_value(status(&control)).unwrap();
             assert_eq!(
                 value["shared_state"]["circuit"],

@@ -12,7 +12,7 @@ use holdoff::Receipt;
 use http::{Request, Response};
 
 use crate::judge::{Judge, KeyMode, KeyText, KeyUrl, Origin, WindowKey, WindowTimes, wall_of};
-use crate::{Action, Body, RequestMeta, Stage};
+use crate::{Action, Body, Notes, RequestMeta, Stage};
 
 /// How many windows a [`WindowBook`] labels at most, by default.
 const CAPACITY: usize = 10_000;
@@ -81,8 +81,6 @@ pub struct WindowBook {
     judge: Arc<Judge>,
     capacity: usize,
     book: Mutex<Book>,
-    /// In header mode only: the header's value per request id, from request to response.
-    headers: Option<Mutex<HashMap<u64, Box<str>>>>,
     unlabelled: AtomicU64,
 }
 
@@ -127,15 +125,10 @@ impl WindowBook {
 
     /// A book labelling at most `capacity` windows.
     pub fn with_capacity(judge: Arc<Judge>, capacity: usize) -> WindowBook {
-        let headers = match judge.mode() {
-            KeyMode::Header(_) => Some(Mutex::default()),
-            _ => None,
-        };
         WindowBook {
             judge,
             capacity,
             book: Mutex::default(),
-            headers,
             unlabelled: AtomicU64::new(0),
         }
     }
@@ -251,32 +244,22 @@ impl fmt::Debug for WindowBook {
 }
 
 impl Stage for WindowBook {
-    fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
-        if let (Some(headers), KeyMode::Header(name)) = (&self.headers, self.judge.mode()) {
-            if let Some(value) = request
+    fn on_request(&self, mut request: Request<Body>, _: &RequestMeta) -> Action {
+        if let KeyMode::Header(name) = self.judge.mode() {
+            let value = request
                 .headers()
                 .get(name.as_str())
                 .and_then(|value| value.to_str().ok())
-            {
-                let mut headers = headers.lock().unwrap_or_else(PoisonError::into_inner);
-                // Requests that never got a response (dropped by a stage) leave their value
-                // behind: start afresh rather than grow without bound.
-                if headers.len() >= self.capacity {
-                    headers.clear();
-                }
-                headers.insert(meta.id, value.into());
+                .map(Box::<str>::from);
+            if let Some(value) = value {
+                Notes::leave(&mut request, BookHeader(value));
             }
         }
         Action::Continue(request)
     }
 
     fn on_response(&self, response: &mut Response<Body>, meta: &RequestMeta) {
-        let header = self.headers.as_ref().and_then(|headers| {
-            headers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&meta.id)
-        });
+        let header = Notes::take::<BookHeader>(response).map(|note| note.0);
         // The judge opens windows only on these; whether it did is read when listing.
         let hinted = response.status().as_u16() >= 400
             && response
@@ -288,6 +271,10 @@ impl Stage for WindowBook {
         }
     }
 }
+
+/// In header mode: the header's value, as the request had it, for the response's label.
+#[derive(Clone)]
+struct BookHeader(Box<str>);
 
 impl OpenWindows for WindowBook {
     fn open_windows(&self, now: Receipt) -> Vec<WindowInfo> {
@@ -325,7 +312,7 @@ impl OpenWindows for WindowBook {
 mod tests {
     use super::*;
 
-    use holdoff::clock::SystemClock;
+    use holdoff::clock::{SystemClock, TokioClock};
     use http::{StatusCode, header};
 
     use crate::judge::JudgeStage;
@@ -364,18 +351,27 @@ mod tests {
         mut response: Response<Body>,
     ) {
         let url = meta.uri.to_string();
-        let Action::Continue(request) = book.on_request(request(&url, tenant), meta) else {
+        // What the handler does: the notes come off the request after each stage.
+        let mut notes = crate::Notes::default();
+        let Action::Continue(mut request) = book.on_request(request(&url, tenant), meta) else {
             panic!("the book passes every request on");
         };
-        match judge.on_request(request, meta) {
+        notes.gather(&mut request);
+        let mut response = match judge.on_request(request, meta) {
             Action::Continue(mut request) => {
-                crate::Notes::pass(&mut request, &mut response);
+                notes.gather(&mut request);
+                notes.deliver(&mut response);
                 judge.on_response(&mut response, meta);
-                book.on_response(&mut response, meta);
+                response
             }
-            Action::Respond(mut answer) => book.on_response(&mut answer, meta),
+            Action::Respond(mut answer) => {
+                notes.deliver(&mut answer);
+                judge.on_response(&mut answer, meta);
+                answer
+            }
             other => panic!("unexpected {other:?}"),
-        }
+        };
+        book.on_response(&mut response, meta);
     }
 
     mod open_windows {
@@ -393,7 +389,7 @@ mod tests {
             for mode in modes {
                 let start = now();
                 let judge = Arc::new(Judge::new(mode.clone(), start.instant));
-                let stage = JudgeStage::new(Arc::clone(&judge));
+                let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
                 let book = WindowBook::new(judge);
                 let url = "http://API.test:8080/items?page=2";
                 let meta = RequestMeta::for_test(1, "alice", url, start);
@@ -415,7 +411,7 @@ mod tests {
         fn forgets_a_window_the_judge_closed() {
             let start = now();
             let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
-            let stage = JudgeStage::new(Arc::clone(&judge));
+            let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
             let book = WindowBook::new(Arc::clone(&judge));
             let url = "http://api.test/a";
             exchange(
@@ -447,7 +443,7 @@ mod tests {
         fn a_premature_retry_labels_nothing_new() {
             let start = now();
             let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
-            let stage = JudgeStage::new(Arc::clone(&judge));
+            let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
             let book = WindowBook::new(judge);
             let url = "http://api.test/a";
             exchange(
@@ -472,7 +468,7 @@ mod tests {
         fn a_full_book_sweeps_closed_windows_then_counts_what_it_cannot_label() {
             let start = now();
             let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
-            let stage = JudgeStage::new(Arc::clone(&judge));
+            let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
             let book = WindowBook::with_capacity(Arc::clone(&judge), 2);
             for (id, path) in [(1, "/a"), (2, "/b"), (3, "/c")] {
                 let url = format!("http://api.test{path}");
@@ -523,7 +519,7 @@ mod tests {
             const N: u64 = 10_000;
             let start = now();
             let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
-            let stage = JudgeStage::new(Arc::clone(&judge));
+            let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
             let book = WindowBook::with_capacity(Arc::clone(&judge), 10_000);
             throttle(&book, &stage, N, start, "60");
             assert_eq!(book.book().labels.len(), 10_000);
@@ -542,7 +538,7 @@ mod tests {
             const N: u64 = 10_000;
             let start = now();
             let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
-            let stage = JudgeStage::new(Arc::clone(&judge));
+            let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
             let book = WindowBook::with_capacity(Arc::clone(&judge), 10_000);
             throttle(&book, &stage, N, start, "60");
             // Past the permitted time, /0 is retried (compliant): its window closes.
@@ -576,7 +572,7 @@ mod tests {
         fn a_listing_drops_closed_windows_from_both_indexes() {
             let start = now();
             let judge = Arc::new(Judge::new(KeyMode::default(), start.instant));
-            let stage = JudgeStage::new(Arc::clone(&judge));
+            let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
             let book = WindowBook::with_capacity(Arc::clone(&judge), 3);
             throttle(&book, &stage, 3, start, "1");
             let after = later(start, Duration::from_secs(2));

@@ -249,7 +249,8 @@ impl FaultStage {
         }
     }
 
-    /// Drops idle rate-limit counters (call periodically), and returns how many.
+    /// Drops idle rate-limit counters, and returns how many: the stage's upkeep
+    /// ([`Stage::maintain`]), which the server runs.
     pub fn evict(&self, now: Instant) -> usize {
         let armed = self.inner.current();
         armed.limiters.iter().map(|l| l.evict(now)).sum()
@@ -312,6 +313,13 @@ impl Stage for FaultStage {
                 *response.body_mut() = Body::wrap(Slowed::new(inner, bytes_per_second, clock));
             }
             _ => {}
+        }
+    }
+
+    fn maintain(&self, now: Instant) {
+        let dropped = self.evict(now);
+        if dropped > 0 {
+            tracing::debug!(dropped, "evicted idle rate-limit counters");
         }
     }
 }

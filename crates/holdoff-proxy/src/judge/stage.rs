@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use holdoff::clock::TokioClock;
+use holdoff::clock::Clock;
 use holdoff::{Earliest, Policy, Receipt, ResponseInfo};
 use http::{Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
@@ -82,15 +82,16 @@ struct KeyHeader(String);
 #[derive(Clone, Copy, Debug)]
 struct JudgeAnswer;
 
-/// The judge stage. Put it first, so that premature retries never reach a fault or the
-/// upstream.
+/// The judge stage: its [`Pipeline`](crate::Pipeline) slot is before the faults, so that
+/// premature retries never reach a fault or the upstream.
 ///
 /// With [`JudgeStage::with_shared`], windows live in a store several proxies share as well as
 /// in this proxy's own [`Judge`]: each request is judged by the store (one round trip), and a
 /// window a hint opens is written there before the response reaches the client.
-#[derive(Debug)]
 pub struct JudgeStage {
     judge: Arc<Judge>,
+    /// The pipeline's: a window opens when its hint reaches the client.
+    clock: Arc<dyn Clock>,
     verdicts: Verdicts,
     hints: Policy,
     /// How long a retry must wait after a throttle whose hint was malformed or missing.
@@ -436,10 +437,12 @@ impl Kept {
 }
 
 impl JudgeStage {
-    /// A stage judging with `judge`.
-    pub fn new(judge: Arc<Judge>) -> JudgeStage {
+    /// A stage judging with `judge`, reading the time a hint reaches its client from `clock`:
+    /// the pipeline's ([`PipelineBuilder::clock`](crate::PipelineBuilder::clock)).
+    pub fn new(judge: Arc<Judge>, clock: Arc<dyn Clock>) -> JudgeStage {
         JudgeStage {
             judge,
+            clock,
             verdicts: Verdicts::default(),
             hints: Policy::default(),
             min_backoff: DEFAULT_MIN_BACKOFF,
@@ -553,7 +556,7 @@ impl JudgeStage {
             return None;
         }
         // The hint reaches the client now: the window opens from here.
-        let receipt = Receipt::now(&TokioClock);
+        let receipt = Receipt::now(&self.clock);
         let info = ResponseInfo::from_headers(status, response.headers(), receipt);
         let read = Read::of(self.hints.earliest(&info), receipt, self.min_backoff);
         if read.hint == HintKind::None && !throttle {
@@ -740,6 +743,13 @@ impl Stage for JudgeStage {
         }
     }
 
+    fn maintain(&self, now: Instant) {
+        let dropped = self.judge.evict(now);
+        if dropped > 0 {
+            tracing::debug!(dropped, "evicted expired judge windows");
+        }
+    }
+
     fn finish_response(&self, response: &Response<Body>, meta: &RequestMeta) -> Option<Finish> {
         let store = Arc::clone(self.shared.as_ref()?);
         let (key, wait) = self.throttled(response, meta)?;
@@ -748,6 +758,16 @@ impl Stage for JudgeStage {
             let outcome = store.state().open(key, wait, retention).await;
             store.settle(outcome);
         }))
+    }
+}
+
+impl fmt::Debug for JudgeStage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JudgeStage")
+            .field("judge", &self.judge)
+            .field("min_backoff", &self.min_backoff)
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
     }
 }
 

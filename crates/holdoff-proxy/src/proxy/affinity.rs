@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker, ready};
 use std::time::{Duration, Instant};
 
-use holdoff::clock::{Clock, Sleep, TokioClock};
+use holdoff::clock::{Clock, Sleep};
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Request, Response, Uri};
@@ -90,7 +90,7 @@ pub(crate) struct Outbound<'a> {
     /// For the connection, the request and the response head together.
     pub(crate) timeout: Duration,
     /// Where the timeout starts.
-    pub(crate) clock: &'a TokioClock,
+    pub(crate) clock: &'a dyn Clock,
     /// Verifies `https` upstreams as the pool does, offering only HTTP/1.1 by ALPN.
     pub(crate) tls: &'a TlsConnector,
 }
@@ -223,7 +223,7 @@ impl Affinity {
     /// armed for the first request's deadline; when it fires before the deadline of the
     /// request then in flight (a later one's), it is armed again for that one. With
     /// deadlines a timeout apart, that happens at most once per timeout.
-    fn poll_expired(&self, due: Instant, clock: &TokioClock, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll_expired(&self, due: Instant, clock: &dyn Clock, cx: &mut Context<'_>) -> Poll<()> {
         let mut slot = self.slot();
         let expiry = slot
             .expiry

@@ -170,7 +170,7 @@ pub(crate) async fn handle(
         }
     };
     notes.deliver(&mut response);
-    for stage in shared.stages[..seen].iter().rev() {
+    for stage in shared.pipeline.stages()[..seen].iter().rev() {
         stage.on_response(&mut response, &meta);
         if let Some(finish) = stage.finish_response(&response, &meta) {
             finish.await;
@@ -648,7 +648,7 @@ async fn run_stages(
     meta: &RequestMeta,
 ) -> (Decision, usize, Notes) {
     let mut notes = Notes::default();
-    for (index, stage) in shared.stages.iter().enumerate() {
+    for (index, stage) in shared.pipeline.stages().iter().enumerate() {
         let mut action = stage.on_request(request, meta);
         request = loop {
             match action {
@@ -664,7 +664,11 @@ async fn run_stages(
             }
         };
     }
-    (Decision::Forward(request), shared.stages.len(), notes)
+    (
+        Decision::Forward(request),
+        shared.pipeline.stages().len(),
+        notes,
+    )
 }
 
 /// Sends the request upstream and prepares the response for the client; an upstream failure
@@ -700,7 +704,7 @@ async fn forward(
                 count: &shared.affine_count,
                 // With a body, `stalled` times the request, not this.
                 timeout: if progress.is_some() { UNTIMED } else { timeout },
-                clock: &shared.clock,
+                clock: &*shared.clock,
                 tls: &shared.affine_tls,
             };
             let sent = affinity.send(request, &out);

@@ -13,6 +13,7 @@ mod connect;
 mod handler;
 mod headers;
 mod io;
+mod pipeline;
 mod process;
 mod reply;
 mod server;
@@ -28,13 +29,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
-use holdoff::clock::{Clock, TokioClock};
+use holdoff::clock::Clock;
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use pipeline::{Pipeline, PipelineBuilder, UPKEEP_EVERY};
 pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
 
@@ -100,9 +102,11 @@ pub(crate) struct Shared {
     /// Proxy credentials, and the failed attempts of each peer.
     auth: Option<handler::ProxyAuth>,
     upstreams: Upstreams,
-    stages: Box<[Arc<dyn Stage>]>,
+    /// The stages, the clock the proxy reads and the upkeep it runs.
+    pipeline: Pipeline,
     stats: Stats,
-    clock: TokioClock,
+    /// The pipeline's clock, for the stages' times and the server's own.
+    clock: Arc<dyn Clock>,
     next_id: AtomicU64,
     local_addr: SocketAddr,
     /// Its own addresses, which nothing is forwarded or tunnelled to.
@@ -143,8 +147,9 @@ enum Route {
 
 impl ProxyServer {
     /// Checks `config`, binds its address, and loads what it needs: the upstream root
-    /// certificates, and the interception CA when something can be intercepted. `stages`
-    /// form the pipeline, in order; none by default.
+    /// certificates, and the interception CA when something can be intercepted. Every request
+    /// passes `pipeline`'s stages, and the proxy reads its clock: see [`Pipeline`]. A
+    /// `Vec<Arc<dyn Stage>>` is a pipeline of those stages, in order.
     ///
     /// # Errors
     ///
@@ -155,8 +160,9 @@ impl ProxyServer {
     /// cannot be loaded.
     pub async fn bind(
         config: ProxyConfig,
-        stages: Vec<Arc<dyn Stage>>,
+        pipeline: impl Into<Pipeline>,
     ) -> Result<ProxyServer, ProxyError> {
+        let pipeline = pipeline.into();
         config.validate()?;
         let listener =
             server::listen(config.listen).map_err(|err| ProxyError::bind(config.listen, err))?;
@@ -217,9 +223,9 @@ impl ProxyServer {
             watch,
             auth: config.proxy_auth.map(handler::ProxyAuth::new),
             upstreams: Upstreams::new(tls, config.upstream_timeout),
-            stages: stages.into_boxed_slice(),
+            clock: Arc::clone(pipeline.clock()),
+            pipeline,
             stats: Stats::default(),
-            clock: TokioClock,
             next_id: AtomicU64::new(0),
             local_addr,
             own: upstream::Own::new(local_addr),

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use holdoff::clock::{Clock, Sleep, TokioClock};
+use holdoff::clock::{Clock, Sleep};
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
@@ -312,6 +312,7 @@ pub(crate) async fn serve(
     let slots = Arc::new(Semaphore::new(limits.connections));
     let peers = Peers::new(limits.per_peer);
     let mut refusals = Refusals::default();
+    let upkeep = tokio::spawn(upkeep(Arc::clone(&shared)));
     loop {
         // Wait for a free slot before accepting: past the limit, clients wait in the
         // backlog instead of costing memory here.
@@ -389,6 +390,7 @@ pub(crate) async fn serve(
         }
     }
     drop(listener);
+    upkeep.abort();
     refusals.log(&shared.clock);
     tracing::debug!("stopped accepting; draining connections");
     shared.draining.store(true, Ordering::Release);
@@ -406,6 +408,17 @@ pub(crate) async fn serve(
         shared.tasks.wait().await;
     }
     drop(workers);
+}
+
+/// Runs the stages' upkeep every [`Pipeline::upkeep_every`](super::Pipeline::upkeep_every)
+/// of the pipeline's clock, for as long as the server accepts.
+async fn upkeep(shared: Arc<Shared>) {
+    let clock = &shared.clock;
+    let every = shared.pipeline.upkeep_every();
+    loop {
+        clock.sleep_until(clock.now() + every).await;
+        shared.pipeline.maintain();
+    }
 }
 
 /// A connection just accepted, on its way to its thread.
@@ -524,7 +537,7 @@ pub(crate) async fn serve_http<I>(
     // pings keep a quiet client alive), and hyper's HTTP/1.1 header timeout registers and
     // drops a timer for every request. Each request counts as in flight until its response
     // body is done, and one timer per connection closes it once none was for a while.
-    let activity = Arc::new(Activity::new(shared.clock.now()));
+    let activity = Arc::new(Activity::new(Arc::clone(&shared.clock)));
     let tracked = Arc::clone(&activity);
     let service = service_fn(move |mut request| {
         if let Some(plain) = &plain {
@@ -642,13 +655,16 @@ async fn draining(shared: &Shared) {
 struct Activity {
     in_flight: AtomicUsize,
     last: std::sync::Mutex<std::time::Instant>,
+    /// The pipeline's, which the idle timer reads too.
+    clock: Arc<dyn Clock>,
 }
 
 impl Activity {
-    fn new(now: std::time::Instant) -> Activity {
+    fn new(clock: Arc<dyn Clock>) -> Activity {
         Activity {
             in_flight: AtomicUsize::new(0),
-            last: std::sync::Mutex::new(now),
+            last: std::sync::Mutex::new(clock.now()),
+            clock,
         }
     }
 
@@ -677,7 +693,7 @@ impl Drop for Busy {
             .0
             .last
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = TokioClock.now();
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = self.0.clock.now();
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -850,6 +866,7 @@ fn connection_error(shared: &Shared, err: &hyper::Error, peer: SocketAddr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use holdoff::clock::TokioClock;
 
     const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -857,7 +874,7 @@ mod tests {
     async fn an_idle_connection_times_out_a_timeout_after_it_started() {
         let clock = TokioClock;
         let started = clock.now();
-        let activity = Activity::new(started);
+        let activity = Activity::new(Arc::new(clock));
         Idle::new(&activity, &clock, TIMEOUT).await;
         assert_eq!(clock.now() - started, TIMEOUT);
     }
@@ -866,7 +883,7 @@ mod tests {
     async fn a_request_in_flight_keeps_it_open_and_the_count_starts_when_it_ends() {
         let clock = TokioClock;
         let started = clock.now();
-        let activity = Arc::new(Activity::new(started));
+        let activity = Arc::new(Activity::new(Arc::new(clock)));
         let busy = Busy::start(Arc::clone(&activity));
         let mut idle = pin!(Idle::new(&activity, &clock, TIMEOUT));
 

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use holdoff::Receipt;
 use http::{HeaderValue, Method, Request, Response, Uri};
@@ -14,7 +15,8 @@ use crate::Body;
 
 /// One step of the pipeline, e.g. a fault injector or the judge.
 ///
-/// Stages are given to [`ProxyServer::bind`](crate::ProxyServer::bind) in order. For each
+/// Stages are given to [`ProxyServer::bind`](crate::ProxyServer::bind) in a
+/// [`Pipeline`](crate::Pipeline), which fixes their order. For each
 /// request, `on_request` runs on each stage in turn until one answers; the request then goes
 /// upstream (if nobody answered), and `on_response` runs on the same stages in reverse order
 /// — the stage that answered first, then those before it, as layers unwinding. Proxy-made
@@ -70,6 +72,14 @@ pub trait Stage: Send + Sync + 'static {
     fn finish_response(&self, response: &Response<Body>, meta: &RequestMeta) -> Option<Finish> {
         let _ = (response, meta);
         None
+    }
+
+    /// Upkeep, off the request path: drop what has expired by `now` (the judge's closed
+    /// windows, idle rate-limit counters). The server calls it every
+    /// [`Pipeline::upkeep_every`](crate::Pipeline::upkeep_every) while it serves; it must be
+    /// quick, as `on_request` must.
+    fn maintain(&self, now: Instant) {
+        let _ = now;
     }
 }
 

@@ -676,15 +676,27 @@ pub(crate) async fn closes_within<S: AsyncRead + Unpin>(stream: &mut S, within: 
 pub(crate) async fn in_process(
     stages: Vec<Arc<dyn holdoff_proxy::Stage>>,
 ) -> (SocketAddr, holdoff_proxy::ShutdownHandle) {
+    let (addr, handle, _) = in_process_pipeline(stages.into()).await;
+    (addr, handle)
+}
+
+/// The proxy in this process, on a free loopback port, with `pipeline`: its address and the
+/// handle that stops it (with the summary `run` returns).
+pub(crate) async fn in_process_pipeline(
+    pipeline: holdoff_proxy::Pipeline,
+) -> (
+    SocketAddr,
+    holdoff_proxy::ShutdownHandle,
+    tokio::task::JoinHandle<holdoff_proxy::Summary>,
+) {
     let mut config = holdoff_proxy::ProxyConfig::default();
     config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    let server = holdoff_proxy::ProxyServer::bind(config, stages)
+    let server = holdoff_proxy::ProxyServer::bind(config, pipeline)
         .await
         .expect("bind");
     let addr = server.local_addr();
     let handle = server.shutdown_handle();
-    tokio::spawn(server.run());
-    (addr, handle)
+    (addr, handle, tokio::spawn(server.run()))
 }
 
 /// One absolute-form GET through the proxy on a new connection, as `client`
