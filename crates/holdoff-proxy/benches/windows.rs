@@ -10,7 +10,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::control::WindowBook;
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
-use holdoff_proxy::{Action, Body, Pipeline, ProxyConfig, ProxyServer, RequestMeta, Stage};
+use holdoff_proxy::{Action, Body, Pipeline, ProxyConfig, ProxyServer, RequestMeta, Stage, Target};
 use http::{Request, Response, StatusCode, header};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -88,9 +88,11 @@ fn windows(c: &mut Criterion) {
     // 10,000 throttled responses, each opening a window of a minute that the book labels:
     // the book is full of open windows, as under load.
     for i in 0..OPEN {
-        meta.uri = format!("http://api.example/v1/items/{i}")
-            .parse()
-            .expect("a URI");
+        meta.target = Target::new(
+            format!("http://api.example/v1/items/{i}")
+                .parse()
+                .expect("a URI"),
+        );
         let mut response = throttled();
         stage.on_response(&mut response, &meta);
         book.on_response(&mut response, &meta);
@@ -104,15 +106,17 @@ fn windows(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     // A throttled response on a key the book has no room for.
     let mut new = meta.clone();
-    new.uri = "http://api.example/v1/chat/completions"
-        .parse()
-        .expect("a URI");
+    new.target = Target::new(
+        "http://api.example/v1/chat/completions"
+            .parse()
+            .expect("a URI"),
+    );
     group.bench_function("note-new-window-10k-open", |b| {
         b.iter(|| book.on_response(black_box(&mut throttled()), black_box(&new)));
     });
     // A throttled response on a key it has labelled already (a premature retry's).
     let mut known = meta.clone();
-    known.uri = "http://api.example/v1/items/0".parse().expect("a URI");
+    known.target = Target::new("http://api.example/v1/items/0".parse().expect("a URI"));
     group.bench_function("note-labelled-window-10k-open", |b| {
         b.iter(|| book.on_response(black_box(&mut throttled()), black_box(&known)));
     });

@@ -97,5 +97,5 @@ pub use config::{
 pub use error::{ErrorKind, ProxyError};
 pub use proxy::{
     Action, ClientId, Finish, Mode, Notes, Pipeline, PipelineBuilder, ProxyServer, RequestMeta,
-    ShutdownHandle, Stage, Summary, UPKEEP_EVERY,
+    ShutdownHandle, Stage, Summary, Target, UPKEEP_EVERY, default_port,
 };

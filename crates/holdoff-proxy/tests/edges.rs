@@ -95,7 +95,7 @@ impl Stage for Urls {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((meta.uri.to_string(), request.uri().to_string()));
+            .push((meta.target.uri().to_string(), request.uri().to_string()));
         Action::Continue(request)
     }
 }

@@ -514,7 +514,7 @@ mod reverse {
         );
         let meta = &record.seen()[0];
         assert_eq!(meta.mode, Mode::Reverse);
-        assert_eq!(meta.uri.to_string(), upstream.url("/api/items?page=2"));
+        assert_eq!(meta.target.to_string(), upstream.url("/api/items?page=2"));
         assert_eq!(
             meta.watched.as_deref(),
             Some("*"),
@@ -974,7 +974,7 @@ mod connect {
         let metas = record.seen();
         assert!(metas.iter().all(|meta| meta.mode == Mode::Intercepted));
         assert_eq!(
-            metas[0].uri.to_string(),
+            metas[0].target.to_string(),
             format!("https://{}/secure", upstream_tls.addr)
         );
         assert_eq!(metas[0].watched.as_deref(), Some("https://127.0.0.1:*/*"));

@@ -299,7 +299,7 @@ mod interception {
         fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
             self.0.lock().expect("no test thread panicked").push((
                 meta.mode,
-                meta.uri.clone(),
+                meta.target.uri().clone(),
                 meta.client.clone(),
             ));
             Action::Continue(request)

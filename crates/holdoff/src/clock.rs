@@ -72,6 +72,12 @@ impl SystemClock {
     pub fn wall_now(&self) -> SystemTime {
         SystemTime::now()
     }
+    /// Blocks this thread for `duration`: for code outside any runtime, such as a loop
+    /// waiting for a file another process is writing. Never call it from async code, whose
+    /// thread runs other tasks: there, sleep with [`Clock::sleep_until`].
+    pub fn block_for(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
 }
 
 /// A clock that moves only when a test advances it; sleeps end when it passes their deadline.

@@ -389,7 +389,7 @@ mod tests {
                 received,
                 method: Method::GET,
                 user_agent: None,
-                uri: "http://api.test/".parse().unwrap(),
+                target: crate::Target::new("http://api.test/".parse().unwrap()),
                 mode,
                 watched: None,
             }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use holdoff::Receipt;
 use http::{Request, Response};
 
-use crate::judge::{Judge, KeyMode, KeyText, KeyUrl, Origin, WindowKey, WindowTimes, wall_of};
+use crate::judge::{Judge, KeyMode, KeyText, KeyUrl, WindowKey, WindowTimes, wall_of};
 use crate::{Action, Body, Notes, RequestMeta, Stage};
 
 /// How many windows a [`WindowBook`] labels at most, by default.
@@ -147,8 +147,8 @@ impl WindowBook {
         self.judge.key_of(&KeyText {
             client: &meta.client,
             method: meta.method.as_str(),
-            url: KeyUrl::Uri(&meta.uri),
-            origin: &Origin(&meta.uri),
+            url: KeyUrl::Target(&meta.target),
+            origin: &meta.target.origin(),
             header,
         })
     }
@@ -176,7 +176,7 @@ impl WindowBook {
         let labels = Labels {
             client: meta.client.to_string().into(),
             method: meta.method.as_str().into(),
-            url: meta.uri.to_string().into(),
+            url: meta.target.to_string().into(),
         };
         book.insert(key, labels, at);
     }
@@ -350,7 +350,7 @@ mod tests {
         tenant: Option<&str>,
         mut response: Response<Body>,
     ) {
-        let url = meta.uri.to_string();
+        let url = meta.target.to_string();
         // What the handler does: the notes come off the request after each stage.
         let mut notes = crate::Notes::default();
         let Action::Continue(mut request) = book.on_request(request(&url, tenant), meta) else {

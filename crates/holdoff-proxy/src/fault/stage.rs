@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use holdoff::clock::Clock;
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Uri, header};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body as _;
 use rand::Rng;
 
@@ -275,7 +275,7 @@ impl Stage for FaultStage {
         if armed.idle {
             return Action::Continue(request);
         }
-        let url = url_text(&meta.uri);
+        let url = meta.target.text();
         self.inner
             .decide(&armed, request, meta, &url, Step::Latency, Read::Unread)
     }
@@ -414,7 +414,7 @@ impl Inner {
         tracing::debug!(
             target: "holdoff::fault",
             kind = kind.as_str(),
-            url = %meta.uri,
+            url = %meta.target,
             client = %meta.client,
             method = %meta.method,
             status = status.map(|status| status.as_u16()),
@@ -514,7 +514,7 @@ impl Inner {
                 Err(err) => {
                     tracing::debug!(
                         target: "holdoff::fault",
-                        url = %meta.uri,
+                        url = %meta.target,
                         client = %meta.client,
                         error = %err,
                         "the request body could not be read"
@@ -599,7 +599,7 @@ impl Inner {
                 StatusCode::BAD_GATEWAY,
                 format!(
                     "holdoff: no mock matches {} {} and unmocked requests are blocked\n",
-                    meta.method, meta.uri
+                    meta.method, meta.target
                 ),
             )));
         }
@@ -911,35 +911,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
             .any(|window| window == needle)
 }
 
-/// The URL as the watch list matches it: `scheme://host[:port]/path?query`, the port left
-/// out when it is the scheme's default.
-fn url_text(uri: &Uri) -> String {
-    let scheme = uri.scheme_str().unwrap_or("http");
-    let default = if scheme.eq_ignore_ascii_case("https") {
-        443
-    } else {
-        80
-    };
-    let path = uri.path_and_query().map_or("/", |path| path.as_str());
-    // The authority as written, without user information, and without the port when it is
-    // the default one.
-    let authority = uri
-        .authority()
-        .map_or("", |authority| match authority.port_u16() {
-            Some(port) if port == default => authority.host(),
-            _ => {
-                let written = authority.as_str();
-                written.rsplit_once('@').map_or(written, |(_, host)| host)
-            }
-        });
-    // Pushed piece by piece into one allocation: `format!` costs more than the rest of the
-    // stage's work on a request no rule fails.
-    let pieces = [scheme, "://", authority, path];
-    let mut text = String::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
-    pieces.iter().for_each(|piece| text.push_str(piece));
-    text
-}
-
 /// A status with a one-line plain-text reason.
 fn plain(status: StatusCode, message: String) -> Response<Body> {
     let mut response = Response::new(Body::from(message));
@@ -977,7 +948,7 @@ mod tests {
             },
             method,
             user_agent: None,
-            uri: url.parse().unwrap(),
+            target: crate::Target::new(url.parse().unwrap()),
             mode: Mode::Forward,
             watched: Some(API.into()),
         }
@@ -1114,24 +1085,6 @@ mod tests {
         (0..requests)
             .filter(|_| answered(&driver.get("http://api.test/items")).is_some())
             .count()
-    }
-
-    #[test]
-    fn url_text_leaves_out_the_default_port_only() {
-        let text = |url: &str| url_text(&url.parse().unwrap());
-        assert_eq!(
-            text("https://a.example:443/v1?x=1"),
-            "https://a.example/v1?x=1"
-        );
-        assert_eq!(text("http://a.example:80/"), "http://a.example/");
-        assert_eq!(text("http://127.0.0.1:8080/x"), "http://127.0.0.1:8080/x");
-        assert_eq!(
-            text("http://u:p@a.example:8080/x"),
-            "http://a.example:8080/x"
-        );
-        assert_eq!(text("http://u@a.example:80/x"), "http://a.example/x");
-        assert_eq!(text("https://a.example:80/x"), "https://a.example:80/x");
-        assert_eq!(text("http://[::1]:3000/x"), "http://[::1]:3000/x");
     }
 
     mod error_rules {

@@ -263,18 +263,9 @@ impl KeyBuf {
     /// machinery, which it would go through once per piece.
     fn part_url(&mut self, url: &KeyUrl<'_>) {
         match url {
-            KeyUrl::Uri(uri) => {
-                if let Some(scheme) = uri.scheme_str() {
-                    self.push(scheme.as_bytes());
-                    self.push(b"://");
-                }
-                if let Some(authority) = uri.authority() {
-                    self.push(authority.as_str().as_bytes());
-                }
-                self.push(uri.path().as_bytes());
-                if let Some(query) = uri.query() {
-                    self.push(b"?");
-                    self.push(query.as_bytes());
+            KeyUrl::Target(target) => {
+                for piece in target.pieces() {
+                    self.push(piece.as_bytes());
                 }
                 self.push(&[0xff]);
             }
@@ -297,7 +288,7 @@ pub(crate) struct KeyText<'a> {
 /// A key's URL: a request's, or any text that displays as one.
 #[derive(Clone, Copy)]
 pub(crate) enum KeyUrl<'a> {
-    Uri(&'a http::Uri),
+    Target(&'a crate::Target),
     Text(&'a dyn fmt::Display),
 }
 
@@ -416,7 +407,7 @@ mod tests {
         }
 
         #[test]
-        fn a_request_uri_keys_as_its_display_form() {
+        fn a_request_target_keys_as_its_display_form() {
             let hashers = [KeyHasher::new(), KeyHasher::Stable];
             for url in [
                 "https://api.example/v1/chat?x=1&y=2",
@@ -425,8 +416,10 @@ mod tests {
                 "https://api.example",
                 "https://api.example/?",
                 "http://api.example/path?",
+                "https://api.example:443/x",
+                "http://API.example:80",
             ] {
-                let uri: http::Uri = url.parse().expect("a valid URL");
+                let target = crate::Target::new(url.parse().expect("a valid URL"));
                 for h in &hashers {
                     let key = |url: KeyUrl<'_>| {
                         h.key_of(
@@ -440,7 +433,8 @@ mod tests {
                             },
                         )
                     };
-                    assert_eq!(key(KeyUrl::Uri(&uri)), key(KeyUrl::Text(&uri)), "{url}");
+                    let display = key(KeyUrl::Text(&target));
+                    assert_eq!(key(KeyUrl::Target(&target)), display, "{url}");
                 }
             }
         }

@@ -28,7 +28,7 @@ pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
 pub use lines::LINES_PER_SECOND;
 pub use stage::{DEFAULT_MIN_BACKOFF, JudgeEvent, JudgeStage, KEPT_EVENTS, Verdict};
-pub(crate) use stage::{Origin, fail_closed_answer, wall_of};
+pub(crate) use stage::{fail_closed_answer, wall_of};
 
 const SHARDS: usize = 32;
 

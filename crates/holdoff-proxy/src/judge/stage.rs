@@ -1,7 +1,7 @@
 //! The judge as a pipeline stage: opens windows from the hints responses carry, and answers
 //! premature retries itself.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -140,7 +140,7 @@ impl Verdicts {
             client: meta.client.to_string(),
             user_agent: user_agent(meta),
             method: meta.method.to_string(),
-            url: meta.uri.to_string(),
+            url: meta.target.to_string(),
             throttled_at: wall(throttled_at),
             permitted_at: permitted_at.map(wall),
             retried_at: arrival.wall,
@@ -171,7 +171,7 @@ impl Verdicts {
             return;
         }
         let ms = by.map_or(u64::MAX, |by| by.as_millis() as u64);
-        let (client, method, url) = (&meta.client, &meta.method, &meta.uri);
+        let (client, method, url) = (&meta.client, &meta.method, &meta.target);
         match verdict {
             Verdict::Premature => tracing::warn!(
                 %client, %method, %url, early_ms = ms, "premature retry"
@@ -506,13 +506,13 @@ impl JudgeStage {
     /// formatting either into a string.
     fn text<'a>(
         meta: &'a RequestMeta,
-        origin: &'a Origin<'a>,
+        origin: &'a dyn fmt::Display,
         header: Option<&'a str>,
     ) -> KeyText<'a> {
         KeyText {
             client: &meta.client,
             method: meta.method.as_str(),
-            url: KeyUrl::Uri(&meta.uri),
+            url: KeyUrl::Target(&meta.target),
             origin,
             header,
         }
@@ -520,7 +520,7 @@ impl JudgeStage {
 
     /// The request's window key in this proxy's judge and, with a shared store, in the store.
     fn keys(&self, meta: &RequestMeta, header: Option<&str>) -> (WindowKey, Option<WindowKey>) {
-        let origin = Origin(&meta.uri);
+        let origin = meta.target.origin();
         let text = Self::text(meta, &origin, header);
         let local = self.judge.key_of(&text);
         let shared = self
@@ -575,7 +575,7 @@ impl JudgeStage {
                 client: meta.client.to_string(),
                 user_agent: user_agent(meta),
                 method: meta.method.to_string(),
-                url: meta.uri.to_string(),
+                url: meta.target.to_string(),
                 status: status.as_u16(),
                 permitted_at: read.permitted_at.map(|at| wall_of(receipt, at)),
                 hint: read.hint,
@@ -661,24 +661,6 @@ pub(crate) fn wall_of(receipt: Receipt, at: Instant) -> SystemTime {
         receipt.wall + (at - receipt.instant)
     } else {
         receipt.wall - (receipt.instant - at)
-    }
-}
-
-/// `scheme://host:port` of a URL, the host in lowercase and the port explicit.
-pub(crate) struct Origin<'a>(pub(crate) &'a http::Uri);
-
-impl fmt::Display for Origin<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let uri = self.0;
-        let scheme = uri.scheme_str().unwrap_or("http");
-        let port = uri
-            .port_u16()
-            .unwrap_or(if scheme == "https" { 443 } else { 80 });
-        write!(f, "{scheme}://")?;
-        for c in uri.host().unwrap_or_default().chars() {
-            f.write_char(c.to_ascii_lowercase())?;
-        }
-        write!(f, ":{port}")
     }
 }
 
@@ -786,18 +768,6 @@ fn header_value(stage: &JudgeStage, request: &Request<Body>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    mod origin {
-        use super::*;
-
-        #[test]
-        fn lowercases_the_host_and_makes_the_port_explicit() {
-            let uri: http::Uri = "HTTPS://Api.Example/a?b".parse().unwrap();
-            assert_eq!(Origin(&uri).to_string(), "https://api.example:443");
-            let uri: http::Uri = "http://127.0.0.1:8080/".parse().unwrap();
-            assert_eq!(Origin(&uri).to_string(), "http://127.0.0.1:8080");
-        }
-    }
 
     mod has_hint_header {
         use super::*;

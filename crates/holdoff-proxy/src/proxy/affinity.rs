@@ -328,7 +328,10 @@ impl Affinity {
 /// none (a URL may leave it out, a socket address may not), an IPv6 literal without brackets
 /// (`::1`, as a socket address and a certificate name have it).
 fn endpoint(https: bool, authority: &Authority) -> (&str, u16) {
-    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let scheme = if https { "https" } else { "http" };
+    let port = authority
+        .port_u16()
+        .unwrap_or_else(|| super::default_port(scheme));
     let host = authority.host();
     let host = host
         .strip_prefix('[')

@@ -36,7 +36,7 @@ use super::affinity::Affinity;
 use super::handler::{Line, Origin, Who, log, reason, to_itself};
 use super::io::Rewind;
 use super::server::{Conn, PREFACE, serve_http};
-use super::{Route, Shared, reply};
+use super::{Route, Shared, default_port, reply};
 use crate::Body;
 use crate::config::{UrlParts, proxy_user};
 
@@ -264,7 +264,9 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
     };
     // A tunnel to the proxy itself would carry the next `CONNECT` to it, and that one the
     // next; one to its control API would let a client under test change what it records.
-    let port = authority.port_u16().unwrap_or(443);
+    let port = authority
+        .port_u16()
+        .unwrap_or_else(|| default_port("https"));
     if let Some(own) = shared.own.named_by(authority.host(), port) {
         let message = to_itself(authority.as_str(), own);
         return refuse(
@@ -331,12 +333,12 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
     };
     let opened = Opened {
         plain: PlainTunnel {
-            authority: without_default_port(authority.clone(), 80),
+            authority: without_default_port(authority.clone(), default_port("http")),
             credentials: parts.headers.get(PROXY_AUTHORIZATION).cloned(),
         },
         tunnel: Tunnel {
             conn: Arc::clone(conn),
-            authority: without_default_port(authority.clone(), 443),
+            authority: without_default_port(authority.clone(), default_port("https")),
             user,
             affinity: None,
         },
@@ -647,7 +649,10 @@ async fn serve_intercepted(mut tunnel: Tunnel, client: ClientTunnel, config: Arc
 fn handshake_failed(shared: &Shared, tunnel: &Tunnel, cause: &str) {
     shared.stats.interception_failed();
     let host = tunnel.authority.host();
-    let port = tunnel.authority.port_u16().unwrap_or(443);
+    let port = tunnel
+        .authority
+        .port_u16()
+        .unwrap_or_else(|| default_port("https"));
     tracing::warn!(
         host,
         client = %tunnel.conn.peer.ip(),

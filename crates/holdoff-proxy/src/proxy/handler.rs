@@ -24,7 +24,7 @@ use super::headers::{CLIENT_HEADER, add_via, has_several_hosts, strip_hop_by_hop
 use super::server::Conn;
 use super::stage::{Action, ClientId, Mode, Notes, RequestMeta};
 use super::upstream::{Failure, stalled};
-use super::{Route, Shared, reply, unread};
+use super::{Route, Shared, Target, default_port, reply, unread};
 use crate::Body;
 use crate::body::{Progress, Unread};
 use crate::config::{UrlParts, proxy_user};
@@ -97,9 +97,10 @@ pub(crate) async fn handle(
     };
     let client = identify(&mut parts.headers, tunnel, &conn.identity);
     let user_agent = parts.headers.get(USER_AGENT).cloned();
+    let target = Target::new(uri);
     let watched = shared
         .watch
-        .watching_with(|| url_parts(&uri))
+        .watching_with(|| url_parts(&target))
         .map(|pattern| Arc::clone(pattern.shared()));
 
     let upgrade = parts.version == Version::HTTP_11 && wants_upgrade(&parts.headers);
@@ -115,7 +116,7 @@ pub(crate) async fn handle(
             parts.headers.insert(HOST, upstream.host_header().clone());
         }
         // RFC 9112 §3.2.2: the target's authority replaces whatever Host said.
-        (_, Mode::Forward) => set_host(&mut parts.headers, &uri),
+        (_, Mode::Forward) => set_host(&mut parts.headers, target.uri()),
         _ => {}
     }
     // The client picks HTTP/1.1 or HTTP/2 per upstream connection by ALPN; a request asking
@@ -129,11 +130,11 @@ pub(crate) async fn handle(
         received,
         method: parts.method.clone(),
         user_agent,
-        uri: uri.clone(),
+        target,
         mode,
         watched,
     };
-    parts.uri = uri;
+    parts.uri = meta.target.uri().clone();
     let (body, lent) = Body::lend(body);
     let request = Request::from_parts(parts, body);
     // Says so in the log if shutdown cuts the request before it has an answer.
@@ -153,7 +154,14 @@ pub(crate) async fn handle(
             // The one place where an answer replaces the upstream's: what the stage left of
             // the request body is read first.
             let body = lent.and_then(Unread::take);
-            unread::settle(&shared.clock, body, version, &meta.uri, &mut response).await;
+            unread::settle(
+                &shared.clock,
+                body,
+                version,
+                meta.target.uri(),
+                &mut response,
+            )
+            .await;
             (response, None)
         }
         Decision::Abort => {
@@ -366,10 +374,9 @@ fn target(
                     format!("holdoff: cannot forward {scheme} URLs, only http and https\n"),
                 ));
             }
-            let port =
-                authority
-                    .port_u16()
-                    .unwrap_or(if *scheme == Scheme::HTTPS { 443 } else { 80 });
+            let port = authority
+                .port_u16()
+                .unwrap_or_else(|| default_port(scheme.as_str()));
             if let Some(own) = shared.own.named_by(authority.host(), port) {
                 return Err((StatusCode::LOOP_DETECTED, to_itself(&uri.to_string(), own)));
             }
@@ -440,18 +447,12 @@ fn set_host(headers: &mut HeaderMap, uri: &Uri) {
 }
 
 /// The URL as the watch list sees it.
-fn url_parts(uri: &Uri) -> UrlParts<'_> {
-    let scheme = uri.scheme_str().unwrap_or("http");
-    let default = if scheme.eq_ignore_ascii_case("https") {
-        443
-    } else {
-        80
-    };
+fn url_parts(target: &Target) -> UrlParts<'_> {
     UrlParts {
-        scheme,
-        host: uri.host().unwrap_or(""),
-        port: uri.port_u16().filter(|port| *port != default),
-        path_and_query: uri.path_and_query().map_or("/", PathAndQuery::as_str),
+        scheme: target.scheme(),
+        host: target.host(),
+        port: target.non_default_port(),
+        path_and_query: target.path_and_query(),
     }
 }
 
@@ -834,7 +835,7 @@ impl<'a> Line<'a> {
     fn from_meta(meta: &'a RequestMeta) -> Line<'a> {
         Line {
             method: &meta.method,
-            url: &meta.uri,
+            url: meta.target.uri(),
             mode: meta.mode.as_str(),
             client: Who::Id(&meta.client),
         }

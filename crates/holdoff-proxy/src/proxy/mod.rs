@@ -19,6 +19,7 @@ mod reply;
 mod server;
 mod stage;
 mod stats;
+mod target;
 mod unread;
 mod upstream;
 
@@ -39,6 +40,7 @@ use tokio_util::task::TaskTracker;
 pub use pipeline::{Pipeline, PipelineBuilder, UPKEEP_EVERY};
 pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
+pub use target::{Target, default_port};
 
 use crate::ProxyError;
 use crate::config::{CaSource, ClientIdMode, ConfigError, ProxyConfig, Upstream, WatchList};
@@ -175,7 +177,14 @@ impl ProxyServer {
         };
 
         let ca = if config.intercepts() {
-            Some(load_ca(&config.ca)?)
+            // Off the runtime's threads: loading may wait for another process writing the CA.
+            let source = config.ca.clone();
+            match tokio::task::spawn_blocking(move || load_ca(&source)).await {
+                Ok(loaded) => Some(loaded?),
+                // Only a panic: a blocking task is cancelled only as the runtime shuts down,
+                // which drops this future too.
+                Err(err) => std::panic::resume_unwind(err.into_panic()),
+            }
         } else {
             None
         };

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use holdoff::Receipt;
-use http::{HeaderValue, Method, Request, Response, Uri};
+use http::{HeaderValue, Method, Request, Response};
 
+use super::Target;
 use crate::Body;
 
 /// One step of the pipeline, e.g. a fault injector or the judge.
@@ -272,9 +273,9 @@ pub struct RequestMeta {
     pub method: Method,
     /// Its `User-Agent`, if it sent one.
     pub user_agent: Option<HeaderValue>,
-    /// The absolute URL it is going to: `http://host/path` (forward), `https://host/path`
-    /// (intercepted), or the upstream's URL (reverse).
-    pub uri: Uri,
+    /// The absolute URL it is going to, read once: `http://host/path` (forward),
+    /// `https://host/path` (intercepted), or the upstream's URL (reverse).
+    pub target: Target,
     /// How it reached the proxy.
     pub mode: Mode,
     /// The watch-list pattern that watches this URL, as written; `None` when the URL is not
@@ -294,7 +295,7 @@ impl RequestMeta {
             received: at,
             method: Method::GET,
             user_agent: None,
-            uri: url.parse().expect("a test URL"),
+            target: Target::new(url.parse().expect("a test URL")),
             mode: Mode::Forward,
             watched: Some("*".into()),
         }

@@ -293,7 +293,8 @@ impl CertificateAuthority {
 
 /// [`CertificateAuthority::load`], but a key without its certificate is given up to a second
 /// to be joined by it: that is what another process creating the CA looks like midway, as
-/// [`write_pair`] writes the key first.
+/// [`write_pair`] writes the key first. It blocks its thread while it waits: the proxy loads
+/// its CA on a blocking thread.
 fn load_settled(dir: &Path) -> Result<CertificateAuthority, TlsError> {
     let cert_path = CertificateAuthority::cert_file(dir);
     let mut tries = 0;
@@ -305,7 +306,7 @@ fn load_settled(dir: &Path) -> Result<CertificateAuthority, TlsError> {
                     && tries < 50 =>
             {
                 tries += 1;
-                std::thread::sleep(Duration::from_millis(20));
+                SystemClock.block_for(Duration::from_millis(20));
             }
             loaded => return loaded,
         }

@@ -1,0 +1,267 @@
+//! Where a request goes, read once: [`Target`], and the one rule for a scheme's default port.
+
+use std::fmt;
+
+use http::Uri;
+
+/// The port a URL of `scheme` means when it names none (RFC 9110 §4.2): 443 for `https`, 80
+/// for `http` (the only other scheme the proxy forwards).
+pub fn default_port(scheme: &str) -> u16 {
+    if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        80
+    }
+}
+
+/// The absolute URL a request goes to, with its parts read once, in the handler, for every
+/// stage and check that needs them: the watch list, the fault rules, the judge's keys.
+///
+/// Its [`Display`](fmt::Display) is the URL in one form, whoever writes it:
+/// `scheme://host[:port]/path?query`, the port left out when it is the scheme's default (so
+/// `https://api.test:443/x` and `https://api.test/x` are one URL), with no user information.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::Target;
+///
+/// let target = Target::new("https://API.test:443/v1/items?page=2".parse().unwrap());
+/// assert_eq!(target.to_string(), "https://API.test/v1/items?page=2");
+/// assert_eq!(target.port(), 443);
+/// assert_eq!(target.origin().to_string(), "https://api.test:443");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    uri: Uri,
+    /// The port, the scheme's default when the URL names none.
+    port: u16,
+    /// Whether the URL named the scheme's default port.
+    default_port_written: bool,
+}
+
+impl Target {
+    /// The target of an absolute URI (`http://…` or `https://…`); a URI without a scheme is
+    /// read as `http`, one without an authority as having an empty host.
+    pub fn new(uri: Uri) -> Target {
+        let default = default_port(uri.scheme_str().unwrap_or("http"));
+        let written = uri.port_u16();
+        Target {
+            port: written.unwrap_or(default),
+            default_port_written: written == Some(default),
+            uri,
+        }
+    }
+
+    /// The URI, as the request carries it upstream.
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &str {
+        self.uri.scheme_str().unwrap_or("http")
+    }
+
+    /// Whether it goes over TLS.
+    pub fn is_https(&self) -> bool {
+        self.scheme().eq_ignore_ascii_case("https")
+    }
+
+    /// The host, as written (an IPv6 address in brackets).
+    pub fn host(&self) -> &str {
+        self.uri.host().unwrap_or("")
+    }
+
+    /// The port: the one written, or the scheme's default.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The port when it is not the scheme's default: what a URL must write.
+    pub fn non_default_port(&self) -> Option<u16> {
+        (self.port != default_port(self.scheme())).then_some(self.port)
+    }
+
+    /// `host[:port]` as written, without user information and without the port when it is
+    /// the scheme's default.
+    pub fn authority(&self) -> &str {
+        let Some(authority) = self.uri.authority() else {
+            return "";
+        };
+        let written = authority.as_str();
+        let written = written.rsplit_once('@').map_or(written, |(_, host)| host);
+        if self.default_port_written {
+            // The port is written, so there is a colon before it.
+            written.rsplit_once(':').map_or(written, |(host, _)| host)
+        } else {
+            written
+        }
+    }
+
+    /// The path and query, `/` when there is neither.
+    pub fn path_and_query(&self) -> &str {
+        self.uri
+            .path_and_query()
+            .map_or("/", http::uri::PathAndQuery::as_str)
+    }
+
+    /// `scheme://host:port`, the host in lowercase and the port always written: what the
+    /// judge's host mode keys by.
+    pub fn origin(&self) -> impl fmt::Display + '_ {
+        Origin(self)
+    }
+
+    /// The URL's text in pieces, in order, for a writer that takes them one by one (the
+    /// judge's key buffer); they join into the [`Display`](fmt::Display) form.
+    pub(crate) fn pieces(&self) -> [&str; 4] {
+        [
+            self.scheme(),
+            "://",
+            self.authority(),
+            self.path_and_query(),
+        ]
+    }
+
+    /// The URL's text, built in one allocation.
+    pub(crate) fn text(&self) -> String {
+        let pieces = self.pieces();
+        let mut text = String::with_capacity(pieces.iter().map(|piece| piece.len()).sum());
+        pieces.iter().for_each(|piece| text.push_str(piece));
+        text
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.pieces()
+            .iter()
+            .try_for_each(|piece| f.write_str(piece))
+    }
+}
+
+/// See [`Target::origin`].
+struct Origin<'a>(&'a Target);
+
+impl fmt::Display for Origin<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.scheme())?;
+        f.write_str("://")?;
+        for c in self.0.host().chars() {
+            fmt::Write::write_char(f, c.to_ascii_lowercase())?;
+        }
+        write!(f, ":{}", self.0.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(url: &str) -> Target {
+        Target::new(url.parse().unwrap())
+    }
+
+    #[test]
+    fn the_default_port_is_left_out_of_the_url_and_written_in_the_origin() {
+        for (url, text, origin) in [
+            (
+                "http://api.test/x",
+                "http://api.test/x",
+                "http://api.test:80",
+            ),
+            (
+                "http://api.test:80/x",
+                "http://api.test/x",
+                "http://api.test:80",
+            ),
+            (
+                "https://api.test:443/x",
+                "https://api.test/x",
+                "https://api.test:443",
+            ),
+            (
+                "https://api.test:80/x",
+                "https://api.test:80/x",
+                "https://api.test:80",
+            ),
+            (
+                "http://API.Test:8080",
+                "http://API.Test:8080/",
+                "http://api.test:8080",
+            ),
+            (
+                "https://[::1]:443/a?b=c",
+                "https://[::1]/a?b=c",
+                "https://[::1]:443",
+            ),
+            (
+                "http://[::1]:8000/",
+                "http://[::1]:8000/",
+                "http://[::1]:8000",
+            ),
+            (
+                "http://u:p@api.test:80/x",
+                "http://api.test/x",
+                "http://api.test:80",
+            ),
+            (
+                "HTTPS://Api.Example/a?b",
+                "https://Api.Example/a?b",
+                "https://api.example:443",
+            ),
+            (
+                "http://127.0.0.1:8080/",
+                "http://127.0.0.1:8080/",
+                "http://127.0.0.1:8080",
+            ),
+        ] {
+            let target = target(url);
+            assert_eq!(target.to_string(), text, "{url}");
+            assert_eq!(target.text(), text, "{url}");
+            assert_eq!(target.origin().to_string(), origin, "{url}");
+        }
+    }
+
+    #[test]
+    fn the_text_leaves_out_the_default_port_only() {
+        let text = |url: &str| target(url).text();
+        assert_eq!(
+            text("https://a.example:443/v1?x=1"),
+            "https://a.example/v1?x=1"
+        );
+        assert_eq!(text("http://a.example:80/"), "http://a.example/");
+        assert_eq!(text("http://127.0.0.1:8080/x"), "http://127.0.0.1:8080/x");
+        assert_eq!(
+            text("http://u:p@a.example:8080/x"),
+            "http://a.example:8080/x"
+        );
+        assert_eq!(text("http://u@a.example:80/x"), "http://a.example/x");
+        assert_eq!(text("https://a.example:80/x"), "https://a.example:80/x");
+        assert_eq!(text("http://[::1]:3000/x"), "http://[::1]:3000/x");
+    }
+
+    #[test]
+    fn the_port_is_the_written_one_or_the_schemes_default() {
+        assert_eq!(target("http://a.test/").port(), 80);
+        assert_eq!(target("https://a.test/").port(), 443);
+        assert_eq!(target("https://a.test:8443/").port(), 8443);
+        assert_eq!(target("https://a.test:443/").non_default_port(), None);
+        assert_eq!(target("http://a.test:443/").non_default_port(), Some(443));
+        assert_eq!(default_port("HTTPS"), 443);
+        assert_eq!(default_port("http"), 80);
+    }
+
+    #[test]
+    fn a_url_without_a_default_port_reads_as_the_uri_displays() {
+        // So a window key written from the pieces is the one written from the URI before.
+        for url in [
+            "http://127.0.0.1:8080/items?x=1",
+            "https://api.test/v1/chat/completions",
+            "http://[::1]:9/",
+        ] {
+            let uri: Uri = url.parse().unwrap();
+            assert_eq!(Target::new(uri.clone()).to_string(), uri.to_string());
+        }
+    }
+}
