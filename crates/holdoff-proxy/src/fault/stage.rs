@@ -28,6 +28,7 @@ use super::error::{ErrorResponse, FaultRng, HeaderTemplate, Rendered, RetryAfter
 use super::plan::{FaultPlan, NetworkFault, Outcome, RateLimitRule, RequestMatch, Scope};
 use super::ratelimit::{self, Limit, RateLimiter, Taken, ceil_secs};
 use crate::judge::fail_closed_answer;
+use crate::proxy::reply::Refusal;
 use crate::shared::{CounterKey, OnFailure, SharedStore};
 use crate::{Action, Body, Notes, RequestMeta, Stage};
 
@@ -519,10 +520,11 @@ impl Inner {
                         error = %err,
                         "the request body could not be read"
                     );
-                    Action::Respond(plain(
+                    let refusal = Refusal::new(
                         StatusCode::BAD_REQUEST,
-                        "holdoff: the request body could not be read\n".to_owned(),
-                    ))
+                        "the request body could not be read",
+                    );
+                    Action::Respond(refusal.into_response())
                 }
             }
         })
@@ -595,13 +597,14 @@ impl Inner {
         }
         if plan.block_unmocked {
             self.record(Kind::Blocked, meta, Some(StatusCode::BAD_GATEWAY), None);
-            return Flow::Done(Action::Respond(plain(
+            let refusal = Refusal::new(
                 StatusCode::BAD_GATEWAY,
                 format!(
-                    "holdoff: no mock matches {} {} and unmocked requests are blocked\n",
+                    "no mock matches {} {} and unmocked requests are blocked",
                     meta.method, meta.target
                 ),
-            )));
+            );
+            return Flow::Done(Action::Respond(refusal.into_response()));
         }
         Flow::Next(request)
     }
@@ -740,10 +743,11 @@ impl Inner {
                 response.map(Body::full)
             }
             None => {
-                let mut response = plain(
+                let mut response = Refusal::new(
                     StatusCode::TOO_MANY_REQUESTS,
-                    format!("holdoff: rate limit exceeded; retry in {seconds}s\n"),
-                );
+                    format!("rate limit exceeded; retry in {seconds}s"),
+                )
+                .into_response();
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -909,17 +913,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
         || haystack
             .windows(needle.len())
             .any(|window| window == needle)
-}
-
-/// A status with a one-line plain-text reason.
-fn plain(status: StatusCode, message: String) -> Response<Body> {
-    let mut response = Response::new(Body::from(message));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }
 
 #[cfg(test)]

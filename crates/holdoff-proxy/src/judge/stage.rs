@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::lines::{Budget, LINES_PER_SECOND};
 use super::{Check, Judge, KeyHasher, KeyText, KeyUrl, WindowKey, WindowKind};
 use crate::fault::ratelimit::ceil_secs;
+use crate::proxy::reply::Refusal;
 use crate::report::{Event, HintKind, Recorder};
 use crate::shared::{OnFailure, SharedCheck, SharedStore};
 use crate::{Action, Body, Finish, Notes, RequestMeta, Stage};
@@ -354,9 +355,13 @@ pub(crate) fn fail_closed_answer(hold: Duration) -> Response<Body> {
     judge_answer(
         StatusCode::SERVICE_UNAVAILABLE,
         seconds,
-        format!(
-            "holdoff: the shared state is unreachable and the proxy fails closed; retry in {seconds}s\n"
-        ),
+        Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the shared state is unreachable and the proxy fails closed; retry in {seconds}s"
+            ),
+        )
+        .body_text(),
     )
 }
 

@@ -33,10 +33,11 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::affinity::Affinity;
-use super::handler::{Line, Origin, Who, log, reason, to_itself};
+use super::handler::{Line, Origin, Who, log, to_itself};
 use super::io::Rewind;
+use super::reply::Refusal;
 use super::server::{Conn, PREFACE, serve_http};
-use super::{Route, Shared, default_port, reply};
+use super::{Route, Shared, default_port};
 use crate::Body;
 use crate::config::{UrlParts, proxy_user};
 
@@ -228,21 +229,19 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         Some(user) => Who::User(user),
         None => Who::Id(&conn.identity),
     };
+    let asked = Asked {
+        shared,
+        who,
+        received,
+    };
     let leaves = match &shared.route {
         Route::Forward { leaves } => leaves.as_ref(),
         Route::Reverse(upstream) => {
-            let message = format!(
-                "holdoff: this is a reverse proxy for {upstream}; it does not take CONNECT\n"
-            );
-            return refuse(
-                shared,
-                &parts,
-                who,
-                received,
+            let refusal = Refusal::new(
                 StatusCode::BAD_REQUEST,
-                message,
-                "tunnel",
+                format!("this is a reverse proxy for {upstream}; it does not take CONNECT"),
             );
+            return asked.refuse(&parts, refusal, "tunnel");
         }
     };
     let Some(authority) = parts
@@ -251,16 +250,11 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         .cloned()
         .filter(|a| a.port_u16().is_some())
     else {
-        let message = "holdoff: CONNECT needs a host and a port (CONNECT host:443)\n";
-        return refuse(
-            shared,
-            &parts,
-            who,
-            received,
+        let refusal = Refusal::new(
             StatusCode::BAD_REQUEST,
-            message.into(),
-            "tunnel",
+            "CONNECT needs a host and a port (CONNECT host:443)",
         );
+        return asked.refuse(&parts, refusal, "tunnel");
     };
     // A tunnel to the proxy itself would carry the next `CONNECT` to it, and that one the
     // next; one to its control API would let a client under test change what it records.
@@ -268,29 +262,15 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         .port_u16()
         .unwrap_or_else(|| default_port("https"));
     if let Some(own) = shared.own.named_by(authority.host(), port) {
-        let message = to_itself(authority.as_str(), own);
-        return refuse(
-            shared,
-            &parts,
-            who,
-            received,
-            StatusCode::LOOP_DETECTED,
-            message,
-            "tunnel",
-        );
+        return asked.refuse(&parts, to_itself(authority.as_str(), own), "tunnel");
     }
     let Some(on_upgrade) = parts.extensions.remove::<OnUpgrade>() else {
         // hyper always provides it on an HTTP/1.1 connection that allows upgrades.
-        let message = "holdoff: this connection cannot be tunnelled\n";
-        return refuse(
-            shared,
-            &parts,
-            who,
-            received,
+        let refusal = Refusal::new(
             StatusCode::BAD_REQUEST,
-            message.into(),
-            "tunnel",
+            "this connection cannot be tunnelled",
         );
+        return asked.refuse(&parts, refusal, "tunnel");
     };
 
     let watched = leaves.zip(shared.watch.intercepting(authority.host()));
@@ -298,19 +278,11 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         Some((leaves, _pattern)) => match leaves.server_config(authority.host()) {
             Ok(config) => Some(config),
             Err(err) => {
-                let message = format!(
-                    "holdoff: cannot issue a certificate for {}: {err}\n",
-                    authority.host()
-                );
-                return refuse(
-                    shared,
-                    &parts,
-                    who,
-                    received,
+                let refusal = Refusal::new(
                     StatusCode::BAD_GATEWAY,
-                    message,
-                    "intercepted",
+                    format!("cannot issue a certificate for {}: {err}", authority.host()),
                 );
+                return asked.refuse(&parts, refusal, "intercepted");
             }
         },
         None => None,
@@ -321,9 +293,7 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         Some(_) => None,
         None => match connect_upstream(shared, &authority).await {
             Ok(upstream) => Some(upstream),
-            Err((status, message)) => {
-                return refuse(shared, &parts, who, received, status, message, "tunnel");
-            }
+            Err(refusal) => return asked.refuse(&parts, refusal, "tunnel"),
         },
     };
     let mode = if config.is_some() {
@@ -339,7 +309,7 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         tunnel: Tunnel {
             conn: Arc::clone(conn),
             authority: without_default_port(authority.clone(), default_port("https")),
-            user,
+            user: user.clone(),
             affinity: None,
         },
         target: authority,
@@ -347,25 +317,14 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         upstream,
     };
     // The CONNECT is no request of its own: the requests inside are counted as they come.
-    log_connect(
-        shared,
-        &parts,
-        who_of(&opened.tunnel, conn),
-        received,
-        StatusCode::OK,
-        mode,
-        None,
-    );
+    asked.log(&parts, StatusCode::OK, mode, None);
     shared.tasks.spawn(serve_tunnel(opened, on_upgrade));
     Response::new(Body::empty())
 }
 
 /// Connects to a tunnel's target, within the upstream timeout; or the answer that says why not.
 /// A name is looked up first, and refused if it leads back to the proxy.
-async fn connect_upstream(
-    shared: &Shared,
-    target: &Authority,
-) -> Result<TcpStream, (StatusCode, String)> {
+async fn connect_upstream(shared: &Shared, target: &Authority) -> Result<TcpStream, Refusal> {
     let target = target.as_str();
     let connect = async {
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(target).await?.collect();
@@ -376,25 +335,18 @@ async fn connect_upstream(
     };
     match tokio::time::timeout(shared.upstream_timeout, connect).await {
         Ok(Ok(Ok(stream))) => Ok(stream),
-        Ok(Ok(Err(own))) => Err((StatusCode::LOOP_DETECTED, to_itself(target, own))),
-        Ok(Err(err)) => Err((
+        Ok(Ok(Err(own))) => Err(to_itself(target, own)),
+        Ok(Err(err)) => Err(Refusal::new(
             StatusCode::BAD_GATEWAY,
-            format!("holdoff: could not connect to {target}: {err}\n"),
+            format!("could not connect to {target}: {err}"),
         )),
-        Err(_) => Err((
+        Err(_) => Err(Refusal::new(
             StatusCode::GATEWAY_TIMEOUT,
             format!(
-                "holdoff: could not connect to {target} within {}s\n",
+                "could not connect to {target} within {}s",
                 shared.upstream_timeout.as_secs_f64()
             ),
         )),
-    }
-}
-
-fn who_of<'a>(tunnel: &'a Tunnel, conn: &'a Conn) -> Who<'a> {
-    match &tunnel.user {
-        Some(user) => Who::User(user),
-        None => Who::Id(&conn.identity),
     }
 }
 
@@ -409,44 +361,36 @@ fn without_default_port(authority: Authority, default: u16) -> Authority {
 }
 
 /// Answers a `CONNECT` with an error and logs it: counted as an error, not as a request.
-fn refuse(
-    shared: &Shared,
-    parts: &Parts,
-    who: Who<'_>,
+/// A `CONNECT` being answered: what its log line needs besides the request.
+struct Asked<'a> {
+    shared: &'a Shared,
+    who: Who<'a>,
     received: Receipt,
-    status: StatusCode,
-    message: String,
-    mode: &'static str,
-) -> Response<Body> {
-    shared.stats.error();
-    log_connect(
-        shared,
-        parts,
-        who,
-        received,
-        status,
-        mode,
-        Some(reason(&message)),
-    );
-    reply::text(status, message)
 }
 
-fn log_connect(
-    shared: &Shared,
-    parts: &Parts,
-    who: Who<'_>,
-    received: Receipt,
-    status: StatusCode,
-    mode: &'static str,
-    error: Option<&str>,
-) {
-    let line = Line {
-        method: &parts.method,
-        url: &parts.uri,
-        mode,
-        client: who,
-    };
-    log(shared, &line, received.instant, Some(status), error);
+impl Asked<'_> {
+    /// Answers with `refusal`, counted as an error, and logs it.
+    fn refuse(&self, parts: &Parts, refusal: Refusal, mode: &'static str) -> Response<Body> {
+        self.shared.stats.error();
+        self.log(parts, refusal.status, mode, Some(&refusal.reason));
+        refusal.into_response()
+    }
+
+    fn log(&self, parts: &Parts, status: StatusCode, mode: &'static str, error: Option<&str>) {
+        let line = Line {
+            method: &parts.method,
+            url: &parts.uri,
+            mode,
+            client: self.who,
+        };
+        log(
+            self.shared,
+            &line,
+            self.received.instant,
+            Some(status),
+            error,
+        );
+    }
 }
 
 /// Relays a blind tunnel until either side closes, or shutdown cuts it.
@@ -532,10 +476,10 @@ fn serve_tunnel(opened: Opened, on_upgrade: OnUpgrade) -> Pin<Box<dyn Future<Out
                     Some(upstream) => upstream,
                     None => match connect_upstream(shared, &opened.target).await {
                         Ok(upstream) => upstream,
-                        Err((_, message)) => {
+                        Err(refusal) => {
                             // The client only sees its tunnel close.
                             shared.stats.error();
-                            tracing::warn!(host, "{} (for a blind tunnel)", message.trim_end());
+                            tracing::warn!(host, "{refusal} (for a blind tunnel)");
                             return;
                         }
                     },

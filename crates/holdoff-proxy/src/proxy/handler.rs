@@ -21,10 +21,11 @@ use hyper_util::rt::TokioIo;
 use super::affinity::{Outbound, Sent};
 use super::connect::{self, Tunnel};
 use super::headers::{CLIENT_HEADER, add_via, has_several_hosts, strip_hop_by_hop, wants_upgrade};
+use super::reply::{self, Refusal};
 use super::server::Conn;
 use super::stage::{Action, ClientId, Mode, Notes, RequestMeta};
 use super::upstream::{Failure, stalled};
-use super::{Route, Shared, Target, default_port, reply, unread};
+use super::{Route, Shared, Target, default_port, unread};
 use crate::Body;
 use crate::body::{Progress, Unread};
 use crate::config::{UrlParts, proxy_user};
@@ -81,8 +82,8 @@ pub(crate) async fn handle(
             None
         }
     };
-    if let Some(refusal) = refuse(shared, conn, tunnel, &parts, received.instant) {
-        return Ok(answer_early(shared, conn, &parts, body, received, refusal).await);
+    if let Some(answer) = refuse(shared, conn, tunnel, &parts, received.instant) {
+        return Ok(answer_early(shared, conn, &parts, body, received, answer).await);
     }
     if tunnel.is_none() && parts.method == Method::CONNECT {
         return Ok(connect::boxed(conn, parts, received).await);
@@ -90,9 +91,9 @@ pub(crate) async fn handle(
 
     let (mode, uri) = match target(shared, tunnel, &parts) {
         Ok(target) => target,
-        Err((status, message)) => {
-            let refusal = Refusal::named(reply::text(status, message.clone()), message);
-            return Ok(answer_early(shared, conn, &parts, body, received, refusal).await);
+        Err(refusal) => {
+            let answer = EarlyAnswer::named(refusal);
+            return Ok(answer_early(shared, conn, &parts, body, received, answer).await);
         }
     };
     let client = identify(&mut parts.headers, tunnel, &conn.identity);
@@ -218,7 +219,7 @@ impl Drop for Unanswered<'_> {
 }
 
 /// An answer the proxy makes before routing a request, with what its log line says.
-struct Refusal {
+struct EarlyAnswer {
     response: Response<Body>,
     /// Why, when the request failed (the log line is a warning, and it counts as an error);
     /// `None` for a credentials challenge.
@@ -228,13 +229,21 @@ struct Refusal {
     named: bool,
 }
 
-impl Refusal {
-    /// The proxy's own answer with `message`, after the client's credentials were checked.
-    fn named(response: Response<Body>, message: String) -> Refusal {
-        Refusal {
-            response,
-            error: Some(message),
+impl EarlyAnswer {
+    /// `refusal`, before the client's credentials were checked.
+    fn anonymous(refusal: Refusal) -> EarlyAnswer {
+        EarlyAnswer {
+            error: Some(refusal.reason.clone()),
+            response: refusal.into_response(),
+            named: false,
+        }
+    }
+
+    /// `refusal`, after the client's credentials were checked.
+    fn named(refusal: Refusal) -> EarlyAnswer {
+        EarlyAnswer {
             named: true,
+            ..EarlyAnswer::anonymous(refusal)
         }
     }
 }
@@ -248,15 +257,13 @@ fn refuse(
     tunnel: Option<&Tunnel>,
     parts: &Parts,
     now: Instant,
-) -> Option<Refusal> {
+) -> Option<EarlyAnswer> {
     if shared.via.seen_in(&parts.headers) {
-        let message = "holdoff: the request came back through this proxy (its Via names this \
-                       proxy): it would loop; it is not forwarded again\n";
-        return Some(Refusal {
-            response: reply::text(StatusCode::LOOP_DETECTED, message),
-            error: Some(message.to_owned()),
-            named: false,
-        });
+        return Some(EarlyAnswer::anonymous(Refusal::new(
+            StatusCode::LOOP_DETECTED,
+            "the request came back through this proxy (its Via names this proxy): it would \
+             loop; it is not forwarded again",
+        )));
     }
     if let (None, Some(auth)) = (tunnel, &shared.auth) {
         let response = match auth.admit(&parts.headers, conn.peer.ip(), now) {
@@ -267,7 +274,7 @@ fn refuse(
             }
         };
         if let Some(response) = response {
-            return Some(Refusal {
+            return Some(EarlyAnswer {
                 response,
                 error: None,
                 named: false,
@@ -275,12 +282,10 @@ fn refuse(
         }
     }
     if has_several_hosts(&parts.headers) {
-        let message = "holdoff: the request has more than one Host header, which makes it \
-                       invalid (RFC 9112 §3.2)\n";
-        return Some(Refusal::named(
-            reply::text(StatusCode::BAD_REQUEST, message),
-            message.to_owned(),
-        ));
+        return Some(EarlyAnswer::named(Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "the request has more than one Host header, which makes it invalid (RFC 9112 §3.2)",
+        )));
     }
     None
 }
@@ -293,13 +298,13 @@ async fn answer_early(
     parts: &Parts,
     body: Incoming,
     received: Receipt,
-    refusal: Refusal,
+    answer: EarlyAnswer,
 ) -> Response<Body> {
-    let Refusal {
+    let EarlyAnswer {
         mut response,
         error,
         named,
-    } = refusal;
+    } = answer;
     let body = Some(body);
     unread::settle(
         &shared.clock,
@@ -311,13 +316,7 @@ async fn answer_early(
     .await;
     let user = named.then(|| proxy_user(&parts.headers)).flatten();
     let line = Line::early(parts, conn, user.as_deref(), plain_mode(shared));
-    finish_early(
-        shared,
-        line,
-        received,
-        response,
-        error.as_deref().map(reason),
-    )
+    finish_early(shared, line, received, response, error.as_deref())
 }
 
 /// The mode of a request on the proxy's own port.
@@ -329,11 +328,7 @@ fn plain_mode(shared: &Shared) -> &'static str {
 }
 
 /// Where the request goes: its mode and absolute URL; or why it cannot go anywhere.
-fn target(
-    shared: &Shared,
-    tunnel: Option<&Tunnel>,
-    parts: &Parts,
-) -> Result<(Mode, Uri), (StatusCode, String)> {
+fn target(shared: &Shared, tunnel: Option<&Tunnel>, parts: &Parts) -> Result<(Mode, Uri), Refusal> {
     let path = || {
         parts
             .uri
@@ -358,55 +353,54 @@ fn target(
         Route::Forward { .. } => {
             let uri = &parts.uri;
             let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
-                return Err((
+                return Err(Refusal::new(
                     StatusCode::BAD_REQUEST,
                     format!(
-                        "holdoff: this is a forward proxy: send absolute-form requests \
-                         (GET http://host/path) or CONNECT, not `{} {}`\n",
+                        "this is a forward proxy: send absolute-form requests \
+                         (GET http://host/path) or CONNECT, not `{} {}`",
                         parts.method,
                         uri.path()
                     ),
                 ));
             };
             if *scheme != Scheme::HTTP && *scheme != Scheme::HTTPS {
-                return Err((
+                return Err(Refusal::new(
                     StatusCode::BAD_REQUEST,
-                    format!("holdoff: cannot forward {scheme} URLs, only http and https\n"),
+                    format!("cannot forward {scheme} URLs, only http and https"),
                 ));
             }
             let port = authority
                 .port_u16()
                 .unwrap_or_else(|| default_port(scheme.as_str()));
             if let Some(own) = shared.own.named_by(authority.host(), port) {
-                return Err((StatusCode::LOOP_DETECTED, to_itself(&uri.to_string(), own)));
+                return Err(to_itself(&uri.to_string(), own));
             }
             Ok((Mode::Forward, uri.clone()))
         }
     }
 }
 
-fn absolute(
-    scheme: Scheme,
-    authority: Authority,
-    path: PathAndQuery,
-) -> Result<Uri, (StatusCode, String)> {
+fn absolute(scheme: Scheme, authority: Authority, path: PathAndQuery) -> Result<Uri, Refusal> {
     let mut parts = http::uri::Parts::default();
     parts.scheme = Some(scheme);
     parts.authority = Some(authority);
     parts.path_and_query = Some(path);
     Uri::from_parts(parts).map_err(|err| {
-        (
+        Refusal::new(
             StatusCode::BAD_REQUEST,
-            format!("holdoff: cannot build the request URL: {err}\n"),
+            format!("cannot build the request URL: {err}"),
         )
     })
 }
 
 /// The answer to a request or tunnel to `target`, which is this proxy's own address `own`.
-pub(crate) fn to_itself(target: &str, own: SocketAddr) -> String {
-    format!(
-        "holdoff: {target} is this proxy's own address ({own}): it would loop, or reach the \
-         proxy's control API; it is not forwarded\n"
+pub(crate) fn to_itself(target: &str, own: SocketAddr) -> Refusal {
+    Refusal::new(
+        StatusCode::LOOP_DETECTED,
+        format!(
+            "{target} is this proxy's own address ({own}): it would loop, or reach the proxy's \
+             control API; it is not forwarded"
+        ),
     )
 }
 
@@ -766,9 +760,9 @@ async fn forward(
                 None => failure,
             };
             shared.stats.error();
-            let message = failure.message();
-            let error = reason(&message).to_owned();
-            (reply::text(failure.status(), message), Some(error))
+            let refusal = failure.refusal();
+            let error = refusal.reason.clone();
+            (refusal.into_response(), Some(error))
         }
     }
 }
@@ -817,6 +811,7 @@ pub(crate) struct Line<'a> {
 }
 
 /// The client as logged.
+#[derive(Clone, Copy)]
 pub(crate) enum Who<'a> {
     Id(&'a ClientId),
     User(&'a str),
@@ -881,12 +876,6 @@ fn finish_early(
         error,
     );
     response
-}
-
-/// The one-line reason of a message made for a client, for the log: without the `holdoff: `
-/// prefix and the newline.
-pub(crate) fn reason(message: &str) -> &str {
-    message.trim_end().trim_start_matches("holdoff: ")
 }
 
 /// The request log line: one per request, at `info`, or `warn` with the reason when the proxy

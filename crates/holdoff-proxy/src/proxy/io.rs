@@ -27,9 +27,11 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use holdoff::clock::{Clock, Sleep};
+use http::StatusCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::reply::Refusal;
 use super::server::Conn;
 
 /// How long a lingering close reads before giving up.
@@ -207,15 +209,23 @@ fn stalled() -> io::Error {
 /// hyper's automatic answer with a body saying why, or `None` if `bytes` is not one.
 fn with_reason(bytes: &[u8], limit: usize) -> Option<Vec<u8>> {
     const EMPTY: &[u8] = b"\r\ncontent-length: 0\r\n";
-    let reason = if bytes.starts_with(b"HTTP/1.1 400 Bad Request\r\n") {
-        "holdoff: malformed request: the request line or a header could not be parsed\n".to_owned()
+    let refusal = if bytes.starts_with(b"HTTP/1.1 400 Bad Request\r\n") {
+        Refusal::new(
+            StatusCode::BAD_REQUEST,
+            "malformed request: the request line or a header could not be parsed",
+        )
     } else if bytes.starts_with(b"HTTP/1.1 431 Request Header Fields Too Large\r\n") {
-        format!("holdoff: the request head is larger than {limit} bytes\n")
+        Refusal::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            format!("the request head is larger than {limit} bytes"),
+        )
     } else if bytes.starts_with(b"HTTP/1.1 414 URI Too Long\r\n") {
-        "holdoff: the request URI is too long\n".to_owned()
+        Refusal::new(StatusCode::URI_TOO_LONG, "the request URI is too long")
     } else {
         return None;
     };
+    // hyper wrote the status line and headers: only the body is the refusal's.
+    let reason = refusal.body_text();
     if !bytes.ends_with(b"\r\n\r\n") {
         return None;
     }

@@ -15,7 +15,7 @@ mod headers;
 mod io;
 mod pipeline;
 mod process;
-mod reply;
+pub(crate) mod reply;
 mod server;
 mod stage;
 mod stats;

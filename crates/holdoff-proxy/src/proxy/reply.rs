@@ -1,5 +1,6 @@
-//! Answers the proxy makes itself: a status and a one-line plain-text reason.
+//! Answers the proxy makes itself: a [`Refusal`], a status and a one-line plain-text reason.
 
+use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -9,24 +10,55 @@ use http::{HeaderValue, Response, StatusCode};
 use crate::Body;
 use crate::fault::ratelimit::ceil_secs;
 
-/// A response with `status` and `message` (one line, ending in a newline) as its body.
-pub(crate) fn text(status: StatusCode, message: impl Into<String>) -> Response<Body> {
-    let mut response = Response::new(Body::from(message.into()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+/// An answer the proxy (or one of its stages) makes itself instead of the upstream's: a status
+/// and why, in one line. The client reads `holdoff: {reason}` as a plain-text body; the log
+/// and [`Display`](fmt::Display) give the reason alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) status: StatusCode,
+    /// One line, without the `holdoff: ` the body starts with, nor a newline.
+    pub(crate) reason: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: StatusCode, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            reason: reason.into(),
+        }
+    }
+
+    /// The body the client reads: `holdoff: {reason}` and a newline.
+    pub(crate) fn body_text(&self) -> String {
+        format!("holdoff: {}\n", self.reason)
+    }
+
+    /// The response: the status, and the reason as a plain-text body.
+    pub(crate) fn into_response(self) -> Response<Body> {
+        let mut response = Response::new(Body::from(self.body_text()));
+        *response.status_mut() = self.status;
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
 }
 
 /// `407` with the challenge that makes clients send their proxy credentials.
 pub(crate) fn proxy_auth_required() -> Response<Body> {
-    let mut response = text(
+    let mut response = Refusal::new(
         StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-        "holdoff: proxy authentication required: send Proxy-Authorization with the user and \
-         password given to --proxy-auth (e.g. http://user:password@host:port as the proxy URL)\n",
-    );
+        "proxy authentication required: send Proxy-Authorization with the user and password \
+         given to --proxy-auth (e.g. http://user:password@host:port as the proxy URL)",
+    )
+    .into_response();
     response.headers_mut().insert(
         PROXY_AUTHENTICATE,
         HeaderValue::from_static("Basic realm=\"holdoff\""),
@@ -38,13 +70,13 @@ pub(crate) fn proxy_auth_required() -> Response<Body> {
 /// asks it to wait, as it asks clients of a throttled API to.
 pub(crate) fn auth_locked(peer: IpAddr, retry_after: Duration) -> Response<Body> {
     let seconds = ceil_secs(retry_after).max(1);
-    let mut response = text(
+    let mut response = Refusal::new(
         StatusCode::TOO_MANY_REQUESTS,
         format!(
-            "holdoff: too many failed proxy authentication attempts from {peer}; retry after \
-             {seconds}s\n"
+            "too many failed proxy authentication attempts from {peer}; retry after {seconds}s"
         ),
-    );
+    )
+    .into_response();
     response
         .headers_mut()
         .insert(RETRY_AFTER, HeaderValue::from(seconds));

@@ -2,7 +2,7 @@
 //! its failures mean to a client, and where the way out must not lead: back to the proxy.
 
 use std::error::Error as StdError;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
@@ -18,6 +18,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::ClientConfig;
 
+use super::reply::Refusal;
 use crate::Body;
 use crate::body::{Phase, Progress};
 
@@ -305,42 +306,55 @@ impl Failure {
         }
     }
 
-    /// The one-line reason the client reads, ending in a newline.
-    pub(crate) fn message(&self) -> String {
+    /// The answer the client gets: [`Failure::status`] and what went wrong.
+    pub(crate) fn refusal(&self) -> Refusal {
+        Refusal::new(self.status(), self.to_string())
+    }
+}
+
+impl fmt::Display for Failure {
+    /// What went wrong, in one line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Connect { target, reason } => {
-                format!("holdoff: could not connect to the upstream {target}: {reason}\n")
+                write!(f, "could not connect to the upstream {target}: {reason}")
             }
-            Failure::Untrusted { target, reason } => format!(
-                "holdoff: the certificate of the upstream {target} was not trusted ({reason}); \
-                 if it is a test server, pass its CA certificate with --upstream-ca\n"
+            Failure::Untrusted { target, reason } => write!(
+                f,
+                "the certificate of the upstream {target} was not trusted ({reason}); \
+                 if it is a test server, pass its CA certificate with --upstream-ca"
             ),
             Failure::Tls { target, reason } => {
-                format!("holdoff: TLS with the upstream {target} failed: {reason}\n")
+                write!(f, "TLS with the upstream {target} failed: {reason}")
             }
-            Failure::Broken { target, reason } => format!(
-                "holdoff: the upstream {target} closed the connection without a response: \
-                 {reason}\n"
+            Failure::Broken { target, reason } => write!(
+                f,
+                "the upstream {target} closed the connection without a response: \
+                 {reason}"
             ),
-            Failure::HeadTooLarge { target } => format!(
-                "holdoff: the upstream {target} sent a response head larger than {} KiB, the \
-                 most the proxy reads; have it send fewer or shorter header fields\n",
+            Failure::HeadTooLarge { target } => write!(
+                f,
+                "the upstream {target} sent a response head larger than {} KiB, the \
+                 most the proxy reads; have it send fewer or shorter header fields",
                 UPSTREAM_BUFFER / 1024
             ),
-            Failure::Timeout { target, after } => format!(
-                "holdoff: the upstream {target} did not answer within {}s\n",
+            Failure::Timeout { target, after } => write!(
+                f,
+                "the upstream {target} did not answer within {}s",
                 after.as_secs_f64()
             ),
-            Failure::Stalled { target, after } => format!(
-                "holdoff: the upstream {target} took none of the request body for {}s\n",
+            Failure::Stalled { target, after } => write!(
+                f,
+                "the upstream {target} took none of the request body for {}s",
                 after.as_secs_f64()
             ),
-            Failure::ClientStalled { after } => format!(
-                "holdoff: the client sent none of its request body for {}s\n",
+            Failure::ClientStalled { after } => write!(
+                f,
+                "the client sent none of its request body for {}s",
                 after.as_secs_f64()
             ),
             Failure::ClientBody { reason } => {
-                format!("holdoff: the client's request body could not be read: {reason}\n")
+                write!(f, "the client's request body could not be read: {reason}")
             }
         }
     }
@@ -394,7 +408,7 @@ mod tests {
             };
             assert_eq!(timeout.status(), StatusCode::GATEWAY_TIMEOUT);
             assert_eq!(
-                timeout.message(),
+                timeout.refusal().body_text(),
                 "holdoff: the upstream 127.0.0.1:1 did not answer within 30s\n"
             );
             let refused = Failure::Connect {
@@ -410,8 +424,8 @@ mod tests {
                 target: "127.0.0.1:8443".into(),
                 reason: "invalid peer certificate: UnknownIssuer".into(),
             };
-            assert!(untrusted.message().contains("--upstream-ca"));
-            assert!(untrusted.message().contains("not trusted"));
+            assert!(untrusted.refusal().body_text().contains("--upstream-ca"));
+            assert!(untrusted.refusal().body_text().contains("not trusted"));
         }
     }
 
@@ -493,13 +507,13 @@ mod tests {
             let taken = failure(Phase::Taken);
             assert_eq!(taken.status(), StatusCode::GATEWAY_TIMEOUT);
             assert_eq!(
-                taken.message(),
+                taken.refusal().body_text(),
                 "holdoff: the upstream up:1 took none of the request body for 0.3s\n"
             );
             let waiting = failure(Phase::Waiting);
             assert_eq!(waiting.status(), StatusCode::REQUEST_TIMEOUT);
             assert_eq!(
-                waiting.message(),
+                waiting.refusal().body_text(),
                 "holdoff: the client sent none of its request body for 0.3s\n"
             );
         }
