@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use holdoff_proxy::report::{Format, Outcome, Report};
+use holdoff_proxy::report::{Format, Report, RunOutcome};
 
 use crate::{EXIT_USAGE, Failure};
 
@@ -23,8 +23,8 @@ pub(crate) const EXIT_NOT_TESTED: u8 = 4;
 /// allow it; `None` when the judge has nothing against the run.
 pub(crate) fn exit_status(report: &Report) -> Option<u8> {
     match report.outcome() {
-        Outcome::Fail => Some(EXIT_PREMATURE),
-        Outcome::NotTested if !report.allows_no_traffic() => Some(EXIT_NOT_TESTED),
+        RunOutcome::Fail => Some(EXIT_PREMATURE),
+        RunOutcome::NotTested if !report.allows_no_traffic() => Some(EXIT_NOT_TESTED),
         _ => None,
     }
 }

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use holdoff::HttpDate;
 use holdoff::clock::{Clock, Sleep, TokioClock};
-use holdoff_proxy::fault::error::{ErrorResponse, FaultRng, HeaderTemplate, Rate, RetryAfterForm};
+use holdoff_proxy::fault::error::{ErrorResponse, HeaderTemplate, Rate, RetryAfterForm};
 use holdoff_proxy::fault::plan::{
     ErrorRule, FaultPlan, LatencyRule, MockRule, NetworkFault, Outcome, RateLimitRule,
     RequestMatch, Scope,
 };
 use holdoff_proxy::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
+use holdoff_proxy::fault::rng::FaultRng;
 use holdoff_proxy::fault::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
 use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer, ShutdownHandle, Stage, Summary};

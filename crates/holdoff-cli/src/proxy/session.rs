@@ -18,7 +18,7 @@ use std::time::Duration;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::config::compile::StateConfig;
 use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
-use holdoff_proxy::fault::error::FaultRng;
+use holdoff_proxy::fault::rng::FaultRng;
 use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Penalty};
 use holdoff_proxy::report::{LogLimit, Recorder, Report, RunInfo};

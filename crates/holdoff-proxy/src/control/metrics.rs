@@ -374,8 +374,8 @@ mod tests {
     use http::{Method, StatusCode};
 
     use crate::ClientId;
-    use crate::fault::error::FaultRng;
     use crate::fault::plan::FaultPlan;
+    use crate::fault::rng::FaultRng;
     use crate::judge::{Judge, KeyMode};
 
     mod exposition {

@@ -2,14 +2,12 @@
 //! response, and the exact failure rate Dev Proxy's GenericRandomErrorPlugin means to have.
 
 use std::ops::RangeInclusive;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use holdoff::HttpDate;
 use http::{HeaderName, HeaderValue, StatusCode, header};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// A failure rate in percent: exactly 0 never fails, exactly 100 always does, and 50 fails
 /// half the requests on average.
@@ -174,42 +172,12 @@ fn date_value(now: SystemTime, wait: Duration) -> Option<(HeaderValue, HeaderVal
     Some((value, date))
 }
 
-/// The seeded source of every random choice the faults make: the same seed and the same
-/// sequence of requests give the same faults.
-#[derive(Debug)]
-pub struct FaultRng {
-    seed: u64,
-    rng: Mutex<SmallRng>,
-}
-
-impl FaultRng {
-    /// A source seeded with `seed`.
-    pub fn new(seed: u64) -> FaultRng {
-        FaultRng {
-            seed,
-            rng: Mutex::new(SmallRng::seed_from_u64(seed)),
-        }
-    }
-
-    /// A source with a seed of its own, to be logged so the run can be repeated.
-    pub fn random() -> FaultRng {
-        FaultRng::new(rand::rng().random())
-    }
-
-    /// The seed in use.
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    /// Runs `f` with the generator.
-    pub fn with<T>(&self, f: impl FnOnce(&mut SmallRng) -> T) -> T {
-        f(&mut self.rng.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fault::rng::FaultRng;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
     use std::time::UNIX_EPOCH;
 
     fn throttled(template: &str) -> ErrorResponse {
@@ -315,19 +283,6 @@ mod tests {
                 Some(HeaderTemplate::Literal(HeaderValue::from_static("120")))
             );
             assert_eq!(HeaderTemplate::parse("@dynamic=soon", 2..=5), None);
-        }
-    }
-
-    mod fault_rng {
-        use super::*;
-
-        #[test]
-        fn the_same_seed_repeats_the_same_faults() {
-            let draws = |seed| {
-                FaultRng::new(seed).with(|r| (0..20).map(|_| r.random::<u32>()).collect::<Vec<_>>())
-            };
-            assert_eq!(draws(42), draws(42));
-            assert_ne!(draws(42), draws(43));
         }
     }
 }

@@ -5,6 +5,7 @@ mod body;
 pub mod error;
 pub mod plan;
 pub mod ratelimit;
+pub mod rng;
 pub mod stage;
 
 pub use stage::{FaultCounts, FaultStage};

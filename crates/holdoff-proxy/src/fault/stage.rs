@@ -24,9 +24,10 @@ use http_body::Body as _;
 use rand::Rng;
 
 use super::body::{self, Slowed, Truncated};
-use super::error::{ErrorResponse, FaultRng, HeaderTemplate, Rendered, RetryAfterForm};
+use super::error::{ErrorResponse, HeaderTemplate, Rendered, RetryAfterForm};
 use super::plan::{FaultPlan, NetworkFault, Outcome, RateLimitRule, RequestMatch, Scope};
 use super::ratelimit::{self, Limit, RateLimiter, Taken, ceil_secs};
+use super::rng::FaultRng;
 use crate::judge::fail_closed_answer;
 use crate::proxy::reply::Refusal;
 use crate::shared::{CounterKey, OnFailure, SharedStore};
@@ -114,7 +115,8 @@ impl Kind {
 /// ```
 /// use std::sync::Arc;
 /// use holdoff::clock::TokioClock;
-/// use holdoff_proxy::fault::error::{FaultRng, Rate};
+/// use holdoff_proxy::fault::error::Rate;
+/// use holdoff_proxy::fault::rng::FaultRng;
 /// use holdoff_proxy::fault::plan::{ErrorRule, FaultPlan, NetworkFault, Outcome, RequestMatch};
 /// use holdoff_proxy::fault::stage::FaultStage;
 ///

@@ -33,7 +33,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::affinity::Affinity;
-use super::handler::{Line, Origin, Who, log, to_itself};
+use super::handler::{Inbound, Line, Who, log, to_itself};
 use super::io::Rewind;
 use super::reply::Refusal;
 use super::server::{Conn, PREFACE, serve_http};
@@ -528,7 +528,7 @@ async fn serve_plain_tunnel(conn: &Conn, plain: PlainTunnel, client: ClientTunne
     serve_http(
         shared,
         TokioIo::new(client),
-        Origin::Plain(Arc::clone(&inside)),
+        Inbound::Plain(Arc::clone(&inside)),
         h2,
         inside.peer,
         affinity,
@@ -576,7 +576,7 @@ async fn serve_intercepted(mut tunnel: Tunnel, client: ClientTunnel, config: Arc
     serve_http(
         shared,
         TokioIo::new(tls),
-        Origin::Tunnel(Arc::clone(&tunnel)),
+        Inbound::Tunnel(Arc::clone(&tunnel)),
         h2,
         peer,
         tunnel.affinity.as_ref(),

@@ -32,16 +32,16 @@ use crate::config::{UrlParts, proxy_user};
 
 /// Where a request came from: the proxy's own port, or inside an intercepted tunnel.
 #[derive(Clone)]
-pub(crate) enum Origin {
+pub(crate) enum Inbound {
     Plain(Arc<Conn>),
     Tunnel(Arc<Tunnel>),
 }
 
-impl Origin {
+impl Inbound {
     fn conn(&self) -> &Arc<Conn> {
         match self {
-            Origin::Plain(conn) => conn,
-            Origin::Tunnel(tunnel) => &tunnel.conn,
+            Inbound::Plain(conn) => conn,
+            Inbound::Tunnel(tunnel) => &tunnel.conn,
         }
     }
 }
@@ -61,10 +61,10 @@ impl std::error::Error for Aborted {}
 
 /// The service: every request on every client connection comes here.
 pub(crate) async fn handle(
-    origin: Origin,
+    inbound: Inbound,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Aborted> {
-    let conn = origin.conn();
+    let conn = inbound.conn();
     let shared = &*conn.shared;
     let received = Receipt::now(&shared.clock);
     if request.method() != http::Method::CONNECT {
@@ -75,9 +75,9 @@ pub(crate) async fn handle(
     // log or the reports, which all see this URL.
     strip_userinfo(&mut parts.uri);
 
-    let tunnel = match &origin {
-        Origin::Tunnel(tunnel) => Some(&**tunnel),
-        Origin::Plain(_) => {
+    let tunnel = match &inbound {
+        Inbound::Tunnel(tunnel) => Some(&**tunnel),
+        Inbound::Plain(_) => {
             conn.calls.fetch_add(1, Ordering::Relaxed);
             None
         }
@@ -149,7 +149,7 @@ pub(crate) async fn handle(
         Decision::Forward(request) => {
             // The body went upstream: whatever becomes of it there, nobody waits for it here.
             drop(lent);
-            forward(shared, &origin, request, client_upgrade).await
+            forward(shared, &inbound, request, client_upgrade).await
         }
         Decision::Answer(mut response) => {
             // The one place where an answer replaces the upstream's: what the stage left of
@@ -670,7 +670,7 @@ async fn run_stages(
 /// becomes the proxy's own answer, with its reason for the log.
 async fn forward(
     shared: &Shared,
-    origin: &Origin,
+    inbound: &Inbound,
     request: Request<Body>,
     client_upgrade: Option<OnUpgrade>,
 ) -> (Response<Body>, Option<String>) {
@@ -679,11 +679,11 @@ async fn forward(
     // An HTTP/1.1 client connection or tunnel, sending one request at a time: from its second
     // request on, its own upstream connection (see `affinity`). An h2c connection's requests
     // run concurrently, and nothing polls an affine connection for it: the shared pool.
-    let affine = match origin {
+    let affine = match inbound {
         _ if upgrade => None,
-        Origin::Plain(conn) if conn.h2 => None,
-        Origin::Plain(conn) => Some(&conn.affinity),
-        Origin::Tunnel(tunnel) => tunnel.affinity.as_ref(),
+        Inbound::Plain(conn) if conn.h2 => None,
+        Inbound::Plain(conn) => Some(&conn.affinity),
+        Inbound::Tunnel(tunnel) => tunnel.affinity.as_ref(),
     };
     // A body is timed as it goes: the upstream timeout counts from its last frame, so an
     // upload that streams for longer is not cut while it moves (see `upstream::stalled`).

@@ -230,8 +230,8 @@ impl fmt::Debug for PipelineBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::error::FaultRng;
     use crate::fault::plan::FaultPlan;
+    use crate::fault::rng::FaultRng;
     use crate::judge::{Judge, KeyMode};
     use crate::{Action, Body, RequestMeta};
 

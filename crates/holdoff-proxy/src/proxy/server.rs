@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use super::affinity::Affinity;
 use super::connect::PlainTunnel;
-use super::handler::{self, Aborted, Origin};
+use super::handler::{self, Aborted, Inbound};
 use super::io::ClientIo;
 use super::process;
 use super::stage::ClientId;
@@ -465,10 +465,10 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
         _slot: Arc::new(slot),
     });
     let io = TokioIo::new(ClientIo::new(stream, first, Arc::clone(&conn)));
-    let origin = Origin::Plain(Arc::clone(&conn));
+    let inbound = Inbound::Plain(Arc::clone(&conn));
     // HTTP/2 requests run concurrently: they use the shared upstream pool.
     let affinity = (!h2).then_some(&conn.affinity);
-    serve_http(&shared, io, origin, h2, peer, affinity, None).await;
+    serve_http(&shared, io, inbound, h2, peer, affinity, None).await;
     conn.affinity.close(&shared.affine_count);
 }
 
@@ -525,7 +525,7 @@ async fn opening(stream: &TcpStream) -> Option<Opening> {
 pub(crate) async fn serve_http<I>(
     shared: &Shared,
     io: I,
-    origin: Origin,
+    inbound: Inbound,
     h2: bool,
     peer: SocketAddr,
     affinity: Option<&Affinity>,
@@ -544,7 +544,7 @@ pub(crate) async fn serve_http<I>(
             plain.address(&mut request);
         }
         let busy = Busy::start(Arc::clone(&tracked));
-        let answer = handler::handle(origin.clone(), request);
+        let answer = handler::handle(inbound.clone(), request);
         async move {
             let response = answer.await?;
             Ok::<_, Aborted>(response.map(|body| Tracked { body, _busy: busy }))

@@ -109,7 +109,7 @@ impl Target {
     /// `scheme://host:port`, the host in lowercase and the port always written: what the
     /// judge's host mode keys by.
     pub fn origin(&self) -> impl fmt::Display + '_ {
-        Origin(self)
+        OriginText(self)
     }
 
     /// The URL's text in pieces, in order, for a writer that takes them one by one (the
@@ -141,9 +141,9 @@ impl fmt::Display for Target {
 }
 
 /// See [`Target::origin`].
-struct Origin<'a>(&'a Target);
+struct OriginText<'a>(&'a Target);
 
-impl fmt::Display for Origin<'_> {
+impl fmt::Display for OriginText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0.scheme())?;
         f.write_str("://")?;

@@ -5,7 +5,7 @@
 //! ```
 //! use std::time::{Duration, SystemTime};
 //! use holdoff_proxy::judge::Verdict;
-//! use holdoff_proxy::report::{Event, Format, HintKind, Outcome, Report};
+//! use holdoff_proxy::report::{Event, Format, HintKind, RunOutcome, Report};
 //!
 //! let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_740_830_400);
 //! let at = |ms| t0 + Duration::from_millis(ms);
@@ -37,7 +37,7 @@
 //!     },
 //! ];
 //! let report = Report::from_events(&events);
-//! assert_eq!(report.outcome(), Outcome::Fail);
+//! assert_eq!(report.outcome(), RunOutcome::Fail);
 //! let markdown = report.render(Format::Markdown);
 //! assert!(markdown.contains("1.90 s"));
 //! assert!(markdown.contains("`Retry-After: 2` read as a delay, counted from the response"));
@@ -73,7 +73,7 @@ use serde::Serialize;
 
 pub use event::{Event, HintKind, RunInfo};
 pub use herd::{Herd, PERMITTED_TOLERANCE, RESUME_SPREAD};
-pub use outcome::Outcome;
+pub use outcome::RunOutcome;
 pub use recorder::{LogLimit, Recorder};
 pub use tally::{
     LATENESS_SAMPLE, LISTED_ENDPOINTS, LISTED_HERDS, LISTED_VIOLATIONS, Omitted, TIMELINE_ROWS,
@@ -446,7 +446,7 @@ struct RetryRow {
 /// [`Format`]. Serializes as the JSON report.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    verdict: Outcome,
+    verdict: RunOutcome,
     requests: u64,
     throttled: usize,
     throttled_by_hint: HintCounts,
@@ -514,7 +514,7 @@ impl Report {
     /// A report of nothing yet.
     fn empty() -> Report {
         Report {
-            verdict: Outcome::Pass,
+            verdict: RunOutcome::Pass,
             requests: 0,
             throttled: 0,
             throttled_by_hint: HintCounts::default(),
@@ -599,14 +599,14 @@ impl Report {
 
     /// The verdict: pass, fail, or not tested (no request reached the proxy, or some could
     /// not: an interception failed).
-    pub fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> RunOutcome {
         self.verdict
     }
 
     /// Whether the run passed: requests reached the proxy and no retry broke its window.
     /// Neither a failed run nor one that was not tested passed.
     pub fn passed(&self) -> bool {
-        self.verdict == Outcome::Pass
+        self.verdict == RunOutcome::Pass
     }
 
     /// Whether the run allows that no request reaches the proxy (`--allow-no-traffic`): a run

@@ -10,7 +10,7 @@ use super::text::count;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum RunOutcome {
     /// No client broke a window (warnings aside). Some requests reached the proxy, though
     /// possibly none was throttled: see [`Report::throttled`].
     Pass,
@@ -24,13 +24,13 @@ pub enum Outcome {
     NotTested,
 }
 
-impl Outcome {
+impl RunOutcome {
     /// `pass`, `fail` or `not_tested`, as in the JSON report.
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Pass => "pass",
-            Outcome::Fail => "fail",
-            Outcome::NotTested => "not_tested",
+            RunOutcome::Pass => "pass",
+            RunOutcome::Fail => "fail",
+            RunOutcome::NotTested => "not_tested",
         }
     }
 }
@@ -101,17 +101,17 @@ impl Case {
     /// The case of `report`.
     pub(crate) fn of(report: &Report) -> Case {
         match report.verdict {
-            Outcome::Fail => Case::Fail,
-            Outcome::NotTested if report.interception_failures > 0 => Case::Unintercepted,
-            Outcome::NotTested => Case::NotTested {
+            RunOutcome::Fail => Case::Fail,
+            RunOutcome::NotTested if report.interception_failures > 0 => Case::Unintercepted,
+            RunOutcome::NotTested => Case::NotTested {
                 allowed: report.allow_no_traffic,
             },
-            Outcome::Pass if report.throttled == 0 && report.all_retries.is_empty() => {
+            RunOutcome::Pass if report.throttled == 0 && report.all_retries.is_empty() => {
                 Case::NothingThrottled
             }
-            Outcome::Pass if report.all_retries.is_empty() => Case::NoRetry,
-            Outcome::Pass if !report.warnings.is_empty() => Case::PassWithWarnings,
-            Outcome::Pass => Case::Pass,
+            RunOutcome::Pass if report.all_retries.is_empty() => Case::NoRetry,
+            RunOutcome::Pass if !report.warnings.is_empty() => Case::PassWithWarnings,
+            RunOutcome::Pass => Case::Pass,
         }
     }
 

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::herd::{self, Herd, RESUME_SPREAD};
 use super::{
-    Endpoint, Event, HintCounts, JUDGED_BY, JudgedBy, Lateness, Outcome, Report, RetryRow,
+    Endpoint, Event, HintCounts, JUDGED_BY, JudgedBy, Lateness, Report, RetryRow, RunOutcome,
     SAME_WINDOW, Violation, WindowRow, html, text, time,
 };
 use crate::judge::Verdict;
@@ -485,12 +485,12 @@ impl Tally {
                 0
             };
         report.verdict = if failed > 0 {
-            Outcome::Fail
+            RunOutcome::Fail
         } else if (report.complete && report.requests == 0) || report.interception_failures > 0 {
             // Requests in a tunnel that could not be intercepted never reached the judge.
-            Outcome::NotTested
+            RunOutcome::NotTested
         } else {
-            Outcome::Pass
+            RunOutcome::Pass
         };
         report.duration_ms = match (report.started_at, report.finished_at) {
             (Some(start), Some(end)) => Some(time::millis_between(start, end).max(0.0)),

@@ -311,7 +311,7 @@ mod throttles_and_verdicts {
         assert_eq!(report.throttled(), 1);
         assert_eq!(report.throttled_by_hint().none, 1);
         assert_eq!(report.endpoints()[0].throttles, 1);
-        assert_eq!(report.outcome(), Outcome::Pass);
+        assert_eq!(report.outcome(), RunOutcome::Pass);
         let html = report.render(Format::Html);
         assert_eq!(html.matches(r#"class="throttle""#).count(), 1, "{html}");
         assert_eq!(html.matches(r#"class="window no-hint""#).count(), 1);
@@ -334,7 +334,7 @@ mod throttles_and_verdicts {
                 judged(Verdict::ReadAsZero, "node", URL, 1000, Some(1100), 1004),
             ],
         ));
-        assert_eq!(report.outcome(), Outcome::Fail);
+        assert_eq!(report.outcome(), RunOutcome::Fail);
         assert_eq!((report.read_as_zero(), report.premature()), (1, 0));
         let v = &report.violations()[0];
         assert_eq!(v.kind, Verdict::ReadAsZero);
@@ -375,7 +375,7 @@ mod throttles_and_verdicts {
             judged(Verdict::NoBackoff, "node", URL, 1000, Some(1100), 1003),
         ];
         let report = Report::from_events(&run(2, false, events.clone()));
-        assert_eq!(report.outcome(), Outcome::Pass);
+        assert_eq!(report.outcome(), RunOutcome::Pass);
         assert!(report.violations().is_empty());
         assert_eq!(report.warnings().len(), 1);
         assert_eq!(
@@ -401,7 +401,7 @@ mod throttles_and_verdicts {
 
         // Unless the run says a retry without backoff fails.
         let report = Report::from_events(&run(2, true, events));
-        assert_eq!(report.outcome(), Outcome::Fail);
+        assert_eq!(report.outcome(), RunOutcome::Fail);
         assert_eq!(report.violations()[0].kind, Verdict::NoBackoff);
         assert!(
             report
@@ -428,7 +428,7 @@ mod throttles_and_verdicts {
                 retry("other", URL, 2000, 3000, 2500),
             ],
         ));
-        assert_eq!(report.outcome(), Outcome::Fail);
+        assert_eq!(report.outcome(), RunOutcome::Fail);
         assert_eq!(report.throttled_by_hint().unbounded, 1);
         // Inside a window that never closes is the worst of all.
         let worst = report.worst();
@@ -477,7 +477,7 @@ mod headline {
     #[test]
     fn no_request_is_not_tested_never_a_pass() {
         let report = Report::from_events(&run(0, false, vec![]));
-        assert_eq!(report.outcome(), Outcome::NotTested);
+        assert_eq!(report.outcome(), RunOutcome::NotTested);
         assert!(!report.passed());
         assert_eq!(
             first_line(&report),
@@ -542,7 +542,7 @@ mod headline {
             ],
         );
         let report = unintercepted(events, 2);
-        assert_eq!(report.outcome(), Outcome::NotTested);
+        assert_eq!(report.outcome(), RunOutcome::NotTested);
         assert!(!report.passed());
         assert!(
             !report.allows_no_traffic(),
@@ -586,7 +586,7 @@ mod headline {
             ],
         );
         let report = unintercepted(events, 1);
-        assert_eq!(report.outcome(), Outcome::Fail);
+        assert_eq!(report.outcome(), RunOutcome::Fail);
         assert!(
             first_line(&report).starts_with(
                 "holdoff: FAIL: 1 premature retry and 0 compliant; 1 TLS interception failed"
@@ -613,7 +613,7 @@ mod headline {
             *allow_no_traffic = true;
         }
         let report = Report::from_events(&events);
-        assert_eq!(report.outcome(), Outcome::NotTested);
+        assert_eq!(report.outcome(), RunOutcome::NotTested);
         assert!(report.allows_no_traffic());
         assert_eq!(
             first_line(&report),
@@ -628,7 +628,7 @@ mod headline {
     #[test]
     fn requests_without_a_throttle_judged_nothing() {
         let report = Report::from_events(&run(12, false, vec![]));
-        assert_eq!(report.outcome(), Outcome::Pass);
+        assert_eq!(report.outcome(), RunOutcome::Pass);
         assert_eq!(
             first_line(&report),
             "holdoff: PASS? nothing was judged (12 requests, 0 throttled)"
