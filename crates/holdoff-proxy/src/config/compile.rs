@@ -16,6 +16,8 @@ use http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use serde::de::DeserializeOwned;
 
 use super::WatchPattern;
+pub use super::error::{ConfigProblems, FileError};
+use super::error::{index, key};
 use super::file::{
     RawAlgorithm, RawConfig, RawErrorRule, RawErrorsFile, RawHeaderStyle, RawHeaders, RawLatency,
     RawMock, RawMocksFile, RawNetworkFault, RawOnFailure, RawPenalty, RawRateLimit,
@@ -46,69 +48,6 @@ const DEFAULT_BYTES_PER_SECOND: u64 = 1024;
 /// The most a data file (errors, mocks, `@file` body) may hold: each is read whole, and a
 /// body is kept in memory.
 pub const MAX_DATA_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// One problem in a configuration or data file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileError {
-    /// The file, as given (or as resolved from the file that names it).
-    pub file: String,
-    /// The key path (`errors.errors[0].responses[1].statusCode`); empty for the whole file.
-    pub path: String,
-    /// What is wrong, and what is allowed.
-    pub message: String,
-    /// The line and column (from 1), where the parser knows them.
-    pub line: Option<(usize, usize)>,
-}
-
-impl fmt::Display for FileError {
-    /// `FILE:LINE:COL: KEY.PATH: message`, leaving out the parts that are absent.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut located = false;
-        if !self.file.is_empty() {
-            f.write_str(&self.file)?;
-            located = true;
-        }
-        if let Some((line, column)) = self.line {
-            if located {
-                f.write_str(":")?;
-            }
-            write!(f, "{line}:{column}")?;
-            located = true;
-        }
-        if located {
-            f.write_str(": ")?;
-        }
-        if !self.path.is_empty() {
-            write!(f, "{}: ", self.path)?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-/// Every problem found in a configuration and the files it names; never empty.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigErrors(pub Vec<FileError>);
-
-impl ConfigErrors {
-    pub(crate) fn one(error: FileError) -> ConfigErrors {
-        ConfigErrors(vec![error])
-    }
-}
-
-impl fmt::Display for ConfigErrors {
-    /// One [`FileError`] per line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, error) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str("\n")?;
-            }
-            write!(f, "{error}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigErrors {}
 
 /// A configuration, checked and compiled.
 #[derive(Clone, Debug)]
@@ -205,9 +144,9 @@ pub const DEFAULT_STATE_HOLD: Duration = Duration::from_secs(5);
 ///     "holdoff.json: latency.minMs: the least delay (500 ms) is more than the most (`maxMs`, \
 ///      100 ms)"
 /// );
-/// # Ok::<(), holdoff_proxy::config::compile::ConfigErrors>(())
+/// # Ok::<(), holdoff_proxy::config::compile::ConfigProblems>(())
 /// ```
-pub fn compile(raw: &RawConfig, file: &str, base_dir: &Path) -> Result<Compiled, ConfigErrors> {
+pub fn compile(raw: &RawConfig, file: &str, base_dir: &Path) -> Result<Compiled, ConfigProblems> {
     let mut compiler = Compiler {
         bodies_anywhere: raw.body_files_anywhere == Some(true),
         ..Compiler::default()
@@ -225,7 +164,7 @@ pub fn compile(raw: &RawConfig, file: &str, base_dir: &Path) -> Result<Compiled,
             ..compiled
         })
     } else {
-        Err(ConfigErrors(compiler.errors))
+        Err(ConfigProblems(compiler.errors))
     }
 }
 
@@ -235,7 +174,7 @@ pub fn compile(raw: &RawConfig, file: &str, base_dir: &Path) -> Result<Compiled,
 /// # Errors
 ///
 /// As [`load_file`](load::load_file), then as [`compile`].
-pub fn load_and_compile(path: &Path) -> Result<Compiled, ConfigErrors> {
+pub fn load_and_compile(path: &Path) -> Result<Compiled, ConfigProblems> {
     let raw = load::load_file(path)?;
     let base_dir = path.parent().unwrap_or(Path::new(""));
     compile(&raw, &path.display().to_string(), base_dir)
@@ -249,20 +188,6 @@ struct Origin<'a> {
     file: &'a str,
     dir: &'a Path,
     root: &'a Path,
-}
-
-/// `parent.key`, or `key` at the root.
-fn key(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{parent}.{key}")
-    }
-}
-
-/// `parent[index]`.
-fn index(parent: &str, index: usize) -> String {
-    format!("{parent}[{index}]")
 }
 
 /// Settings shared by every response in a configuration.
@@ -281,12 +206,7 @@ struct Compiler {
 
 impl Compiler {
     fn error(&mut self, at: Origin<'_>, path: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(FileError {
-            file: at.file.to_owned(),
-            path: path.into(),
-            message: message.into(),
-            line: None,
-        });
+        self.errors.push(FileError::new(at.file, path, message));
     }
 
     /// Warns about a static `Retry-After` clients cannot read: it may be meant (to test how
@@ -1595,38 +1515,6 @@ mod tests {
             let refusal = rule.when_exceeded.as_ref().expect("set");
             assert_eq!(refusal.status, StatusCode::FORBIDDEN);
             assert_eq!(header(refusal, "content-type"), Some(&literal(JSON)));
-        }
-    }
-
-    mod config_errors {
-        use super::*;
-
-        #[test]
-        fn prints_one_located_error_per_line() {
-            let errors = ConfigErrors(vec![
-                FileError {
-                    file: "holdoff.json".into(),
-                    path: "seed".into(),
-                    message: "bad".into(),
-                    line: Some((3, 7)),
-                },
-                FileError {
-                    file: "holdoff.json".into(),
-                    path: String::new(),
-                    message: "worse".into(),
-                    line: None,
-                },
-                FileError {
-                    file: String::new(),
-                    path: "latency".into(),
-                    message: "worst".into(),
-                    line: None,
-                },
-            ]);
-            assert_eq!(
-                errors.to_string(),
-                "holdoff.json:3:7: seed: bad\nholdoff.json: worse\nlatency: worst"
-            );
         }
     }
 }

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::compile::{ConfigErrors, FileError};
+use super::error::{ConfigProblems, FileError, index, join, key};
 use super::file::{
     RawAlgorithm, RawConfig, RawErrorRule, RawErrors, RawHeader, RawHeaderStyle, RawHeaders,
     RawLatency, RawMock, RawMocks, RawRateLimit, RawRequestMatch, RawResetFormat, RawResponse,
@@ -73,13 +73,13 @@ pub struct Imported {
 ///     eprintln!("note: {note}");
 /// }
 /// let compiled = compile(&imported.config, "devproxyrc.json", Path::new("."))?;
-/// # Ok::<(), holdoff_proxy::config::compile::ConfigErrors>(())
+/// # Ok::<(), holdoff_proxy::config::compile::ConfigProblems>(())
 /// ```
-pub fn import(path: &Path) -> Result<Imported, ConfigErrors> {
+pub fn import(path: &Path) -> Result<Imported, ConfigProblems> {
     let shown = path.display().to_string();
     let dir = path.parent().unwrap_or(Path::new("")).to_owned();
     let mut importer = Importer::new(shown.clone(), dir);
-    let mut doc = Doc::read(path, shown).map_err(ConfigErrors)?;
+    let mut doc = Doc::read(path, shown).map_err(ConfigProblems)?;
     importer.run(&mut doc);
     importer.finish()
 }
@@ -371,25 +371,12 @@ fn scan(value: &mut Value, shape: Shape, path: &str, unknown: &mut Vec<String>) 
         }
         (List(item), Value::Array(items)) => {
             for (i, value) in items.iter_mut().enumerate() {
-                respelled |= scan(value, *item, &format!("{path}[{i}]"), unknown);
+                respelled |= scan(value, *item, &index(path, i), unknown);
             }
         }
         _ => {}
     }
     respelled
-}
-
-/// `parent.key`, `parent[0]…` or `key` at the root.
-fn join(parent: &str, rest: &str) -> String {
-    if parent.is_empty() {
-        rest.to_owned()
-    } else if rest.is_empty() {
-        parent.to_owned()
-    } else if rest.starts_with('[') {
-        format!("{parent}{rest}")
-    } else {
-        format!("{parent}.{rest}")
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -414,7 +401,7 @@ impl Doc {
     /// trailing commas.
     fn read(path: &Path, file: String) -> Result<Doc, Vec<FileError>> {
         let text = fs::read_to_string(path).map_err(|err| {
-            vec![file_error(
+            vec![FileError::new(
                 &file,
                 "",
                 format!("cannot read the file: {err}"),
@@ -425,7 +412,7 @@ impl Doc {
                 parse_as(&text, Format::Yaml, &file).map_err(|errors| errors.0)?;
             let before = yaml.clone();
             yaml.apply_merge().map_err(|err| {
-                vec![file_error(
+                vec![FileError::new(
                     &file,
                     "",
                     format!("cannot apply a YAML merge key (`<<`): {err}"),
@@ -433,7 +420,7 @@ impl Doc {
             })?;
             let changed = yaml != before;
             let value = serde_json::to_value(&yaml).map_err(|err| {
-                vec![file_error(
+                vec![FileError::new(
                     &file,
                     "",
                     format!("cannot read the YAML as JSON data: {err}"),
@@ -546,15 +533,6 @@ fn blank_trailing_commas(json: &mut [u8]) {
     }
 }
 
-fn file_error(file: &str, path: &str, message: impl Into<String>) -> FileError {
-    FileError {
-        file: file.to_owned(),
-        path: path.to_owned(),
-        message: message.into(),
-        line: None,
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The import.
 
@@ -632,7 +610,7 @@ impl Importer {
 
     fn error(&mut self, path: &str, message: impl Into<String>) {
         let rc = self.rc.clone();
-        self.errors.push(file_error(&rc, path, message));
+        self.errors.push(FileError::new(&rc, path, message));
     }
 
     fn unknown_keys(&mut self, file: &str, unknown: &[String]) {
@@ -676,7 +654,7 @@ impl Importer {
         let mut unknown = Vec::new();
         if let Some(Value::Array(plugins)) = doc.value.get_mut("plugins") {
             for (i, plugin) in plugins.iter_mut().enumerate() {
-                doc.changed |= scan(plugin, PLUGIN, &format!("plugins[{i}]"), &mut unknown);
+                doc.changed |= scan(plugin, PLUGIN, &index("plugins", i), &mut unknown);
             }
         }
         let rc: DpConfig = match doc.typed("") {
@@ -773,12 +751,12 @@ impl Importer {
         self.watched = watched;
     }
 
-    /// The settings of the enabled plugin `plugins[index]`, or `None` (with an error) when
-    /// its section is not an object.
+    /// The settings of the enabled plugin `plugins[plugin_index]`, or `None` (with an error)
+    /// when its section is not an object.
     fn plugin<'a>(
         &mut self,
         doc: &Doc,
-        index: usize,
+        plugin_index: usize,
         plugin: &'a DpPlugin,
         global: &'a [String],
         label: String,
@@ -788,7 +766,7 @@ impl Importer {
         } else {
             &plugin.urls_to_watch
         };
-        let entry = format!("plugins[{index}]");
+        let entry = index("plugins", plugin_index);
         let Some(section) = plugin.config_section.as_deref() else {
             return Some(Plugin {
                 name: &plugin.name,
@@ -938,9 +916,12 @@ impl Importer {
         let retry_after = settings
             .retry_after_in_seconds
             .unwrap_or(DEFAULT_RETRY_AFTER);
-        let key = join(&plugin.at, "errorsFile");
-        let Some(path) = self.data_file(&key, settings.errors_file.as_deref(), DEFAULT_ERRORS_FILE)
-        else {
+        let setting = join(&plugin.at, "errorsFile");
+        let Some(path) = self.data_file(
+            &setting,
+            settings.errors_file.as_deref(),
+            DEFAULT_ERRORS_FILE,
+        ) else {
             return;
         };
         let Some(mut data_doc) = self.read(&path) else {
@@ -962,10 +943,11 @@ impl Importer {
         let mut dynamic_not_429 = Vec::new();
         let mut bare_dynamic = false;
         for (i, rule) in data.errors.into_iter().enumerate() {
+            let responses_path = key(&index("errors", i), "responses");
             if rule.responses.is_empty() {
-                self.errors.push(file_error(
+                self.errors.push(FileError::new(
                     &file,
-                    &format!("errors[{i}].responses"),
+                    &responses_path,
                     "there are no responses: a rule needs at least one to draw from (Dev Proxy \
                      fails on such a rule too); add one, or remove the rule",
                 ));
@@ -973,7 +955,7 @@ impl Importer {
             }
             let mut responses = Vec::with_capacity(rule.responses.len());
             for (j, response) in rule.responses.into_iter().enumerate() {
-                let at = format!("errors[{i}].responses[{j}]");
+                let at = index(&responses_path, j);
                 if response.status_code.is_none() {
                     defaulted.push(at.clone());
                 }
@@ -1163,9 +1145,9 @@ impl Importer {
         let (style, exact) = header_style(names);
 
         let when_exceeded = if custom {
-            let key = join(at, "customResponseFile");
+            let setting = join(at, "customResponseFile");
             let Some(path) = self.data_file(
-                &key,
+                &setting,
                 settings.custom_response_file.as_deref(),
                 DEFAULT_CUSTOM_RESPONSE_FILE,
             ) else {
@@ -1196,11 +1178,11 @@ impl Importer {
             return;
         }
 
-        let index = self.config.rate_limits.len();
+        let limit_path = index("rateLimits", self.config.rate_limits.len());
         let name = plugin.label.as_str();
         let url = self.single_url(plugin, "its limit");
         let mut summary = format!(
-            "{name}: {limit} per {window} s at {cost} a request became rateLimits[{index}], a \
+            "{name}: {limit} per {window} s at {cost} a request became {limit_path}, a \
              fixed window with scope shared (Dev Proxy counts every client's requests \
              together)"
         );
@@ -1258,8 +1240,8 @@ impl Importer {
         }
         let when_exceeded = when_exceeded.map(|(file, response)| {
             self.note(format!(
-                "{name}: past the limit, the response in {file} is sent \
-                 (rateLimits[{index}].whenExceeded)."
+                "{name}: past the limit, the response in {file} is sent ({}).",
+                key(&limit_path, "whenExceeded")
             ));
             response
         });
@@ -1334,8 +1316,9 @@ impl Importer {
         else {
             return;
         };
-        let key = join(&plugin.at, "mocksFile");
-        let Some(path) = self.data_file(&key, settings.mocks_file.as_deref(), DEFAULT_MOCKS_FILE)
+        let setting = join(&plugin.at, "mocksFile");
+        let Some(path) =
+            self.data_file(&setting, settings.mocks_file.as_deref(), DEFAULT_MOCKS_FILE)
         else {
             return;
         };
@@ -1352,7 +1335,7 @@ impl Importer {
         let (mut get, mut defaulted, mut nth, mut placeholders) =
             (Vec::new(), Vec::new(), false, Vec::new());
         for (i, mock) in data.mocks.into_iter().enumerate() {
-            let at = format!("mocks[{i}]");
+            let at = index("mocks", i);
             if mock.request.method.is_none() {
                 get.push(at.clone());
             }
@@ -1557,23 +1540,24 @@ impl Importer {
         ));
     }
 
-    fn finish(self) -> Result<Imported, ConfigErrors> {
+    fn finish(self) -> Result<Imported, ConfigProblems> {
         if self.errors.is_empty() {
             Ok(Imported {
                 config: self.config,
                 notes: self.notes,
             })
         } else {
-            Err(ConfigErrors(self.errors))
+            Err(ConfigProblems(self.errors))
         }
     }
 }
 
-/// How notes name `plugins[index]`: its name, with its section (or entry) when another
+/// How notes name `plugins[position]`: its name, with its section (or entry) when another
 /// enabled plugin has the same name.
-fn label(plugins: &[DpPlugin], index: usize) -> String {
-    let Some(plugin) = plugins.get(index) else {
-        return format!("plugins[{index}]");
+fn label(plugins: &[DpPlugin], position: usize) -> String {
+    let entry = index("plugins", position);
+    let Some(plugin) = plugins.get(position) else {
+        return entry;
     };
     let twins = plugins
         .iter()
@@ -1582,7 +1566,7 @@ fn label(plugins: &[DpPlugin], index: usize) -> String {
     match &plugin.config_section {
         _ if twins <= 1 => plugin.name.clone(),
         Some(section) => format!("{} `{section}`", plugin.name),
-        None => format!("{} (plugins[{index}])", plugin.name),
+        None => format!("{} ({entry})", plugin.name),
     }
 }
 
