@@ -21,10 +21,8 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use json_comments::CommentSettings;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -35,6 +33,7 @@ use super::file::{
     RawLatency, RawMock, RawMocks, RawRateLimit, RawRequestMatch, RawResetFormat, RawResponse,
     RawScope,
 };
+use super::jsonc;
 use super::load::{Format, parse_as};
 
 /// A Dev Proxy configuration, read as a holdoff one.
@@ -487,50 +486,11 @@ impl Doc {
 /// Proxy allows both). When a comment is not closed the text is left for the parser to
 /// report.
 fn clean_json(text: &str) -> String {
-    let mut bytes = Vec::with_capacity(text.len());
-    if CommentSettings::c_style()
-        .strip_comments(text.as_bytes())
-        .read_to_end(&mut bytes)
-        .is_err()
-    {
+    let Ok(mut bytes) = jsonc::strip_comments(text) else {
         return text.to_owned();
-    }
-    blank_trailing_commas(&mut bytes);
+    };
+    jsonc::blank_trailing_commas(&mut bytes);
     String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
-}
-
-/// Replaces each comma that only blanks separate from a closing `}` or `]` by a space.
-fn blank_trailing_commas(json: &mut [u8]) {
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut comma = None;
-    for i in 0..json.len() {
-        let byte = json[i];
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match byte {
-            b'"' => {
-                in_string = true;
-                comma = None;
-            }
-            b',' => comma = Some(i),
-            b'}' | b']' => {
-                if let Some(at) = comma.take() {
-                    json[at] = b' ';
-                }
-            }
-            b' ' | b'\t' | b'\n' | b'\r' => {}
-            _ => comma = None,
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1760,31 +1720,6 @@ fn backquoted<S: AsRef<str>>(items: &[S]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    mod blank_trailing_commas {
-        use super::*;
-
-        fn blanked(text: &str) -> String {
-            let mut bytes = text.as_bytes().to_vec();
-            blank_trailing_commas(&mut bytes);
-            String::from_utf8(bytes).expect("still UTF-8")
-        }
-
-        #[test]
-        fn blanks_a_comma_before_a_closing_bracket() {
-            assert_eq!(blanked("[1, 2,\n]"), "[1, 2 \n]");
-            assert_eq!(blanked(r#"{"a": 1,}"#), r#"{"a": 1 }"#);
-        }
-
-        #[test]
-        fn keeps_commas_between_values_and_in_strings() {
-            assert_eq!(
-                blanked(r#"{"a": ",}", "b": [1,2]}"#),
-                r#"{"a": ",}", "b": [1,2]}"#
-            );
-            assert_eq!(blanked(r#"["\",]"]"#), r#"["\",]"]"#);
-        }
-    }
 
     mod clean_json {
         use super::*;

@@ -7,15 +7,14 @@
 //! [`compile`](super::compile).
 
 use std::fs;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use json_comments::CommentSettings;
 use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 
 use super::error::{ConfigProblems, FileError, index, key};
 use super::file::RawConfig;
+use super::jsonc;
 
 /// The names a configuration file is looked for under, in this order.
 pub const FILE_NAMES: [&str; 4] = [
@@ -166,27 +165,17 @@ pub(crate) fn parse_as<T: DeserializeOwned>(
 }
 
 fn parse_json<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, FileError> {
-    // Comments become spaces, so byte offsets stay right; the line breaks inside block
-    // comments are put back, so that serde_json's lines and columns do too.
+    // A byte order mark is not JSON; the comments are blanked with their positions kept, so
+    // serde_json's lines and columns are the file's.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut stripped = Vec::with_capacity(text.len());
-    if CommentSettings::c_style()
-        .strip_comments(text.as_bytes())
-        .read_to_end(&mut stripped)
-        .is_err()
-    {
+    let Ok(stripped) = jsonc::strip_comments(text) else {
         return Err(FileError::new(
             file,
             "",
             "a `/` outside a string must start a comment (`//` or `/* */`), and a `/*` \
              comment must end with `*/`",
         ));
-    }
-    for (out, original) in stripped.iter_mut().zip(text.bytes()) {
-        if original == b'\n' {
-            *out = b'\n';
-        }
-    }
+    };
     let mut de = serde_json::Deserializer::from_slice(&stripped);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = key_path(err.path());

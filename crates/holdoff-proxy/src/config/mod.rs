@@ -6,6 +6,7 @@ pub mod compile;
 pub mod devproxy;
 mod error;
 pub mod file;
+mod jsonc;
 pub mod load;
 pub mod preset;
 pub mod schema;
