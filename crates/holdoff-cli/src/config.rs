@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors};
+use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems};
 use holdoff_proxy::config::{devproxy, load, preset, schema};
 use holdoff_proxy::shared::OnFailure;
 
@@ -206,7 +206,7 @@ fn import(file: &Path, target: Option<&Path>, out: &mut impl Write) -> Result<Ex
 }
 
 /// Every error on standard error, one `holdoff: …` line each; exit code 1.
-fn report(errors: &ConfigErrors) -> ExitCode {
+fn report(errors: &ConfigProblems) -> ExitCode {
     let mut stderr = io::stderr().lock();
     for error in &errors.0 {
         // If standard error is gone there is nobody to tell; the exit code still says it.

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use holdoff_proxy::config::compile::{
-    Compiled, ConfigErrors, MAX_DATA_FILE_BYTES, compile, load_and_compile,
+    Compiled, ConfigProblems, MAX_DATA_FILE_BYTES, compile, load_and_compile,
 };
 use holdoff_proxy::config::devproxy;
 use holdoff_proxy::fault::plan::Outcome;
@@ -32,7 +32,7 @@ fn config_with_body(body: &str, anywhere: bool) -> String {
 
 /// Writes `text` as `holdoff.json` in `dir` and compiles it as `holdoff proxy -c` does, in a
 /// thread of its own: a read that blocks fails the test rather than hanging it.
-fn load(dir: &Path, text: &str) -> Result<Compiled, ConfigErrors> {
+fn load(dir: &Path, text: &str) -> Result<Compiled, ConfigProblems> {
     let path = dir.join("holdoff.json");
     fs::write(&path, text).expect("write the config");
     let (sent, received) = mpsc::channel();
@@ -52,7 +52,7 @@ fn body_of(compiled: &Compiled) -> &[u8] {
 }
 
 /// The one error, with the config's folder written `DIR` (and the other folder `OUTSIDE`).
-fn refusal(result: Result<Compiled, ConfigErrors>, dirs: &[(&TempDir, &str)]) -> String {
+fn refusal(result: Result<Compiled, ConfigProblems>, dirs: &[(&TempDir, &str)]) -> String {
     let errors = match result {
         Ok(compiled) => panic!("compiled, with a body of {:?}", body_of(&compiled)),
         Err(errors) => errors,
@@ -297,7 +297,7 @@ mod devproxy_imports {
 
     /// A Dev Proxy configuration in `dir` whose errors file, `errors/errors.json`, has one
     /// response with `body`.
-    fn devproxy(dir: &Path, body: &str) -> Result<Compiled, ConfigErrors> {
+    fn devproxy(dir: &Path, body: &str) -> Result<Compiled, ConfigProblems> {
         fs::create_dir_all(dir.join("errors")).expect("make the errors folder");
         fs::write(
             dir.join("devproxyrc.json"),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use holdoff::clock::Clock;
-use holdoff_proxy::config::compile::{self, Compiled, ConfigErrors, StateConfig};
+use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems, StateConfig};
 use holdoff_proxy::config::{devproxy, load, preset};
 use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
 use holdoff_proxy::fault::plan::FaultPlan;
@@ -54,7 +54,7 @@ impl Source {
 
     /// Reads and compiles it; Dev Proxy's config also yields notes on what it could not map.
     pub(crate) fn load(&self) -> Result<Loaded, String> {
-        let shown = |errors: ConfigErrors| errors.to_string();
+        let shown = |errors: ConfigProblems| errors.to_string();
         match self {
             Source::File(path) => {
                 let compiled = compile::load_and_compile(path).map_err(shown)?;

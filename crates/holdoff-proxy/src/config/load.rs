@@ -7,15 +7,14 @@
 //! [`compile`](super::compile).
 
 use std::fs;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use json_comments::CommentSettings;
 use serde::de::DeserializeOwned;
 use serde_path_to_error::Segment;
 
-use super::compile::{ConfigErrors, FileError};
+use super::error::{ConfigProblems, FileError, index, key};
 use super::file::RawConfig;
+use super::jsonc;
 
 /// The names a configuration file is looked for under, in this order.
 pub const FILE_NAMES: [&str; 4] = [
@@ -92,9 +91,9 @@ impl Format {
 ///
 /// let err = parse("{\"urlsToWach\": []}", Format::Json, "holdoff.json").unwrap_err();
 /// assert!(err.to_string().contains("unknown key `urlsToWach`"));
-/// # Ok::<(), holdoff_proxy::config::compile::ConfigErrors>(())
+/// # Ok::<(), holdoff_proxy::config::compile::ConfigProblems>(())
 /// ```
-pub fn parse(text: &str, format: Format, file: &str) -> Result<RawConfig, ConfigErrors> {
+pub fn parse(text: &str, format: Format, file: &str) -> Result<RawConfig, ConfigProblems> {
     parse_as(text, format, file)
 }
 
@@ -104,7 +103,7 @@ pub fn parse(text: &str, format: Format, file: &str) -> Result<RawConfig, Config
 /// # Errors
 ///
 /// The file cannot be read (the error names the path and the reason), or [`parse`] fails.
-pub fn load_file(path: &Path) -> Result<RawConfig, ConfigErrors> {
+pub fn load_file(path: &Path) -> Result<RawConfig, ConfigProblems> {
     read_as(path, &path.display().to_string())
 }
 
@@ -117,14 +116,13 @@ pub fn find_in(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Reads the file at `path` as a `T`, naming it `file` in errors.
-pub(crate) fn read_as<T: DeserializeOwned>(path: &Path, file: &str) -> Result<T, ConfigErrors> {
+pub(crate) fn read_as<T: DeserializeOwned>(path: &Path, file: &str) -> Result<T, ConfigProblems> {
     let text = fs::read_to_string(path).map_err(|err| {
-        ConfigErrors::one(FileError {
-            file: file.to_owned(),
-            path: String::new(),
-            message: format!("cannot read the file: {err}"),
-            line: None,
-        })
+        ConfigProblems::one(FileError::new(
+            file,
+            "",
+            format!("cannot read the file: {err}"),
+        ))
     })?;
     parse_for_path(&text, path, file)
 }
@@ -135,7 +133,7 @@ pub(crate) fn parse_for_path<T: DeserializeOwned>(
     text: &str,
     path: &Path,
     file: &str,
-) -> Result<T, ConfigErrors> {
+) -> Result<T, ConfigProblems> {
     if let Some(format) = Format::from_path(path) {
         return parse_as(text, format, file);
     }
@@ -158,38 +156,26 @@ pub(crate) fn parse_as<T: DeserializeOwned>(
     text: &str,
     format: Format,
     file: &str,
-) -> Result<T, ConfigErrors> {
+) -> Result<T, ConfigProblems> {
     let result = match format {
         Format::Json => parse_json(text, file),
         Format::Yaml => parse_yaml(text, file),
     };
-    result.map_err(ConfigErrors::one)
+    result.map_err(ConfigProblems::one)
 }
 
 fn parse_json<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, FileError> {
-    // Comments become spaces, so byte offsets stay right; the line breaks inside block
-    // comments are put back, so that serde_json's lines and columns do too.
+    // A byte order mark is not JSON; the comments are blanked with their positions kept, so
+    // serde_json's lines and columns are the file's.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut stripped = Vec::with_capacity(text.len());
-    if CommentSettings::c_style()
-        .strip_comments(text.as_bytes())
-        .read_to_end(&mut stripped)
-        .is_err()
-    {
-        return Err(FileError {
-            file: file.to_owned(),
-            path: String::new(),
-            message: "a `/` outside a string must start a comment (`//` or `/* */`), and a \
-                      `/*` comment must end with `*/`"
-                .to_owned(),
-            line: None,
-        });
-    }
-    for (out, original) in stripped.iter_mut().zip(text.bytes()) {
-        if original == b'\n' {
-            *out = b'\n';
-        }
-    }
+    let Ok(stripped) = jsonc::strip_comments(text) else {
+        return Err(FileError::new(
+            file,
+            "",
+            "a `/` outside a string must start a comment (`//` or `/* */`), and a `/*` \
+             comment must end with `*/`",
+        ));
+    };
     let mut de = serde_json::Deserializer::from_slice(&stripped);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = key_path(err.path());
@@ -251,13 +237,8 @@ fn key_path(path: &serde_path_to_error::Path) -> String {
     let mut out = String::new();
     for segment in path {
         match segment {
-            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(key);
-            }
+            Segment::Seq { index: i } => out = index(&out, *i),
+            Segment::Map { key: name } | Segment::Enum { variant: name } => out = key(&out, name),
             // A key not read yet (the parser failed on it): the path up to its parent.
             Segment::Unknown => break,
         }

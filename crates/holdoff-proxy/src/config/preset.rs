@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::compile::{self, Compiled, ConfigErrors};
+use super::compile::{self, Compiled, ConfigProblems};
 use super::load::{self, Format};
 
 /// The presets, by name, with a one-line description.
@@ -60,18 +60,17 @@ pub fn text(name: &str) -> Option<&'static str> {
 ///
 /// There is no such preset (the error lists the names). A preset that does not compile is a
 /// bug, caught by this module's tests.
-pub fn compile(name: &str) -> Result<Compiled, ConfigErrors> {
+pub fn compile(name: &str) -> Result<Compiled, ConfigProblems> {
     let file = format!("preset {name}");
     let Some(text) = text(name) else {
-        return Err(ConfigErrors::one(compile::FileError {
-            file: String::new(),
-            path: String::new(),
-            message: format!(
+        return Err(ConfigProblems::one(compile::FileError::new(
+            "",
+            "",
+            format!(
                 "there is no preset `{name}`; the presets are {}",
                 names().join(", ")
             ),
-            line: None,
-        }));
+        )));
     };
     let raw = load::parse(text, Format::Json, &file)?;
     // Presets name no files, so the base directory is never used.

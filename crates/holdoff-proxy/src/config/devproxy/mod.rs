@@ -1,0 +1,722 @@
+//! Microsoft Dev Proxy configuration, imported: a `devproxyrc.json` (or `.yaml`) and the
+//! errors, mocks and custom-response files it names, read into holdoff's [`RawConfig`].
+//!
+//! What maps:
+//!
+//! | Dev Proxy | holdoff |
+//! |---|---|
+//! | `urlsToWatch` (and each plugin's own list) | `urlsToWatch` |
+//! | GenericRandomErrorPlugin and its errors file | `errors` (the rules inlined) |
+//! | RateLimitingPlugin (and its custom response file) | one of `rateLimits` |
+//! | RetryAfterPlugin | nothing: holdoff's judge is always on |
+//! | LatencyPlugin | `latency` |
+//! | MockResponsePlugin and its mocks file | `mocks` (the mocks inlined) |
+//!
+//! Dev Proxy's defaults are written out where they differ from holdoff's (a mock without a
+//! method matches only GET, a rate limit costs 2 a request, …). Whatever holdoff does
+//! differently, and every enabled plugin or setting it does not support, is explained in a
+//! note; disabled plugins are skipped. The files are read leniently: a key that is not in Dev
+//! Proxy's schemas is ignored with a note, and keys are matched in any case, as Dev Proxy
+//! does.
+//!
+//! This file reads the main file and hands each enabled plugin to its own file: `errors`
+//! (GenericRandomErrorPlugin), `rate_limit`, `retry_after`, `latency` and `mocks`. `doc` reads
+//! any of Dev Proxy's files and knows the keys its schemas allow; `response` carries a
+//! response of an errors, mocks or custom-response file over to holdoff's.
+
+mod doc;
+mod errors;
+mod latency;
+mod mocks;
+mod rate_limit;
+mod response;
+mod retry_after;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use doc::{Doc, Leaf, Object, Shape, scan};
+use errors::ErrorSet;
+
+use super::error::{ConfigProblems, FileError, index};
+use super::file::{RawConfig, RawMocks};
+
+/// A Dev Proxy configuration, read as a holdoff one.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Imported {
+    /// The configuration, with the rules of the errors and mocks files inlined.
+    pub config: RawConfig,
+    /// What holdoff does differently from Dev Proxy with this configuration, and what it
+    /// ignored and why: one sentence or two each, for the user to read at start.
+    pub notes: Vec<String>,
+}
+
+/// Reads the Dev Proxy configuration file at `path` (JSON with comments, or YAML when its
+/// extension is `.yaml` or `.yml`) and the files it names, relative to its directory.
+///
+/// The result is compiled like a holdoff file, with the Dev Proxy file's directory as the base
+/// of relative paths (`@file` bodies in the errors and mocks files are rewritten to be
+/// relative to it).
+///
+/// # Errors
+///
+/// Every problem found, each naming its file and key path (and the line and column of a
+/// syntax error): a file that cannot be read or parsed, a value of the wrong type, a missing
+/// errors or mocks file, a value holdoff cannot carry over (a rate above 100, a latency whose
+/// minimum is above its maximum, …).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::path::Path;
+/// use holdoff_proxy::config::{compile::compile, devproxy};
+///
+/// let imported = devproxy::import(Path::new("devproxyrc.json"))?;
+/// for note in &imported.notes {
+///     eprintln!("note: {note}");
+/// }
+/// let compiled = compile(&imported.config, "devproxyrc.json", Path::new("."))?;
+/// # Ok::<(), holdoff_proxy::config::compile::ConfigProblems>(())
+/// ```
+pub fn import(path: &Path) -> Result<Imported, ConfigProblems> {
+    let shown = path.display().to_string();
+    let dir = path.parent().unwrap_or(Path::new("")).to_owned();
+    let mut importer = Importer::new(shown.clone(), dir);
+    let mut doc = Doc::read(path, shown).map_err(ConfigProblems)?;
+    importer.run(&mut doc);
+    importer.finish()
+}
+
+// Dev Proxy's main file, as serde reads it: lenient (unknown keys are found and noted apart),
+// with Dev Proxy's required keys required.
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DpConfig {
+    #[serde(default)]
+    urls_to_watch: Vec<String>,
+    plugins: Vec<DpPlugin>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DpPlugin {
+    name: String,
+    enabled: bool,
+    config_section: Option<String>,
+    #[serde(default)]
+    urls_to_watch: Vec<String>,
+}
+
+/// Top-level settings that change nothing holdoff does.
+const NO_EFFECT_SETTINGS: [&str; 12] = [
+    "apiPort",
+    "asSystemProxy",
+    "installCert",
+    "labelMode",
+    "languageModel",
+    "logLevel",
+    "newVersionNotification",
+    "noFirstRun",
+    "record",
+    "showSkipMessages",
+    "showTimestamps",
+    "validateSchemas",
+];
+
+/// The keys of an entry of `plugins`.
+const PLUGIN: Shape = Object(&[
+    ("name", Leaf),
+    ("enabled", Leaf),
+    ("pluginPath", Leaf),
+    ("configSection", Leaf),
+    ("urlsToWatch", Leaf),
+]);
+
+/// The order in which holdoff meets a request's faults, for the plugins whose order in Dev
+/// Proxy decides which one answers.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Mocks,
+    RateLimits,
+    Errors,
+}
+
+struct Importer {
+    /// The Dev Proxy file, as shown.
+    rc: String,
+    /// Its directory, the base of the paths in it.
+    dir: PathBuf,
+    notes: Vec<String>,
+    errors: Vec<FileError>,
+    config: RawConfig,
+    /// holdoff's one watch list: the global list, then every plugin's own.
+    watched: Vec<String>,
+    error_sets: Vec<ErrorSet>,
+    /// How many GenericRandomErrorPlugins are enabled: with more than one, each rule carries
+    /// its plugin's rate.
+    error_plugins: usize,
+    mocks: Option<RawMocks>,
+    /// The enabled plugins whose order decides which answers, as (stage, name).
+    order: Vec<(Stage, String)>,
+    retry_after_plugin: bool,
+}
+
+/// An enabled plugin and its settings.
+struct Plugin<'a> {
+    name: &'a str,
+    /// How notes name it: its name, and its section when the name is not unique.
+    label: String,
+    /// The key path of its settings: its section, or its entry when it has none.
+    at: String,
+    /// Its section's key, if it has one that exists.
+    section: Option<String>,
+    /// The URLs it watches: its own list, else the global one.
+    urls: &'a [String],
+}
+
+impl Importer {
+    fn new(rc: String, dir: PathBuf) -> Importer {
+        Importer {
+            rc,
+            dir,
+            notes: Vec::new(),
+            errors: Vec::new(),
+            config: RawConfig::default(),
+            watched: Vec::new(),
+            error_sets: Vec::new(),
+            error_plugins: 0,
+            mocks: None,
+            order: Vec::new(),
+            retry_after_plugin: false,
+        }
+    }
+
+    fn note(&mut self, note: impl Into<String>) {
+        self.notes.push(note.into());
+    }
+
+    fn error(&mut self, path: &str, message: impl Into<String>) {
+        let rc = self.rc.clone();
+        self.errors.push(FileError::new(&rc, path, message));
+    }
+
+    fn unknown_keys(&mut self, file: &str, unknown: &[String]) {
+        if !unknown.is_empty() {
+            self.note(format!(
+                "{file}: not in Dev Proxy's schema, so ignored: {}.",
+                backquoted(unknown)
+            ));
+        }
+    }
+
+    fn run(&mut self, doc: &mut Doc) {
+        let Value::Object(map) = &mut doc.value else {
+            self.error(
+                "",
+                "expected an object with `plugins` and `urlsToWatch`: this is not a Dev Proxy \
+                 configuration file",
+            );
+            return;
+        };
+        for known in ["plugins", "urlsToWatch"] {
+            let other = map
+                .keys()
+                .find(|key| *key != known && key.eq_ignore_ascii_case(known))
+                .cloned();
+            if let Some(other) = other.filter(|_| !map.contains_key(known)) {
+                if let Some(value) = map.remove(&other) {
+                    map.insert(known.to_owned(), value);
+                    doc.changed = true;
+                }
+            }
+        }
+        if doc.value.get("plugins").is_none() {
+            self.error(
+                "",
+                "there is no `plugins` list: a Dev Proxy configuration file names the plugins \
+                 it runs there",
+            );
+            return;
+        }
+        let mut unknown = Vec::new();
+        if let Some(Value::Array(plugins)) = doc.value.get_mut("plugins") {
+            for (i, plugin) in plugins.iter_mut().enumerate() {
+                doc.changed |= scan(plugin, PLUGIN, &index("plugins", i), &mut unknown);
+            }
+        }
+        let rc: DpConfig = match doc.typed("") {
+            Ok(rc) => rc,
+            Err(errors) => {
+                self.errors.extend(errors);
+                return;
+            }
+        };
+
+        self.watch_list(&rc);
+        self.error_plugins = rc
+            .plugins
+            .iter()
+            .filter(|plugin| plugin.enabled && plugin.name == "GenericRandomErrorPlugin")
+            .count();
+
+        for (i, plugin) in rc.plugins.iter().enumerate() {
+            if !plugin.enabled {
+                continue;
+            }
+            let label = label(&rc.plugins, i);
+            let Some(settings) = self.plugin(doc, i, plugin, &rc.urls_to_watch, label) else {
+                continue;
+            };
+            match plugin.name.as_str() {
+                "GenericRandomErrorPlugin" => self.errors_plugin(doc, &settings, &mut unknown),
+                "RateLimitingPlugin" => self.rate_limiting_plugin(doc, &settings, &mut unknown),
+                "RetryAfterPlugin" => self.retry_after_plugin(),
+                "LatencyPlugin" => self.latency_plugin(doc, &settings, &mut unknown),
+                "MockResponsePlugin" => self.mocks_plugin(doc, &settings, &mut unknown),
+                name => {
+                    let reason = unsupported(name);
+                    let note = match &settings.section {
+                        Some(section) => format!(
+                            "{name} is not supported by holdoff; its section `{section}` was \
+                             ignored: {reason}."
+                        ),
+                        None => format!("{name} is not supported by holdoff: {reason}."),
+                    };
+                    self.note(note);
+                }
+            }
+        }
+        self.finish_errors();
+        if let Some(mocks) = self.mocks.take() {
+            self.config.mocks = Some(mocks);
+        }
+        let rc_file = self.rc.clone();
+        self.unknown_keys(&rc_file, &unknown);
+        self.top_level_settings(doc, &rc);
+        self.judge_notes();
+        self.order_note();
+    }
+
+    /// holdoff's one watch list: Dev Proxy's, then each enabled plugin's own (Dev Proxy
+    /// intercepts those too).
+    fn watch_list(&mut self, rc: &DpConfig) {
+        let mut watched: Vec<String> = Vec::new();
+        let own_lists = rc
+            .plugins
+            .iter()
+            .filter(|plugin| plugin.enabled && !plugin.urls_to_watch.is_empty());
+        for url in rc
+            .urls_to_watch
+            .iter()
+            .chain(own_lists.flat_map(|plugin| &plugin.urls_to_watch))
+        {
+            if !watched.contains(url) {
+                watched.push(url.clone());
+            }
+        }
+        for (i, plugin) in rc.plugins.iter().enumerate() {
+            if plugin.enabled
+                && !plugin.urls_to_watch.is_empty()
+                && plugin.urls_to_watch != rc.urls_to_watch
+            {
+                self.note(format!(
+                    "{} watches its own URLs ({}); holdoff has one watch list, so they were \
+                     added to urlsToWatch.",
+                    label(&rc.plugins, i),
+                    backquoted(&plugin.urls_to_watch)
+                ));
+            }
+        }
+        if watched.is_empty() {
+            self.note(
+                "There is no urlsToWatch: holdoff watches nothing until you pass \
+                 --urls-to-watch (or add urlsToWatch to the file).",
+            );
+        } else {
+            self.config.urls_to_watch = Some(watched.clone());
+        }
+        self.watched = watched;
+    }
+
+    /// The settings of the enabled plugin `plugins[plugin_index]`, or `None` (with an error)
+    /// when its section is not an object.
+    fn plugin<'a>(
+        &mut self,
+        doc: &Doc,
+        plugin_index: usize,
+        plugin: &'a DpPlugin,
+        global: &'a [String],
+        label: String,
+    ) -> Option<Plugin<'a>> {
+        let urls = if plugin.urls_to_watch.is_empty() {
+            global
+        } else {
+            &plugin.urls_to_watch
+        };
+        let entry = index("plugins", plugin_index);
+        let Some(section) = plugin.config_section.as_deref() else {
+            return Some(Plugin {
+                name: &plugin.name,
+                label,
+                at: entry,
+                section: None,
+                urls,
+            });
+        };
+        // Dev Proxy finds a section whatever the case of its name.
+        let key = doc.value.as_object().and_then(|map| {
+            map.keys()
+                .find(|key| *key == section)
+                .or_else(|| map.keys().find(|key| key.eq_ignore_ascii_case(section)))
+                .cloned()
+        });
+        match key.as_deref().and_then(|key| doc.value.get(key)) {
+            Some(Value::Object(_)) => Some(Plugin {
+                name: &plugin.name,
+                label,
+                at: key.clone().unwrap_or_default(),
+                section: key,
+                urls,
+            }),
+            Some(_) => {
+                self.error(
+                    key.as_deref().unwrap_or(section),
+                    format!(
+                        "expected an object: this is the section of {} (its configSection)",
+                        plugin.name
+                    ),
+                );
+                None
+            }
+            None => {
+                if is_mapped(&plugin.name) {
+                    self.note(format!(
+                        "{label}: its configSection `{section}` is not in the file, so Dev \
+                         Proxy's defaults were used."
+                    ));
+                }
+                Some(Plugin {
+                    name: &plugin.name,
+                    label,
+                    at: entry,
+                    section: None,
+                    urls,
+                })
+            }
+        }
+    }
+
+    /// The plugin's settings as a `T` (Dev Proxy's defaults when it has no section).
+    fn settings<T: DeserializeOwned + Default>(
+        &mut self,
+        doc: &mut Doc,
+        plugin: &Plugin<'_>,
+        shape: Shape,
+        unknown: &mut Vec<String>,
+    ) -> Option<T> {
+        let Some(section) = plugin.section.as_deref() else {
+            return Some(T::default());
+        };
+        doc.scan(section, shape, unknown);
+        match doc.typed(section) {
+            Ok(settings) => Some(settings),
+            Err(errors) => {
+                self.errors.extend(errors);
+                None
+            }
+        }
+    }
+
+    /// The data file a plugin names (`value`, or Dev Proxy's `default` when unset), resolved
+    /// against the configuration's directory; `None` (with an error) when it does not exist.
+    fn data_file(&mut self, key: &str, value: Option<&str>, default: &str) -> Option<PathBuf> {
+        let name = value.unwrap_or(default);
+        let rc = self.rc.clone();
+        if name.to_ascii_lowercase().contains("~appfolder") {
+            self.error(
+                key,
+                format!(
+                    "`{name}` is in Dev Proxy's install folder (~appFolder), which holdoff \
+                     does not know: copy the file next to {rc} and name it here"
+                ),
+            );
+            return None;
+        }
+        let path = self.dir.join(name);
+        if path.is_file() {
+            return Some(path);
+        }
+        let message = match value {
+            Some(_) => format!(
+                "the file {} does not exist: create it, or correct the path (it is relative to \
+                 the directory of {rc})",
+                path.display()
+            ),
+            None => format!(
+                "not set, and Dev Proxy's default {} does not exist: set it to the file's path \
+                 (relative to the directory of {rc})",
+                path.display()
+            ),
+        };
+        self.error(key, message);
+        None
+    }
+
+    /// The data file a plugin names at `setting` (found as [`data_file`](Self::data_file)
+    /// finds it), read, and its root as a `T`, its unknown keys noted; with the file as shown.
+    fn data<T: DeserializeOwned>(
+        &mut self,
+        setting: &str,
+        value: Option<&str>,
+        default: &str,
+        shape: Shape,
+    ) -> Option<(String, T)> {
+        let path = self.data_file(setting, value, default)?;
+        let mut doc = match Doc::read(&path, path.display().to_string()) {
+            Ok(doc) => doc,
+            Err(errors) => {
+                self.errors.extend(errors);
+                return None;
+            }
+        };
+        let mut unknown = Vec::new();
+        doc.scan("", shape, &mut unknown);
+        self.unknown_keys(&doc.file, &unknown);
+        match doc.typed("") {
+            Ok(data) => Some((doc.file, data)),
+            Err(errors) => {
+                self.errors.extend(errors);
+                None
+            }
+        }
+    }
+
+    /// The `url` of a fault that takes one pattern: `None` when the plugin sees every watched
+    /// URL, its one pattern when it has one, and otherwise `None` with a note.
+    fn single_url(&mut self, plugin: &Plugin<'_>, what: &str) -> Option<String> {
+        if same_set(plugin.urls, &self.watched) {
+            return None;
+        }
+        if let [url] = plugin.urls {
+            if !url.starts_with('!') {
+                return Some(url.clone());
+            }
+        }
+        self.note(format!(
+            "{}: Dev Proxy applied {what} only to {}; holdoff applies it to every watched URL.",
+            plugin.label,
+            backquoted(plugin.urls)
+        ));
+        None
+    }
+
+    /// A note when the plugin saw fewer URLs than holdoff watches (its rules' own URLs then
+    /// decide alone).
+    fn scope_note(&mut self, plugin: &Plugin<'_>, what: &str) {
+        if !same_set(plugin.urls, &self.watched) {
+            self.note(format!(
+                "{}: Dev Proxy applied {what} only to {}; holdoff applies them to every watched \
+                 URL their own `url` matches.",
+                plugin.label,
+                backquoted(plugin.urls)
+            ));
+        }
+    }
+
+    fn top_level_settings(&mut self, doc: &Doc, rc: &DpConfig) {
+        let Value::Object(map) = &doc.value else {
+            return;
+        };
+        let sections: BTreeSet<String> = rc
+            .plugins
+            .iter()
+            .filter_map(|plugin| plugin.config_section.as_deref())
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let (mut no_effect, mut unknown) = (Vec::new(), Vec::new());
+        for (key, value) in map {
+            let key = key.as_str();
+            let shown = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            if matches!(key, "$schema" | "definitions" | "plugins" | "urlsToWatch")
+                || sections.contains(&key.to_ascii_lowercase())
+            {
+                continue;
+            }
+            match key {
+                "port" if value.as_u64() == Some(u64::from(super::DEFAULT_PORT)) => {}
+                "port" => self.note(format!(
+                    "port {shown}: holdoff's configuration has no port; pass --port {shown}."
+                )),
+                "ipAddress" => self.note(format!(
+                    "ipAddress {shown}: holdoff's configuration has no address; pass \
+                     --ip-address {shown} (anything but loopback needs --proxy-auth)."
+                )),
+                "timeout" => self.note(format!(
+                    "timeout {shown}: holdoff's configuration has no timeout; pass \
+                     --upstream-timeout {shown}s."
+                )),
+                "rate" => self.note(format!(
+                    "The top-level rate ({shown}) is not read by current Dev Proxy versions \
+                     (GenericRandomErrorPlugin's section has the rate), and was ignored; pass \
+                     --failure-rate {shown} if you meant it."
+                )),
+                "watchPids" | "watchProcessNames" => self.note(format!(
+                    "{key} {shown}: Dev Proxy handled only these processes' traffic; holdoff \
+                     cannot tell processes apart, and handles every client that uses it as its \
+                     proxy."
+                )),
+                "filterByHeaders" => self.note(
+                    "filterByHeaders: Dev Proxy handled only requests with these headers; \
+                     holdoff handles every watched request.",
+                ),
+                key if NO_EFFECT_SETTINGS.contains(&key) => no_effect.push(key.to_owned()),
+                key => unknown.push(key.to_owned()),
+            }
+        }
+        if !no_effect.is_empty() {
+            self.note(format!(
+                "Settings without a counterpart in holdoff were ignored: {}.",
+                backquoted(&no_effect)
+            ));
+        }
+        if !unknown.is_empty() {
+            self.note(format!(
+                "{}: neither a Dev Proxy setting holdoff knows nor a plugin's configSection, so \
+                 ignored: {}.",
+                self.rc,
+                backquoted(&unknown)
+            ));
+        }
+    }
+
+    /// A note when the plugins' order in Dev Proxy differs from holdoff's fixed one.
+    fn order_note(&mut self) {
+        let mut sorted = self.order.clone();
+        sorted.sort_by_key(|(stage, _)| *stage);
+        if sorted == self.order {
+            return;
+        }
+        let listed: Vec<&str> = self.order.iter().map(|(_, name)| name.as_str()).collect();
+        self.note(format!(
+            "Dev Proxy runs its plugins in the order listed ({}); holdoff always tries mocks, \
+             then rate limits, then error rules, so a request more than one of them would \
+             answer may get another response.",
+            listed.join(", ")
+        ));
+    }
+
+    fn finish(self) -> Result<Imported, ConfigProblems> {
+        if self.errors.is_empty() {
+            Ok(Imported {
+                config: self.config,
+                notes: self.notes,
+            })
+        } else {
+            Err(ConfigProblems(self.errors))
+        }
+    }
+}
+
+/// How notes name `plugins[position]`: its name, with its section (or entry) when another
+/// enabled plugin has the same name.
+fn label(plugins: &[DpPlugin], position: usize) -> String {
+    let entry = index("plugins", position);
+    let Some(plugin) = plugins.get(position) else {
+        return entry;
+    };
+    let twins = plugins
+        .iter()
+        .filter(|other| other.enabled && other.name == plugin.name)
+        .count();
+    match &plugin.config_section {
+        _ if twins <= 1 => plugin.name.clone(),
+        Some(section) => format!("{} `{section}`", plugin.name),
+        None => format!("{} ({entry})", plugin.name),
+    }
+}
+
+/// Whether the import maps the plugin (and so reads its section).
+fn is_mapped(name: &str) -> bool {
+    matches!(
+        name,
+        "GenericRandomErrorPlugin"
+            | "RateLimitingPlugin"
+            | "LatencyPlugin"
+            | "MockResponsePlugin"
+            | "RetryAfterPlugin"
+    )
+}
+
+/// Why holdoff has no counterpart to the plugin.
+fn unsupported(name: &str) -> &'static str {
+    match name {
+        "GraphRandomErrorPlugin" => {
+            "it fails Microsoft Graph requests with Graph's own errors; list the errors you want \
+             in a GenericRandomErrorPlugin errors file, or start from `--preset graph`"
+        }
+        "LanguageModelRateLimitingPlugin" => {
+            "holdoff counts requests, not language-model tokens; a RateLimitingPlugin can stand \
+             in"
+        }
+        "LanguageModelFailurePlugin" => {
+            "holdoff does not make language-model answers go wrong, it fails requests"
+        }
+        "GraphMockResponsePlugin"
+        | "EntraMockResponsePlugin"
+        | "OpenAIMockResponsePlugin"
+        | "CrudApiPlugin"
+        | "AuthPlugin" => {
+            "it builds its responses in code; MockResponsePlugin's mocks can stand in"
+        }
+        name if name.ends_with("GuidancePlugin") => {
+            "it only logs advice about the requests it sees, and changes no traffic"
+        }
+        name if [
+            "Generator",
+            "Reporter",
+            "Summary",
+            "Telemetry",
+            "DevTools",
+            "Discovery",
+            "Permissions",
+            "ApiCenter",
+            "Debugging",
+        ]
+        .iter()
+        .any(|part| name.contains(part)) =>
+        {
+            "it observes or reports traffic, and injects no faults"
+        }
+        _ => "holdoff has no equivalent",
+    }
+}
+
+fn same_set(a: &[String], b: &[String]) -> bool {
+    a.iter().all(|x| b.contains(x)) && b.iter().all(|x| a.contains(x))
+}
+
+/// "1 response has" / "3 responses have".
+fn has_or_have(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun} has")
+    } else {
+        format!("{count} {noun}s have")
+    }
+}
+
+/// `a`, `b`, `c`.
+fn backquoted<S: AsRef<str>>(items: &[S]) -> String {
+    items
+        .iter()
+        .map(|item| format!("`{}`", item.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,28 @@
+//! RetryAfterPlugin: nothing to carry over, as holdoff's judge is always on; and a note when
+//! it was off in Dev Proxy.
+
+use super::Importer;
+
+impl Importer {
+    pub(super) fn retry_after_plugin(&mut self) {
+        self.retry_after_plugin = true;
+        self.note(
+            "RetryAfterPlugin needs no setting: holdoff's judge is always on. It keys its \
+             windows by client, method and URL, and judges every Retry-After a client \
+             receives, the upstream's too, not only the ones holdoff sends; Dev Proxy kept one \
+             wait per host. For Dev Proxy's behaviour set judge.key to `host` (or pass \
+             --judge-key host).",
+        );
+    }
+
+    pub(super) fn judge_notes(&mut self) {
+        let throttles = self.config.errors.is_some() || !self.config.rate_limits.is_empty();
+        if throttles && !self.retry_after_plugin {
+            self.note(
+                "RetryAfterPlugin is not enabled, so Dev Proxy let early retries through; \
+                 holdoff's judge is always on, and answers a retry that comes before its \
+                 Retry-After again without forwarding it.",
+            );
+        }
+    }
+}
