@@ -10,7 +10,7 @@ use holdoff_proxy::config::compile::{
     Compiled, ConfigProblems, MAX_DATA_FILE_BYTES, compile, load_and_compile,
 };
 use holdoff_proxy::config::devproxy;
-use holdoff_proxy::fault::plan::Outcome;
+use holdoff_proxy::fault::plan::FaultOutcome;
 use tempfile::TempDir;
 
 /// The key path of the body in [`config_with_body`].
@@ -46,7 +46,7 @@ fn load(dir: &Path, text: &str) -> Result<Compiled, ConfigProblems> {
 
 fn body_of(compiled: &Compiled) -> &[u8] {
     match &compiled.plan.errors[0].outcomes[0] {
-        Outcome::Respond(response) => &response.body,
+        FaultOutcome::Respond(response) => &response.body,
         other => panic!("a response, not {other:?}"),
     }
 }

@@ -15,7 +15,7 @@ use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
 use holdoff_proxy::fault::FaultStage;
 use holdoff_proxy::fault::error::{ErrorResponse, HeaderTemplate, Rate};
-use holdoff_proxy::fault::plan::{ErrorRule, FaultPlan, Outcome, RequestMatch};
+use holdoff_proxy::fault::plan::{ErrorRule, FaultOutcome, FaultPlan, RequestMatch};
 use holdoff_proxy::fault::rng::FaultRng;
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
 use holdoff_proxy::tls::CertificateAuthority;
@@ -92,7 +92,7 @@ impl Running {
         plan.errors.push(ErrorRule {
             request: RequestMatch::url(upstream.url("/limited").parse().expect("a pattern")),
             rate: Rate::ALWAYS,
-            outcomes: vec![Outcome::Respond(ErrorResponse {
+            outcomes: vec![FaultOutcome::Respond(ErrorResponse {
                 status: StatusCode::TOO_MANY_REQUESTS,
                 headers: vec![(
                     header::RETRY_AFTER,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use holdoff_proxy::config::compile::{Compiled, FileError, compile};
 use holdoff_proxy::config::devproxy::{Imported, import};
-use holdoff_proxy::fault::plan::Outcome;
+use holdoff_proxy::fault::plan::FaultOutcome;
 use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {
@@ -381,7 +381,7 @@ mod mocks_latency_and_plugins_left_out {
         assert_eq!(plan.mocks.len(), 4);
         assert!(plan.block_unmocked);
         assert_eq!(plan.mocks[0].nth, Some(2));
-        let Outcome::Respond(created) = &plan.mocks[2].response else {
+        let FaultOutcome::Respond(created) = &plan.mocks[2].response else {
             panic!("a response: {:?}", plan.mocks[2].response);
         };
         assert_eq!(&created.body[..], b"{ \"id\": 101, \"draft\": true }\n");

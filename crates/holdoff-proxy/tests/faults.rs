@@ -16,7 +16,7 @@ use holdoff::HttpDate;
 use holdoff::clock::{Clock, Sleep, TokioClock};
 use holdoff_proxy::fault::error::{ErrorResponse, HeaderTemplate, Rate, RetryAfterForm};
 use holdoff_proxy::fault::plan::{
-    ErrorRule, FaultPlan, LatencyRule, MockRule, NetworkFault, Outcome, RateLimitRule,
+    ErrorRule, FaultOutcome, FaultPlan, LatencyRule, MockRule, NetworkFault, RateLimitRule,
     RequestMatch, Scope,
 };
 use holdoff_proxy::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
@@ -97,7 +97,7 @@ fn response(status: u16, retry_after: &str) -> ErrorResponse {
 }
 
 /// Every request to `path` of `upstream` gets `outcome`.
-fn always(upstream: &TestServer, path: &str, outcome: Outcome) -> ErrorRule {
+fn always(upstream: &TestServer, path: &str, outcome: FaultOutcome) -> ErrorRule {
     ErrorRule {
         request: RequestMatch::url(upstream.url(path).parse().expect("a pattern")),
         rate: Rate::ALWAYS,
@@ -129,7 +129,7 @@ mod dynamic_hints {
         let plan = plan_of(vec![always(
             &upstream,
             "/limited",
-            Outcome::Respond(response(429, "@dynamic=7")),
+            FaultOutcome::Respond(response(429, "@dynamic=7")),
         )]);
         let stage = faults(plan);
         let proxy = Running::start(&upstream, vec![stage.clone()]).await;
@@ -154,7 +154,7 @@ mod dynamic_hints {
         let mut plan = plan_of(vec![always(
             &upstream,
             "/busy",
-            Outcome::Respond(response(503, "@dynamic=30")),
+            FaultOutcome::Respond(response(503, "@dynamic=30")),
         )]);
         plan.retry_after_form = RetryAfterForm::HttpDate;
         let proxy = Running::start(&upstream, vec![faults(plan)]).await;
@@ -185,7 +185,7 @@ mod matching {
         let mut rule = always(
             &upstream,
             "/chat",
-            Outcome::Respond(response(429, "@dynamic=3")),
+            FaultOutcome::Respond(response(429, "@dynamic=3")),
         );
         rule.request.method = Some(http::Method::POST);
         rule.request.body_fragment = Some("\"model\":\"big\"".to_owned());
@@ -222,7 +222,7 @@ mod matching {
         plan.mocks.push(MockRule {
             request: RequestMatch::url(upstream.url("/items").parse().expect("a pattern")),
             nth: Some(2),
-            response: Outcome::Respond(ErrorResponse {
+            response: FaultOutcome::Respond(ErrorResponse {
                 status: StatusCode::OK,
                 headers: Vec::new(),
                 body: Bytes::from_static(b"mocked"),
@@ -294,7 +294,7 @@ mod network {
         let stage = faults(plan_of(vec![always(
             &upstream,
             "/reset",
-            Outcome::Network(NetworkFault::Reset),
+            FaultOutcome::Network(NetworkFault::Reset),
         )]));
         let proxy = Running::start(&upstream, vec![stage.clone()]).await;
 
@@ -351,7 +351,11 @@ mod network {
         let clock = CountingClock {
             alive: Arc::new(alive),
         };
-        let plan = plan_of(vec![always(&upstream, "/hang", Outcome::Network(hang))]);
+        let plan = plan_of(vec![always(
+            &upstream,
+            "/hang",
+            FaultOutcome::Network(hang),
+        )]);
         let stage = Arc::new(FaultStage::new(plan, FaultRng::new(7), Arc::new(clock)));
         let proxy = Running::start(&upstream, vec![stage.clone()]).await;
 
@@ -392,7 +396,7 @@ mod network {
         let stage = faults(plan_of(vec![always(
             &upstream,
             "/big",
-            Outcome::Network(NetworkFault::Truncate { after: None }),
+            FaultOutcome::Network(NetworkFault::Truncate { after: None }),
         )]));
         let proxy = Running::start(&upstream, vec![stage.clone()]).await;
 
@@ -422,7 +426,7 @@ mod network {
         let stage = faults(plan_of(vec![always(
             &upstream,
             "/slow",
-            Outcome::Network(NetworkFault::SlowBody {
+            FaultOutcome::Network(NetworkFault::SlowBody {
                 bytes_per_second: 20_000,
             }),
         )]));
@@ -527,7 +531,7 @@ mod early_answers {
         let mut rule = ErrorRule {
             request: RequestMatch::url(pattern.parse().expect("a pattern")),
             rate: Rate::ALWAYS,
-            outcomes: vec![Outcome::Respond(response(429, "@dynamic=1"))],
+            outcomes: vec![FaultOutcome::Respond(response(429, "@dynamic=1"))],
         };
         rule.request.method = Some(Method::POST);
         faults(plan_of(vec![rule]))

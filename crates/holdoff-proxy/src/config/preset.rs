@@ -84,7 +84,7 @@ fn names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::plan::Outcome;
+    use crate::fault::plan::FaultOutcome;
 
     mod compile {
         use super::*;
@@ -113,7 +113,7 @@ mod tests {
             };
             assert_eq!(rule.rate.as_percent(), 50.0);
             assert_eq!(rule.request.url.as_str(), "*");
-            let [Outcome::Respond(response)] = rule.outcomes.as_slice() else {
+            let [FaultOutcome::Respond(response)] = rule.outcomes.as_slice() else {
                 panic!("one response")
             };
             assert_eq!(response.status, 429);

@@ -64,7 +64,7 @@ pub struct MockRule {
     /// Answer only the Nth match (from 1); the others pass on.
     pub nth: Option<u64>,
     /// The answer.
-    pub response: Outcome,
+    pub response: FaultOutcome,
 }
 
 /// A rate limit and what its refusals look like.
@@ -106,13 +106,13 @@ pub struct ErrorRule {
     /// How often a matching request fails (`--failure-rate` replaces it).
     pub rate: Rate,
     /// What a failure gets, one drawn uniformly per failure. Never empty.
-    pub outcomes: Vec<Outcome>,
+    pub outcomes: Vec<FaultOutcome>,
 }
 
 /// What a faulted request gets.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum FaultOutcome {
     /// This response, `@dynamic` headers filled in.
     Respond(ErrorResponse),
     /// A network fault.

@@ -25,7 +25,7 @@ use rand::Rng;
 
 use super::body::{self, Slowed, Truncated};
 use super::error::{ErrorResponse, HeaderTemplate, Rendered, RetryAfterForm};
-use super::plan::{FaultPlan, NetworkFault, Outcome, RateLimitRule, RequestMatch, Scope};
+use super::plan::{FaultOutcome, FaultPlan, NetworkFault, RateLimitRule, RequestMatch, Scope};
 use super::ratelimit::{self, Limit, RateLimiter, Taken, ceil_secs};
 use super::rng::FaultRng;
 use crate::judge::fail_closed_answer;
@@ -117,14 +117,14 @@ impl Kind {
 /// use holdoff::clock::TokioClock;
 /// use holdoff_proxy::fault::error::Rate;
 /// use holdoff_proxy::fault::rng::FaultRng;
-/// use holdoff_proxy::fault::plan::{ErrorRule, FaultPlan, NetworkFault, Outcome, RequestMatch};
+/// use holdoff_proxy::fault::plan::{ErrorRule, FaultPlan, NetworkFault, FaultOutcome, RequestMatch};
 /// use holdoff_proxy::fault::stage::FaultStage;
 ///
 /// let mut plan = FaultPlan::default();
 /// plan.errors.push(ErrorRule {
 ///     request: RequestMatch::url("https://api.example.com/*".parse()?),
 ///     rate: Rate::percent(10.0).expect("a percentage"),
-///     outcomes: vec![Outcome::Network(NetworkFault::Reset)],
+///     outcomes: vec![FaultOutcome::Network(NetworkFault::Reset)],
 /// });
 /// let stage = FaultStage::new(plan, FaultRng::new(42), Arc::new(TokioClock));
 /// assert_eq!(stage.seed(), 42);
@@ -577,7 +577,7 @@ impl Inner {
                 }
             }
             let action = match &mock.response {
-                Outcome::Respond(response) => {
+                FaultOutcome::Respond(response) => {
                     let wall = self.clock.wall_now();
                     let rendered = self
                         .rng
@@ -590,7 +590,7 @@ impl Inner {
                     );
                     Action::Respond(rendered.response.map(Body::full))
                 }
-                Outcome::Network(fault) => {
+                FaultOutcome::Network(fault) => {
                     self.record(Kind::Mocked, meta, None, None);
                     self.network(*fault, request, meta)
                 }
@@ -802,8 +802,8 @@ impl Inner {
             }
             let pick = rng.random_range(0..rule.outcomes.len().max(1));
             Some(match rule.outcomes.get(pick)? {
-                Outcome::Respond(response) => Ok(response.render(form, rng, wall)),
-                Outcome::Network(fault) => Err(*fault),
+                FaultOutcome::Respond(response) => Ok(response.render(form, rng, wall)),
+                FaultOutcome::Network(fault) => Err(*fault),
             })
         });
         match failure {
@@ -1053,7 +1053,7 @@ mod tests {
         }
     }
 
-    fn error_rule(url: &str, percent: f64, outcomes: Vec<Outcome>) -> ErrorRule {
+    fn error_rule(url: &str, percent: f64, outcomes: Vec<FaultOutcome>) -> ErrorRule {
         ErrorRule {
             request: RequestMatch::url(url.parse().unwrap()),
             rate: Rate::percent(percent).unwrap(),
@@ -1072,7 +1072,7 @@ mod tests {
         errors(vec![error_rule(
             API,
             percent,
-            vec![Outcome::Respond(error_response(429, Some("@dynamic")))],
+            vec![FaultOutcome::Respond(error_response(429, Some("@dynamic")))],
         )])
     }
 
@@ -1113,8 +1113,8 @@ mod tests {
                     API,
                     50.0,
                     vec![
-                        Outcome::Respond(error_response(429, Some("@dynamic"))),
-                        Outcome::Respond(error_response(503, Some("@dynamic"))),
+                        FaultOutcome::Respond(error_response(429, Some("@dynamic"))),
+                        FaultOutcome::Respond(error_response(503, Some("@dynamic"))),
                     ],
                 )])
             };
@@ -1143,17 +1143,17 @@ mod tests {
                 error_rule(
                     "http://api.test/quiet/*",
                     0.0,
-                    vec![Outcome::Respond(error_response(500, None))],
+                    vec![FaultOutcome::Respond(error_response(500, None))],
                 ),
                 error_rule(
                     "http://api.test/a/*",
                     100.0,
-                    vec![Outcome::Respond(error_response(500, None))],
+                    vec![FaultOutcome::Respond(error_response(500, None))],
                 ),
                 error_rule(
                     API,
                     100.0,
-                    vec![Outcome::Respond(error_response(503, None))],
+                    vec![FaultOutcome::Respond(error_response(503, None))],
                 ),
             ]);
             let mut driver = Driver::new(plan, 1);
@@ -1174,7 +1174,7 @@ mod tests {
             let mut rule = error_rule(
                 API,
                 100.0,
-                vec![Outcome::Respond(error_response(500, None))],
+                vec![FaultOutcome::Respond(error_response(500, None))],
             );
             rule.request.method = Some(Method::POST);
             let mut driver = Driver::new(errors(vec![rule]), 1);
@@ -1216,7 +1216,7 @@ mod tests {
             MockRule {
                 request: RequestMatch::url("http://api.test/mocked".parse().unwrap()),
                 nth,
-                response: Outcome::Respond(ErrorResponse {
+                response: FaultOutcome::Respond(ErrorResponse {
                     status: StatusCode::OK,
                     headers: Vec::new(),
                     body: Bytes::from_static(b"{\"mocked\":true}"),
@@ -1485,7 +1485,7 @@ mod tests {
             let mut rule = error_rule(
                 API,
                 100.0,
-                vec![Outcome::Respond(error_response(500, None))],
+                vec![FaultOutcome::Respond(error_response(500, None))],
             );
             rule.request.method = Some(Method::POST);
             rule.request.body_fragment = Some("\"model\":\"big\"".to_owned());
@@ -1532,7 +1532,11 @@ mod tests {
         use super::*;
 
         fn faulting(fault: NetworkFault) -> FaultPlan {
-            errors(vec![error_rule(API, 100.0, vec![Outcome::Network(fault)])])
+            errors(vec![error_rule(
+                API,
+                100.0,
+                vec![FaultOutcome::Network(fault)],
+            )])
         }
 
         #[test]

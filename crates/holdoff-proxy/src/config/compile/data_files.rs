@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-use super::{Compiler, Origin};
+use super::{Compiler, WrittenIn};
 use crate::config::load;
 
 /// The most a data file (errors, mocks, `@file` body) may hold: each is read whole, and a
@@ -28,11 +28,11 @@ impl Compiler {
     /// directory) and hands it to `each` with its own origin; reports why not otherwise.
     pub(super) fn data_file<D: DeserializeOwned>(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         name: &str,
         what: &str,
-        each: impl FnOnce(&mut Compiler, Origin<'_>, D),
+        each: impl FnOnce(&mut Compiler, WrittenIn<'_>, D),
     ) {
         if name.trim().is_empty() {
             self.error(
@@ -61,7 +61,7 @@ impl Compiler {
         let display = file.display().to_string();
         match load::parse_for_path::<D>(&text, &file, &display) {
             Ok(data) => {
-                let inner = Origin {
+                let inner = WrittenIn {
                     file: &display,
                     dir: file.parent().unwrap_or(Path::new("")),
                     root: at.root,

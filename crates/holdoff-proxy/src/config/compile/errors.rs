@@ -3,7 +3,7 @@
 
 use std::ops::RangeInclusive;
 
-use super::{Compiler, Origin, Shared};
+use super::{Compiler, Shared, WrittenIn};
 use crate::config::error::{index, key};
 use crate::config::file::{RawErrorRule, RawErrors, RawErrorsFile};
 use crate::fault::error::Rate;
@@ -19,7 +19,7 @@ impl Compiler {
     /// `errors.dynamicRange`, which every response's `@dynamic` draws from.
     pub(super) fn dynamic_range(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         errors: Option<&RawErrors>,
     ) -> RangeInclusive<u64> {
         match errors.and_then(|errors| errors.dynamic_range) {
@@ -42,7 +42,7 @@ impl Compiler {
     /// The rules of `errors`, the inline ones then the errors file's, added to `rules`.
     pub(super) fn errors(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         errors: &RawErrors,
         shared: &Shared,
         rules: &mut Vec<ErrorRule>,
@@ -52,7 +52,7 @@ impl Compiler {
             None => Rate::percent(DEFAULT_ERROR_RATE),
         }
         .unwrap_or(Rate::NEVER);
-        let check = |this: &mut Compiler, at: Origin<'_>, path: &str, rule: &RawErrorRule| {
+        let check = |this: &mut Compiler, at: WrittenIn<'_>, path: &str, rule: &RawErrorRule| {
             this.error_rule(at, path, rule, default_rate, shared)
         };
         self.list(at, "errors.errors", &errors.errors, rules, check);
@@ -71,7 +71,7 @@ impl Compiler {
 
     fn error_rule(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: &RawErrorRule,
         default_rate: Rate,

@@ -1,6 +1,6 @@
 //! `judge`: how the judge keys and penalises retries.
 
-use super::{Compiler, Origin};
+use super::{Compiler, WrittenIn};
 use crate::config::file::{RawJudge, RawPenalty};
 use crate::judge::{KeyMode, Penalty};
 
@@ -8,7 +8,7 @@ impl Compiler {
     /// `judge.key` and `judge.penalty`, each `None` when not set (or, for the key, invalid).
     pub(super) fn judge(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         judge: Option<&RawJudge>,
     ) -> (Option<KeyMode>, Option<Penalty>) {
         let judge_key = judge

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::matching::Exclusion;
-use super::{Compiler, Origin, optional};
+use super::{Compiler, WrittenIn, optional};
 use crate::config::error::key;
 use crate::config::file::RawLatency;
 use crate::fault::error::Rate;
@@ -12,7 +12,7 @@ use crate::fault::plan::LatencyRule;
 impl Compiler {
     pub(super) fn latency(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: &RawLatency,
     ) -> Option<LatencyRule> {

@@ -2,7 +2,7 @@
 
 use http::Method;
 
-use super::{Compiler, Origin, optional};
+use super::{Compiler, WrittenIn, optional};
 use crate::config::WatchPattern;
 use crate::config::error::{index, key};
 use crate::config::file::RawRequestMatch;
@@ -10,7 +10,11 @@ use crate::fault::plan::RequestMatch;
 
 impl Compiler {
     /// `urlsToWatch`: exclusions allowed.
-    pub(super) fn urls_to_watch(&mut self, at: Origin<'_>, urls: &[String]) -> Vec<WatchPattern> {
+    pub(super) fn urls_to_watch(
+        &mut self,
+        at: WrittenIn<'_>,
+        urls: &[String],
+    ) -> Vec<WatchPattern> {
         urls.iter()
             .enumerate()
             .filter_map(|(i, url)| {
@@ -21,7 +25,7 @@ impl Compiler {
 
     pub(super) fn pattern(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: String,
         raw: &str,
         exclusion: Exclusion,
@@ -62,7 +66,7 @@ impl Compiler {
         }
     }
 
-    pub(super) fn method(&mut self, at: Origin<'_>, path: String, raw: &str) -> Option<Method> {
+    pub(super) fn method(&mut self, at: WrittenIn<'_>, path: String, raw: &str) -> Option<Method> {
         match Method::from_bytes(raw.trim().to_ascii_uppercase().as_bytes()) {
             Ok(method) if !raw.trim().is_empty() => Some(method),
             _ if raw.trim().is_empty() => {
@@ -90,7 +94,7 @@ impl Compiler {
 
     pub(super) fn request(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: &RawRequestMatch,
     ) -> Option<RequestMatch> {

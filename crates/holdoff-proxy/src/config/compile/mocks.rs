@@ -1,6 +1,6 @@
 //! `mocks`: fixed responses for matching requests, inline and from a mocks file.
 
-use super::{Compiler, Origin, Shared};
+use super::{Compiler, Shared, WrittenIn};
 use crate::config::error::key;
 use crate::config::file::{RawMock, RawMocks, RawMocksFile};
 use crate::fault::plan::MockRule;
@@ -9,12 +9,12 @@ impl Compiler {
     /// The mocks of `mocks`, the inline ones then the mocks file's, added to `rules`.
     pub(super) fn mocks(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         mocks: &RawMocks,
         shared: &Shared,
         rules: &mut Vec<MockRule>,
     ) {
-        let check = |this: &mut Compiler, at: Origin<'_>, path: &str, mock: &RawMock| {
+        let check = |this: &mut Compiler, at: WrittenIn<'_>, path: &str, mock: &RawMock| {
             this.mock(at, path, mock, shared)
         };
         self.list(at, "mocks.mocks", &mocks.mocks, rules, check);
@@ -33,7 +33,7 @@ impl Compiler {
 
     fn mock(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: &RawMock,
         shared: &Shared,

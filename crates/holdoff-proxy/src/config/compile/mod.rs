@@ -96,7 +96,7 @@ pub fn compile(raw: &RawConfig, file: &str, base_dir: &Path) -> Result<Compiled,
         bodies_anywhere: raw.body_files_anywhere == Some(true),
         ..Compiler::default()
     };
-    let top = Origin {
+    let top = WrittenIn {
         file,
         dir: base_dir,
         root: base_dir,
@@ -129,7 +129,7 @@ pub fn load_and_compile(path: &Path) -> Result<Compiled, ConfigProblems> {
 /// relative paths resolve against, and the configuration's directory, which body files must
 /// be under.
 #[derive(Clone, Copy)]
-struct Origin<'a> {
+struct WrittenIn<'a> {
     file: &'a str,
     dir: &'a Path,
     root: &'a Path,
@@ -150,12 +150,12 @@ struct Compiler {
 }
 
 impl Compiler {
-    fn error(&mut self, at: Origin<'_>, path: impl Into<String>, message: impl Into<String>) {
+    fn error(&mut self, at: WrittenIn<'_>, path: impl Into<String>, message: impl Into<String>) {
         self.errors.push(FileError::new(at.file, path, message));
     }
 
     /// Every element of `raw`, in the order of the file, so that errors come in that order.
-    fn config(&mut self, raw: &RawConfig, at: Origin<'_>) -> Compiled {
+    fn config(&mut self, raw: &RawConfig, at: WrittenIn<'_>) -> Compiled {
         let urls_to_watch = raw
             .urls_to_watch
             .as_ref()
@@ -195,11 +195,11 @@ impl Compiler {
     /// Checks each item of the list at `path`, keeping the valid ones in `out`.
     fn list<R, T>(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         items: &[R],
         out: &mut Vec<T>,
-        check: impl Fn(&mut Compiler, Origin<'_>, &str, &R) -> Option<T>,
+        check: impl Fn(&mut Compiler, WrittenIn<'_>, &str, &R) -> Option<T>,
     ) {
         for (i, item) in items.iter().enumerate() {
             if let Some(valid) = check(self, at, &index(path, i), item) {
@@ -208,7 +208,7 @@ impl Compiler {
         }
     }
 
-    fn rate(&mut self, at: Origin<'_>, path: &str, percent: f64) -> Option<Rate> {
+    fn rate(&mut self, at: WrittenIn<'_>, path: &str, percent: f64) -> Option<Rate> {
         let rate = Rate::percent(percent).filter(|_| percent.is_finite());
         if rate.is_none() {
             self.error(
@@ -239,7 +239,7 @@ mod tests {
     use super::*;
     use crate::config::load::{Format, parse};
     use crate::fault::error::{ErrorResponse, HeaderTemplate, RetryAfterForm};
-    use crate::fault::plan::{NetworkFault, Outcome};
+    use crate::fault::plan::{FaultOutcome, NetworkFault};
     use http::{HeaderValue, Method};
     use std::time::Duration;
 
@@ -251,9 +251,9 @@ mod tests {
         compile(&raw, "holdoff.json", Path::new(FIXTURES)).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    pub(super) fn respond(outcome: &Outcome) -> &ErrorResponse {
+    pub(super) fn respond(outcome: &FaultOutcome) -> &ErrorResponse {
         match outcome {
-            Outcome::Respond(response) => response,
+            FaultOutcome::Respond(response) => response,
             other => panic!("a response, not {other:?}"),
         }
     }
@@ -304,7 +304,7 @@ mod tests {
             assert_eq!(plan.errors[1].rate.as_percent(), 10.0);
             assert!(matches!(
                 plan.errors[1].outcomes[0],
-                Outcome::Network(NetworkFault::Hang { r#for }) if r#for == DEFAULT_HANG
+                FaultOutcome::Network(NetworkFault::Hang { r#for }) if r#for == DEFAULT_HANG
             ));
             let latency = plan.latency.expect("set");
             assert_eq!(latency.rate, Rate::ALWAYS);

@@ -3,17 +3,17 @@
 use std::time::Duration;
 
 use super::matching::Exclusion;
-use super::{Compiler, Origin, Shared, optional};
+use super::{Compiler, Shared, WrittenIn, optional};
 use crate::config::error::key;
 use crate::config::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
-use crate::fault::plan::{Outcome, RateLimitRule, Scope};
+use crate::fault::plan::{FaultOutcome, RateLimitRule, Scope};
 use crate::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
 
 impl Compiler {
     /// Every rate limit of `rateLimits`, added to `rules`.
     pub(super) fn rate_limits(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         limits: &[RawRateLimit],
         shared: &Shared,
         rules: &mut Vec<RateLimitRule>,
@@ -25,7 +25,7 @@ impl Compiler {
 
     fn rate_limit(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: &RawRateLimit,
         shared: &Shared,
@@ -86,7 +86,7 @@ impl Compiler {
                     None
                 } else {
                     match self.response(at, &response_path, response, shared) {
-                        Some(Outcome::Respond(response)) => Some(Some(response)),
+                        Some(FaultOutcome::Respond(response)) => Some(Some(response)),
                         _ => None,
                     }
                 }

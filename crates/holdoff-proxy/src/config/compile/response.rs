@@ -8,11 +8,11 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode, header};
 
 use super::data_files::read_body_file;
-use super::{Compiler, Origin, Shared};
+use super::{Compiler, Shared, WrittenIn};
 use crate::config::error::{index, key};
 use crate::config::file::{RawHeaders, RawNetworkFault, RawResponse, RawRetryAfterForm};
 use crate::fault::error::{ErrorResponse, HeaderTemplate, RetryAfterForm};
-use crate::fault::plan::{NetworkFault, Outcome};
+use crate::fault::plan::{FaultOutcome, NetworkFault};
 
 /// How long a `hang` holds a request when `hangSeconds` is not set.
 pub(super) const DEFAULT_HANG: Duration = Duration::from_secs(300);
@@ -32,11 +32,11 @@ pub(super) fn retry_after_form(raw: Option<RawRetryAfterForm>) -> RetryAfterForm
 impl Compiler {
     pub(super) fn response(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: &RawResponse,
         shared: &Shared,
-    ) -> Option<Outcome> {
+    ) -> Option<FaultOutcome> {
         let errors_before = self.errors.len();
         // Options that belong to one network fault only.
         let options = [
@@ -135,7 +135,7 @@ impl Compiler {
                         },
                     },
                 };
-                (self.errors.len() == errors_before).then_some(Outcome::Network(fault))
+                (self.errors.len() == errors_before).then_some(FaultOutcome::Network(fault))
             }
             (Some(status), None) => {
                 let status = match StatusCode::from_u16(status) {
@@ -154,7 +154,7 @@ impl Compiler {
                 if self.errors.len() != errors_before {
                     return None;
                 }
-                Some(Outcome::Respond(ErrorResponse {
+                Some(FaultOutcome::Respond(ErrorResponse {
                     status: status?,
                     headers,
                     body: body?,
@@ -165,7 +165,7 @@ impl Compiler {
 
     fn headers(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: Option<&RawHeaders>,
         shared: &Shared,
@@ -274,7 +274,7 @@ impl Compiler {
     /// The body's bytes; adds a `Content-Type` for it unless `headers` has one.
     fn body(
         &mut self,
-        at: Origin<'_>,
+        at: WrittenIn<'_>,
         path: &str,
         raw: Option<&serde_json::Value>,
         headers: &mut Vec<(HeaderName, HeaderTemplate)>,

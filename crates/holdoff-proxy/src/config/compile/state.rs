@@ -5,7 +5,7 @@ use std::fmt;
 use std::fs;
 use std::time::Duration;
 
-use super::{Compiler, Origin};
+use super::{Compiler, WrittenIn};
 use crate::config::file::{RawOnFailure, RawState};
 use crate::shared::OnFailure;
 
@@ -48,7 +48,7 @@ pub const DEFAULT_STATE_HOLD: Duration = Duration::from_secs(5);
 impl Compiler {
     /// Checks `state`. The URL is checked for its form only (connecting is the proxy's job),
     /// and never quoted back: it may hold a password.
-    pub(super) fn state(&mut self, at: Origin<'_>, raw: &RawState) -> Option<StateConfig> {
+    pub(super) fn state(&mut self, at: WrittenIn<'_>, raw: &RawState) -> Option<StateConfig> {
         let mut ok = true;
         // By bytes, never by slicing the text: a URL may start with any character.
         let starts_with = |scheme: &str| {
