@@ -619,8 +619,8 @@ mod tests {
 
         #[test]
         fn holds_every_certificate_of_the_bundle_as_a_trusted_entry() {
-            let ca = holdoff_testkit::tls::TestPki::issue("trust store test CA");
-            let bundle = format!("{}{}", ca.ca_pem, ca.cert_pem);
+            let ca = holdoff_testkit::tls::TestCa::new("trust store test CA");
+            let bundle = format!("{}{}", ca.pem(), ca.leaf(&[]).cert_pem);
             let store = trust_store_of(&bundle).expect("a trust store");
             let read = p12_keystore::KeyStore::from_pkcs12(
                 &store,
