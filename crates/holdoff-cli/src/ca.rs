@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use holdoff_proxy::tls::{CertificateAuthority, TlsError, TlsErrorKind};
 
@@ -75,7 +74,7 @@ enum Action {
 }
 
 /// Runs `holdoff ca`: results on `out`, problems on standard error.
-pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
+pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     let target = match args.ca_dir {
         Some(dir) => Target {
             flag: format!(" --ca-dir {}", shell_quote(&dir.to_string_lossy())),
@@ -106,26 +105,24 @@ struct Target {
     flag: String,
 }
 
-fn path(target: &Target, out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn path(target: &Target, out: &mut impl Write) -> Result<(), Failure> {
     // Loaded rather than looked for, so that a path is printed only for a usable CA.
-    if let Err(code) = load(target) {
-        return Ok(code);
-    }
+    load(target)?;
     let cert = CertificateAuthority::cert_file(&target.dir);
     writeln!(out, "{}", cert.display())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn ensure(target: &Target, out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn ensure(target: &Target, out: &mut impl Write) -> Result<(), Failure> {
     let dir = &target.dir;
     let existed = match CertificateAuthority::load(dir) {
         Ok(_) => true,
         Err(err) if err.kind() == TlsErrorKind::NotFound => false,
-        Err(err) => return Ok(report(&err, target)),
+        Err(err) => return Err(report(&err, target)),
     };
     if !existed {
         if let Err(err) = CertificateAuthority::load_or_create(dir) {
-            return Ok(report(&err, target));
+            return Err(report(&err, target));
         }
     }
     let cert = CertificateAuthority::cert_file(dir);
@@ -143,17 +140,14 @@ fn ensure(target: &Target, out: &mut impl Write) -> Result<ExitCode, Failure> {
     )?;
     writeln!(out)?;
     out.write_all(trust_instructions(&cert).as_bytes())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn export(target: &Target, file: Option<&Path>, out: &mut impl Write) -> Result<ExitCode, Failure> {
-    let ca = match load(target) {
-        Ok(ca) => ca,
-        Err(code) => return Ok(code),
-    };
+fn export(target: &Target, file: Option<&Path>, out: &mut impl Write) -> Result<(), Failure> {
+    let ca = load(target)?;
     let Some(file) = file else {
         out.write_all(ca.cert_pem().as_bytes())?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     };
     if let Err(err) = fs::write(file, ca.cert_pem()) {
         let _ = writeln!(
@@ -161,27 +155,27 @@ fn export(target: &Target, file: Option<&Path>, out: &mut impl Write) -> Result<
             "holdoff ca: failed to write the CA certificate to {}: {err}",
             file.display()
         );
-        return Ok(ExitCode::from(1));
+        return Err(Failure::Ca);
     }
     writeln!(out, "Wrote the CA certificate to {}.", file.display())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn remove(target: &Target, out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn remove(target: &Target, out: &mut impl Write) -> Result<(), Failure> {
     let removed = match CertificateAuthority::remove(&target.dir) {
         Ok(removed) => removed,
-        Err(err) => return Ok(report(&err, target)),
+        Err(err) => return Err(report(&err, target)),
     };
     if removed.is_empty() {
         writeln!(out, "No CA in {}: nothing to remove.", target.dir.display())?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     for path in &removed {
         writeln!(out, "Removed {}", path.display())?;
     }
     writeln!(out)?;
     out.write_all(UNTRUST_INSTRUCTIONS.as_bytes())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 const UNTRUST_INSTRUCTIONS: &str = "\
@@ -191,14 +185,13 @@ If you had trusted it system-wide, remove that copy too:
   macOS:         sudo security delete-certificate -c 'holdoff local CA' /Library/Keychains/System.keychain
 ";
 
-/// Loads the CA, or reports why not (with what to run when there is none) and gives the exit
-/// code.
-fn load(target: &Target) -> Result<CertificateAuthority, ExitCode> {
+/// Loads the CA, or reports why not (with what to run when there is none).
+fn load(target: &Target) -> Result<CertificateAuthority, Failure> {
     CertificateAuthority::load(&target.dir).map_err(|err| report(&err, target))
 }
 
-/// Writes `err` with its causes and what to do about it to standard error; exit code 1.
-fn report(err: &TlsError, target: &Target) -> ExitCode {
+/// Writes `err` with its causes and what to do about it to standard error.
+fn report(err: &TlsError, target: &Target) -> Failure {
     let Target { dir, flag } = target;
     let mut message = String::from("holdoff ca: ");
     if err.kind() == TlsErrorKind::NotFound {
@@ -230,7 +223,7 @@ fn report(err: &TlsError, target: &Target) -> ExitCode {
     }
     // If standard error is gone there is nobody to tell; the exit code still says it.
     let _ = writeln!(io::stderr(), "{message}");
-    ExitCode::from(1)
+    Failure::Ca
 }
 
 /// The commands that trust the certificate at `cert`, for people to copy.

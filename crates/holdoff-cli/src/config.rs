@@ -5,7 +5,6 @@ use std::env;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems};
 use holdoff_proxy::config::{devproxy, load, preset, schema};
@@ -67,11 +66,11 @@ enum Action {
 }
 
 /// Runs `holdoff config`: results on `out`, problems on standard error.
-pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
+pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     match args.action {
         Action::Schema => {
             writeln!(out, "{}", pretty(&schema::schema()))?;
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Action::Validate { file } => validate(file, out),
         Action::Preset { name: None, .. } => list_presets(out),
@@ -82,7 +81,7 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
     }
 }
 
-fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), Failure> {
     let path = match file {
         Some(path) => path,
         None => {
@@ -112,9 +111,9 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<ExitCode, Fai
             for warning in &compiled.warnings {
                 let _ = writeln!(stderr, "warning: {}: {warning}", path.display());
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
-        Err(errors) => Ok(report(&errors)),
+        Err(errors) => Err(report(&errors)),
     }
 }
 
@@ -143,7 +142,7 @@ fn summary(compiled: &Compiled) -> String {
     )
 }
 
-fn list_presets(out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn list_presets(out: &mut impl Write) -> Result<(), Failure> {
     let width = preset::PRESETS
         .iter()
         .map(|(name, _)| name.len())
@@ -152,10 +151,10 @@ fn list_presets(out: &mut impl Write) -> Result<ExitCode, Failure> {
     for (name, description) in preset::PRESETS {
         writeln!(out, "{name:width$}  {description}")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn print_preset(name: &str, out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn print_preset(name: &str, out: &mut impl Write) -> Result<(), Failure> {
     let Some(text) = preset::text(name) else {
         let names: Vec<&str> = preset::PRESETS.iter().map(|(name, _)| *name).collect();
         return Err(Failure::Usage(format!(
@@ -164,13 +163,13 @@ fn print_preset(name: &str, out: &mut impl Write) -> Result<ExitCode, Failure> {
         )));
     };
     out.write_all(text.as_bytes())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn import(file: &Path, target: Option<&Path>, out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn import(file: &Path, target: Option<&Path>, out: &mut impl Write) -> Result<(), Failure> {
     let imported = match devproxy::import(file) {
         Ok(imported) => imported,
-        Err(errors) => return Ok(report(&errors)),
+        Err(errors) => return Err(report(&errors)),
     };
     let mut stderr = io::stderr().lock();
     for note in &imported.notes {
@@ -185,34 +184,34 @@ fn import(file: &Path, target: Option<&Path>, out: &mut impl Write) -> Result<Ex
     let json = match serde_json::to_string_pretty(&config) {
         Ok(json) => format!("{json}\n"),
         Err(err) => {
-            let _ = writeln!(
-                stderr,
-                "holdoff: failed to write the configuration as JSON: {err}"
-            );
-            return Ok(ExitCode::from(1));
+            return Err(Failure::Runtime(format!(
+                "failed to write the configuration as JSON: {err}"
+            )));
         }
     };
     match target {
         None => out.write_all(json.as_bytes())?,
         Some(path) => {
             if let Err(err) = fs::write(path, json) {
-                let _ = writeln!(stderr, "holdoff: failed to write {}: {err}", path.display());
-                return Ok(ExitCode::from(1));
+                return Err(Failure::Runtime(format!(
+                    "failed to write {}: {err}",
+                    path.display()
+                )));
             }
             writeln!(out, "Wrote {}.", path.display())?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-/// Every error on standard error, one `holdoff: …` line each; exit code 1.
-fn report(errors: &ConfigProblems) -> ExitCode {
+/// Every error on standard error, one `holdoff: …` line each.
+fn report(errors: &ConfigProblems) -> Failure {
     let mut stderr = io::stderr().lock();
     for error in &errors.0 {
         // If standard error is gone there is nobody to tell; the exit code still says it.
         let _ = writeln!(stderr, "holdoff: {error}");
     }
-    ExitCode::from(1)
+    Failure::Config
 }
 
 fn pretty(value: &serde_json::Value) -> String {

@@ -15,7 +15,6 @@ use std::fs;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,29 +115,23 @@ impl Files {
 
 /// Runs `holdoff demo`: the story and the verdict on `out`, progress and the proxy's summary
 /// on stderr.
-pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
+pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     if args.duration.is_zero() {
         return Err(Failure::Usage(
             "--duration must be greater than zero, e.g. 20s".to_owned(),
         ));
     }
-    let files = match out_dir(args.out.as_deref())? {
-        Ok(dir) => Files::new(dir),
-        Err(code) => return Ok(code),
-    };
+    let files = Files::new(out_dir(args.out.as_deref())?);
     let options = proxy_options(args.seed, &files)?;
-    let listener = match upstream::bind() {
-        Ok(listener) => listener,
-        Err(err) => {
-            return Ok(session::fail(&format!(
-                "failed to bind a loopback port for the demo's upstream: {err}"
-            )));
-        }
-    };
+    let listener = upstream::bind().map_err(|err| {
+        Failure::Runtime(format!(
+            "failed to bind a loopback port for the demo's upstream: {err}"
+        ))
+    })?;
     let upstream_url = match listener.local_addr() {
         Ok(addr) => format!("http://{addr}"),
         Err(err) => {
-            return Ok(session::fail(&format!(
+            return Err(Failure::Runtime(format!(
                 "failed to read the demo upstream's address: {err}"
             )));
         }
@@ -154,28 +147,14 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
     // still never touch the user's.
     config.ca = CaSource::Ephemeral;
     let (prepared, logs) = session::prepare(&options, config)?;
-    let http = match clients::http() {
-        Ok(http) => http,
-        Err(message) => return Ok(session::fail(&message)),
-    };
+    let http = clients::http().map_err(Failure::Runtime)?;
 
-    let runtime = match session::runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return Ok(code),
-    };
-    let code = runtime.block_on(async {
-        let upstream = match upstream::Upstream::serve(listener) {
-            Ok(upstream) => upstream,
-            Err(err) => {
-                return Ok(session::fail(&format!(
-                    "failed to start the demo's upstream: {err}"
-                )));
-            }
-        };
-        let serving = match prepared.start(None).await {
-            Ok(serving) => serving,
-            Err(early) => return early,
-        };
+    let runtime = session::runtime()?;
+    let result = runtime.block_on(async {
+        let upstream = upstream::Upstream::serve(listener).map_err(|err| {
+            Failure::Runtime(format!("failed to start the demo's upstream: {err}"))
+        })?;
+        let serving = prepared.start(None).await?;
         let proxy_url = format!("http://{}", serving.local_addr());
         let total = duration::friendly(args.duration);
         writeln!(
@@ -238,7 +217,7 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
                 let cause = std::error::Error::source(&err)
                     .map(|c| format!(": {c}"))
                     .unwrap_or_default();
-                return Ok(session::fail(&format!("failed to {err}{cause}")));
+                return Err(Failure::Runtime(format!("failed to {err}{cause}")));
             }
         };
         let verdict = Verdict::of(&report);
@@ -264,15 +243,15 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
         for problem in &problems {
             let _ = writeln!(io::stderr(), "holdoff demo: {problem}");
         }
-        Ok(match problems.is_empty() {
-            true => ExitCode::SUCCESS,
-            false => ExitCode::FAILURE,
-        })
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(Failure::Unexpected),
+        }
     });
     // Every log line is out before the process exits.
     drop(runtime);
     drop(logs);
-    code
+    result
 }
 
 /// The directory the files go into: `out`, created if missing, or a new one in the system's
@@ -280,23 +259,24 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
 ///
 /// # Errors
 ///
-/// A usage error when `out` cannot be created; exit status 1 when no temporary directory can.
-fn out_dir(out: Option<&Path>) -> Result<Result<PathBuf, ExitCode>, Failure> {
+/// [`Failure::Usage`] when `out` cannot be created, [`Failure::Runtime`] when no temporary
+/// directory can.
+fn out_dir(out: Option<&Path>) -> Result<PathBuf, Failure> {
     match out {
         Some(dir) => match fs::create_dir_all(dir) {
-            Ok(()) => Ok(Ok(dir.to_path_buf())),
+            Ok(()) => Ok(dir.to_path_buf()),
             Err(err) => Err(Failure::Usage(format!(
                 "cannot create the --out directory {}: {err}; pick a directory you can write to",
                 dir.display()
             ))),
         },
         None => match tempfile::Builder::new().prefix("holdoff-demo-").tempdir() {
-            Ok(dir) => Ok(Ok(dir.keep())),
-            Err(err) => Ok(Err(session::fail(&format!(
+            Ok(dir) => Ok(dir.keep()),
+            Err(err) => Err(Failure::Runtime(format!(
                 "failed to create a directory for the reports in {}: {err}; pass --out DIR, or \
                  point TMPDIR at a writable directory",
                 std::env::temp_dir().display()
-            )))),
+            ))),
         },
     }
 }

@@ -9,7 +9,6 @@ mod json;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use holdoff::clock::SystemClock;
@@ -418,8 +417,8 @@ fn millis(duration: Duration) -> Option<u64> {
     u64::try_from(duration.as_millis()).ok()
 }
 
-/// Runs `holdoff explain`: exit 0 when the value is valid, 1 when it is malformed.
-pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
+/// Runs `holdoff explain`: [`Failure::Malformed`] when the value is, after explaining why.
+pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     let as_json = args.json;
     let inputs = Inputs::new(args)?;
     let explanation = Explanation::new(&inputs);
@@ -428,11 +427,10 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
     } else {
         human::write(&explanation, out)?;
     }
-    Ok(if explanation.error.is_some() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    match explanation.error {
+        Some(_) => Err(Failure::Malformed),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

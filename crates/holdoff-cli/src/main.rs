@@ -1,24 +1,16 @@
 //! `holdoff`: explain HTTP `Retry-After` values and what a client should do with them.
 //!
 //! Each subcommand lives in its own module with the same shape: a clap `Args` struct and a
-//! `run` function that writes to the given output and returns the exit code, or a [`Failure`]
-//! that [`main`] reports.
-//!
-//! # Exit codes
-//!
-//! - 0: success (for `explain`: the value is valid).
-//! - 1: the command ran and found a problem (for `explain`: the value is malformed).
-//! - 2: usage error (bad option or argument), or the output could not be written.
-//! - 3: a client retried before its permitted time, or read a malformed hint as zero (`run`,
-//!   `report`).
-//! - 4: no request reached the proxy: nothing was tested (`run`, `report`; 0 with
-//!   `--allow-no-traffic`).
+//! `run` function that writes to the given output and returns `Ok(())`, or a [`Failure`]
+//! saying what went wrong. Only [`main`] turns a failure into an exit code
+//! ([`Failure::exit_code`]); the codes are in [`exit_codes`].
 #![forbid(unsafe_code)]
 
 mod ca;
 mod config;
 mod demo;
 mod duration;
+mod exit_codes;
 mod explain;
 mod proxy;
 mod report;
@@ -38,7 +30,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 /// Honour HTTP Retry-After exactly as RFC 9110 defines it.
 #[derive(Debug, Parser)]
-#[command(name = "holdoff", version, propagate_version = true)]
+#[command(name = "holdoff", version, propagate_version = true, after_help = exit_codes::help())]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -84,13 +76,43 @@ impl Command {
     }
 }
 
-/// Why a subcommand could not do its job.
+/// Why a subcommand could not do its job, or what it found wrong: [`main`] reports it and
+/// exits with its [`exit_code`](Failure::exit_code).
+///
+/// A variant with a message is printed by [`main`]; one without has been reported where it
+/// happened (the explanation, the problems in a file, the verdict say it already).
 #[derive(Debug)]
 enum Failure {
     /// The arguments parsed but make no sense together; the message says what to change.
     Usage(String),
     /// Writing the output failed.
     Io(io::Error),
+    /// `report`: the event log cannot be read; the message says where and why.
+    EventLog(String),
+    /// `report`: a report could not be written; each one that was not is named on stderr.
+    Reports,
+    /// `explain`: the value is malformed; the explanation says why.
+    Malformed,
+    /// `config`: the file has problems, each printed on stderr.
+    Config,
+    /// `ca`: there is no CA yet, or it cannot be read or written; stderr says what to do.
+    Ca,
+    /// `demo`: the verdict is not the expected one; stderr says why.
+    Unexpected,
+    /// Something holdoff needs could not be had or done at run time: the async runtime, a
+    /// port, a temporary directory, a file to write, the command to wait for. The message
+    /// fits after `holdoff: `.
+    Runtime(String),
+    /// A client retried before its permitted time (or read a malformed hint as zero).
+    Premature,
+    /// No request reached the proxy, or a client's TLS handshake with it failed.
+    NotTested,
+    /// `run`: the command was not found; the message says which and what to check.
+    NotFound(String),
+    /// `run`: the command was found but could not be run; the message says why.
+    CannotExecute(String),
+    /// `run`: the command failed with this status (never 0).
+    Command(u8),
 }
 
 impl From<io::Error> for Failure {
@@ -99,8 +121,68 @@ impl From<io::Error> for Failure {
     }
 }
 
-/// The exit code for a usage error, as clap uses it.
-const EXIT_USAGE: u8 = 2;
+impl Failure {
+    /// The exit code that reports this failure (see [`exit_codes`]).
+    fn exit_code(&self) -> u8 {
+        match self {
+            // The reader went away (`holdoff explain 120 | head -1`): nothing left to say.
+            Failure::Io(err) if err.kind() == io::ErrorKind::BrokenPipe => exit_codes::SUCCESS,
+            Failure::Usage(_) | Failure::Io(_) | Failure::EventLog(_) | Failure::Reports => {
+                exit_codes::USAGE
+            }
+            Failure::Malformed
+            | Failure::Config
+            | Failure::Ca
+            | Failure::Unexpected
+            | Failure::Runtime(_) => exit_codes::FAILED,
+            Failure::Premature => exit_codes::PREMATURE,
+            Failure::NotTested => exit_codes::NOT_TESTED,
+            Failure::NotFound(_) => exit_codes::NOT_FOUND,
+            Failure::CannotExecute(_) => exit_codes::CANNOT_EXECUTE,
+            Failure::Command(status) => *status,
+        }
+    }
+
+    /// Says what failed on stderr, unless that is said already, and returns the exit code;
+    /// `name` is the subcommand, whose usage a usage error shows.
+    fn report(self, name: &str) -> u8 {
+        let code = self.exit_code();
+        // If stderr is gone there is nobody to tell; the exit code still says it.
+        let mut stderr = io::stderr();
+        match self {
+            Failure::Usage(message) => {
+                // Formatted like clap's own errors, with the subcommand's usage.
+                let kind = clap::error::ErrorKind::ValueValidation;
+                let mut root = Cli::command();
+                root.build();
+                let err = match root.find_subcommand_mut(name) {
+                    Some(sub) => sub.error(kind, message),
+                    None => root.error(kind, message),
+                };
+                let _ = err.print();
+            }
+            Failure::Io(err) if err.kind() == io::ErrorKind::BrokenPipe => {}
+            Failure::Io(err) => {
+                let _ = writeln!(stderr, "holdoff: failed to write output: {err}");
+            }
+            Failure::EventLog(message)
+            | Failure::Runtime(message)
+            | Failure::NotFound(message)
+            | Failure::CannotExecute(message) => {
+                let _ = writeln!(stderr, "holdoff: {message}");
+            }
+            Failure::Reports
+            | Failure::Malformed
+            | Failure::Config
+            | Failure::Ca
+            | Failure::Unexpected
+            | Failure::Premature
+            | Failure::NotTested
+            | Failure::Command(_) => {}
+        }
+        code
+    }
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -115,31 +197,11 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args, &mut stdout),
         Command::Demo(args) => demo::run(args, &mut stdout),
     };
-    let result = result.and_then(|code| {
-        stdout.flush()?;
-        Ok(code)
-    });
-    match result {
-        Ok(code) => code,
-        // The reader went away (`holdoff explain 120 | head -1`): nothing left to say.
-        Err(Failure::Io(err)) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(Failure::Io(err)) => {
-            // If stderr is gone too there is nobody to tell.
-            let _ = writeln!(io::stderr(), "holdoff: failed to write output: {err}");
-            ExitCode::from(EXIT_USAGE)
-        }
-        Err(Failure::Usage(message)) => {
-            // Formatted like clap's own errors, with the subcommand's usage; exits with 2.
-            let kind = clap::error::ErrorKind::ValueValidation;
-            let mut root = Cli::command();
-            root.build();
-            let err = match root.find_subcommand_mut(name) {
-                Some(sub) => sub.error(kind, message),
-                None => root.error(kind, message),
-            };
-            err.exit()
-        }
-    }
+    let result = result.and_then(|()| Ok(stdout.flush()?));
+    ExitCode::from(match result {
+        Ok(()) => exit_codes::SUCCESS,
+        Err(failure) => failure.report(name),
+    })
 }
 
 #[cfg(test)]

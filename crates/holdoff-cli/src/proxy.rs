@@ -17,7 +17,6 @@ use std::future::Future;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
@@ -405,26 +404,14 @@ pub(crate) fn run(
     args: Args,
     argv: Vec<std::ffi::OsString>,
     out: &mut impl Write,
-) -> Result<ExitCode, Failure> {
+) -> Result<(), Failure> {
     let (mut prepared, logs) = session::prepare(&args.options, args.config())?;
     prepared.reproducible_as(session::reproducible_argv(argv));
-    let runtime = match session::runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return Ok(code),
-    };
-    let code = runtime.block_on(async {
-        let signal = match shutdown_signal() {
-            Ok(signal) => signal,
-            Err(err) => {
-                return Ok(session::fail(&format!(
-                    "failed to listen for signals: {err}"
-                )));
-            }
-        };
-        let serving = match prepared.start(None).await {
-            Ok(serving) => serving,
-            Err(early) => return early,
-        };
+    let runtime = session::runtime()?;
+    let result = runtime.block_on(async {
+        let signal = shutdown_signal()
+            .map_err(|err| Failure::Runtime(format!("failed to listen for signals: {err}")))?;
+        let serving = prepared.start(None).await?;
         writeln!(out, "listening on http://{}", serving.local_addr())?;
         for (what, addr) in serving.endpoints() {
             writeln!(out, "{what} on http://{addr}/")?;
@@ -432,12 +419,12 @@ pub(crate) fn run(
         out.flush()?;
         let stopped = serving.stop_when(signal).await;
         stopped.report(None, &args.reports, &logs);
-        Ok(ExitCode::SUCCESS)
+        Ok(())
     });
     // Every log line is out before the process exits.
     drop(runtime);
     drop(logs);
-    code
+    result
 }
 
 /// Registers for Ctrl-C (SIGINT) and SIGTERM now, so that a signal sent as soon as the

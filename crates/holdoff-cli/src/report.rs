@@ -4,28 +4,19 @@
 use std::error::Error as _;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use holdoff_proxy::report::{Format, Report, RunOutcome};
 
-use crate::{EXIT_USAGE, Failure};
+use crate::Failure;
 
-/// The exit status when a client retried before its permitted time (or read a malformed hint
-/// as zero).
-pub(crate) const EXIT_PREMATURE: u8 = 3;
-
-/// The exit status when no request reached the proxy: nothing was tested (as nextest exits 4
-/// when no test ran). `--allow-no-traffic` makes it 0.
-pub(crate) const EXIT_NOT_TESTED: u8 = 4;
-
-/// The exit status the judge's verdict calls for, if any: [`EXIT_PREMATURE`] for a retry that
-/// broke its window, [`EXIT_NOT_TESTED`] when no request reached the proxy and the run does not
-/// allow it; `None` when the judge has nothing against the run.
-pub(crate) fn exit_status(report: &Report) -> Option<u8> {
+/// What the judge's verdict has against the run, if anything: [`Failure::Premature`] for a
+/// retry that broke its window, [`Failure::NotTested`] when no request reached the proxy and
+/// the run does not allow it (`--allow-no-traffic`).
+pub(crate) fn judged(report: &Report) -> Result<(), Failure> {
     match report.outcome() {
-        RunOutcome::Fail => Some(EXIT_PREMATURE),
-        RunOutcome::NotTested if !report.allows_no_traffic() => Some(EXIT_NOT_TESTED),
-        _ => None,
+        RunOutcome::Fail => Err(Failure::Premature),
+        RunOutcome::NotTested if !report.allows_no_traffic() => Err(Failure::NotTested),
+        _ => Ok(()),
     }
 }
 
@@ -159,16 +150,12 @@ impl ReportArgs {
 
 /// Runs `holdoff report`: the report on `out` (unless it goes to files), the summary of the
 /// files written and any problem on stderr.
-pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure> {
+pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     // Read a line at a time: a day's log need not fit in memory.
-    let report = match Report::from_log(&args.events) {
-        Ok(report) => report,
-        Err(err) => {
-            let cause = err.source().map(|c| format!(": {c}")).unwrap_or_default();
-            let _ = writeln!(io::stderr(), "holdoff: failed to {err}{cause}");
-            return Ok(ExitCode::from(EXIT_USAGE));
-        }
-    };
+    let report = Report::from_log(&args.events).map_err(|err| {
+        let cause = err.source().map(|c| format!(": {c}")).unwrap_or_default();
+        Failure::EventLog(format!("failed to {err}{cause}"))
+    })?;
     let mut failed = false;
 
     let format = args
@@ -200,11 +187,10 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<ExitCode, Failure>
         let _ = write!(io::stderr(), "{}", report.terminal_summary(&written));
     }
 
-    Ok(if failed {
-        ExitCode::from(EXIT_USAGE)
-    } else {
-        exit_status(&report).map_or(ExitCode::SUCCESS, ExitCode::from)
-    })
+    match failed {
+        true => Err(Failure::Reports),
+        false => judged(&report),
+    }
 }
 
 #[cfg(test)]

@@ -12,16 +12,16 @@ use std::fs;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::Arc;
 
 use holdoff_proxy::CaSource;
 use holdoff_proxy::tls::CertificateAuthority;
 use tokio::process::{Child, Command};
 
-use crate::Failure;
 use crate::proxy::{Options, session};
-use crate::report::{self, EXIT_PREMATURE, ReportArgs};
+use crate::report::{self, ReportArgs};
+use crate::{Failure, exit_codes};
 
 const AFTER_HELP: &str = "\
 It starts a proxy of its own on a free loopback port, with a throwaway CA (never your CA, never
@@ -84,11 +84,6 @@ Examples:
   holdoff run -u 'https://api.example.com/*' --report-junit holdoff.xml -- pytest -q
   holdoff run --preset github --seed 7 --report-html report.html -- ./sync.sh";
 
-/// The exit status when the command was found but could not be run, as a shell has it.
-const EXIT_CANNOT_EXECUTE: u8 = 126;
-/// The exit status when the command was not found, as a shell has it.
-const EXIT_NOT_FOUND: u8 = 127;
-
 /// Variables that name the proxy.
 const PROXY_VARS: [&str; 7] = [
     "HTTP_PROXY",
@@ -146,26 +141,20 @@ pub(crate) struct Args {
 }
 
 /// Runs `holdoff run`; it writes nothing on stdout, which is the command's.
-pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> {
+pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<(), Failure> {
     let mut builder = tempfile::Builder::new();
     builder.prefix("holdoff-run-");
     // Only its owner may look inside or write there: the command trusts what it holds.
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
-    let dir = match builder.tempdir() {
-        Ok(dir) => dir,
-        Err(err) => {
-            return Ok(session::fail(&format!(
-                "failed to create a temporary directory for the throwaway CA in {}: {err}; \
-                 point TMPDIR at a writable directory",
-                std::env::temp_dir().display()
-            )));
-        }
-    };
-    let trust = match Trust::create(dir.path()) {
-        Ok(trust) => trust,
-        Err(message) => return Ok(session::fail(&message)),
-    };
+    let dir = builder.tempdir().map_err(|err| {
+        Failure::Runtime(format!(
+            "failed to create a temporary directory for the throwaway CA in {}: {err}; point \
+             TMPDIR at a writable directory",
+            std::env::temp_dir().display()
+        ))
+    })?;
+    let trust = Trust::create(dir.path()).map_err(Failure::Runtime)?;
 
     let mut config = args.options.config();
     config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
@@ -176,30 +165,18 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> 
     // `*` always parses; were it ever not to, nothing would be watched.
     prepared.watch_by_default("*".parse().into_iter().collect());
 
-    let runtime = match session::runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return Ok(code),
-    };
+    let runtime = session::runtime()?;
     let command: Vec<String> = args
         .command
         .iter()
         .map(|arg| arg.to_string_lossy().into_owned())
         .collect();
-    let code = runtime.block_on(async {
+    let result = runtime.block_on(async {
         // Registered before the command starts, so that from then on a signal meant for it
         // does not end holdoff instead.
-        let mut signals = match Signals::new() {
-            Ok(signals) => signals,
-            Err(err) => {
-                return Ok(session::fail(&format!(
-                    "failed to listen for signals: {err}"
-                )));
-            }
-        };
-        let serving = match prepared.start(Some(command.clone())).await {
-            Ok(serving) => serving,
-            Err(early) => return early,
-        };
+        let mut signals = Signals::new()
+            .map_err(|err| Failure::Runtime(format!("failed to listen for signals: {err}")))?;
+        let serving = prepared.start(Some(command.clone())).await?;
         let proxy_url = format!("http://{}", serving.local_addr());
         tracing::info!(
             "running `{}` through the proxy {proxy_url}, trusting the throwaway CA {}",
@@ -210,10 +187,10 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> 
         let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
-                let code = cannot_spawn(&command[0], &err);
+                let failure = cannot_spawn(&command[0], &err);
                 let stopped = serving.stop_when(std::future::ready(())).await;
-                stopped.abandon(i32::from(code));
-                return Ok(ExitCode::from(code));
+                stopped.abandon(i32::from(failure.exit_code()));
+                return Err(failure);
             }
         };
         // The proxy serves until the command exits.
@@ -237,22 +214,23 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> 
         let own = match waited {
             Some(Ok(status)) => status_code(status),
             Some(Err(err)) => {
-                stopped.abandon(1);
-                return Ok(session::fail(&format!(
-                    "failed to wait for `{}`: {err}",
-                    command[0]
-                )));
+                let failure =
+                    Failure::Runtime(format!("failed to wait for `{}`: {err}", command[0]));
+                stopped.abandon(i32::from(failure.exit_code()));
+                return Err(failure);
             }
             // The server stops only when the command exits; were it to stop on its own, the
             // command must not outlive its proxy.
             None => {
                 let _ = child.start_kill();
-                stopped.abandon(1);
-                return Ok(session::fail("the proxy stopped before the command exited"));
+                let failure =
+                    Failure::Runtime("the proxy stopped before the command exited".to_owned());
+                stopped.abandon(i32::from(failure.exit_code()));
+                return Err(failure);
             }
         };
         let report = stopped.report(Some(i32::from(own)), &args.reports, &logs);
-        Ok(ExitCode::from(exit_code(report::exit_status(&report), own)))
+        outcome(report::judged(&report), own)
     });
     // Every log line is out before the process exits, and the certificates are gone.
     drop(runtime);
@@ -263,7 +241,7 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<ExitCode, Failure> 
             "holdoff: failed to remove the throwaway CA's temporary directory: {err}"
         );
     }
-    code
+    result
 }
 
 /// The throwaway CA, and the files the command is told to trust.
@@ -437,21 +415,18 @@ fn java_tool_options(
     options
 }
 
-/// Says why the command did not start, and returns the shell's exit status for it.
-fn cannot_spawn(program: &str, err: &io::Error) -> u8 {
-    let (code, why) = match err.kind() {
-        io::ErrorKind::NotFound => (
-            EXIT_NOT_FOUND,
-            "command not found; check its name, and that it is installed and on PATH".to_owned(),
-        ),
-        io::ErrorKind::PermissionDenied => (
-            EXIT_CANNOT_EXECUTE,
-            "permission denied; is it an executable file (chmod +x)?".to_owned(),
-        ),
-        _ => (EXIT_CANNOT_EXECUTE, err.to_string()),
-    };
-    let _ = writeln!(io::stderr(), "holdoff: cannot run `{program}`: {why}");
-    code
+/// Why the command did not start, as a shell tells it apart: not found, or not runnable.
+fn cannot_spawn(program: &str, err: &io::Error) -> Failure {
+    match err.kind() {
+        io::ErrorKind::NotFound => Failure::NotFound(format!(
+            "cannot run `{program}`: command not found; check its name, and that it is \
+             installed and on PATH"
+        )),
+        io::ErrorKind::PermissionDenied => Failure::CannotExecute(format!(
+            "cannot run `{program}`: permission denied; is it an executable file (chmod +x)?"
+        )),
+        _ => Failure::CannotExecute(format!("cannot run `{program}`: {err}")),
+    }
 }
 
 /// The command's exit status as a shell reports it: its code, or 128 + the signal that ended
@@ -471,14 +446,14 @@ fn status_code(status: ExitStatus) -> u8 {
     1
 }
 
-/// 3 if a retry broke its window, whatever the command did; else the command's own status if
-/// it failed (a failed command is failure enough, and may be why nothing was sent); else what
-/// the judge says (4: not tested), or 0.
-fn exit_code(judged: Option<u8>, own: u8) -> u8 {
+/// [`Failure::Premature`] if a retry broke its window, whatever the command did; else the
+/// command's own status if it failed (a failed command is failure enough, and may be why
+/// nothing was sent); else what the judge says ([`Failure::NotTested`]), or success.
+fn outcome(judged: Result<(), Failure>, own: u8) -> Result<(), Failure> {
     match judged {
-        Some(EXIT_PREMATURE) => EXIT_PREMATURE,
-        _ if own != 0 => own,
-        judged => judged.unwrap_or(own),
+        Err(Failure::Premature) => Err(Failure::Premature),
+        _ if own != exit_codes::SUCCESS => Err(Failure::Command(own)),
+        judged => judged,
     }
 }
 
@@ -644,8 +619,8 @@ mod tests {
 
         #[test]
         fn holds_every_certificate_of_the_bundle_as_a_trusted_entry() {
-            let ca = holdoff_testkit::tls::TestPki::issue("trust store test CA");
-            let bundle = format!("{}{}", ca.ca_pem, ca.cert_pem);
+            let ca = holdoff_testkit::tls::TestCa::new("trust store test CA");
+            let bundle = format!("{}{}", ca.pem(), ca.leaf(&[]).cert_pem);
             let store = trust_store_of(&bundle).expect("a trust store");
             let read = p12_keystore::KeyStore::from_pkcs12(
                 &store,
@@ -661,22 +636,26 @@ mod tests {
         }
     }
 
-    mod exit_code {
+    mod outcome {
         use super::*;
-        use crate::report::EXIT_NOT_TESTED;
+
+        /// The exit code of `outcome(judged, own)`.
+        fn code(judged: Result<(), Failure>, own: u8) -> u8 {
+            outcome(judged, own).map_or_else(|failure| failure.exit_code(), |()| 0)
+        }
 
         #[test]
         fn is_3_for_a_premature_retry_whatever_the_command_did() {
-            assert_eq!(exit_code(Some(EXIT_PREMATURE), 0), 3);
-            assert_eq!(exit_code(Some(EXIT_PREMATURE), 7), 3);
-            assert_eq!(exit_code(None, 0), 0);
-            assert_eq!(exit_code(None, 7), 7);
+            assert_eq!(code(Err(Failure::Premature), 0), 3);
+            assert_eq!(code(Err(Failure::Premature), 7), 3);
+            assert_eq!(code(Ok(()), 0), 0);
+            assert_eq!(code(Ok(()), 7), 7);
         }
 
         #[test]
         fn is_4_when_nothing_was_tested_unless_the_command_failed() {
-            assert_eq!(exit_code(Some(EXIT_NOT_TESTED), 0), 4);
-            assert_eq!(exit_code(Some(EXIT_NOT_TESTED), 7), 7);
+            assert_eq!(code(Err(Failure::NotTested), 0), 4);
+            assert_eq!(code(Err(Failure::NotTested), 7), 7);
         }
     }
 }

@@ -30,7 +30,7 @@ mod path {
     #[test]
     fn exits_1_with_a_hint_before_ensure() {
         let tmp = TestDir::new("path-missing");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         let assert = ca(&dir, &["path"]).code(1).stdout("");
         let stderr = stderr(&assert);
         assert!(
@@ -44,7 +44,7 @@ mod path {
     #[test]
     fn prints_only_the_certificate_path_after_ensure() {
         let tmp = TestDir::new("path-ok");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         ca(&dir, &["ensure"]).code(0);
         let assert = ca(&dir, &["path"]).code(0).stderr("");
         assert_eq!(
@@ -78,7 +78,7 @@ mod ensure {
     #[test]
     fn creates_the_ca_and_prints_its_path_and_the_trust_commands() {
         let tmp = TestDir::new("ensure");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         let assert = ca(&dir, &["ensure"]).code(0).stderr("");
         let out = stdout(&assert);
         let cert = dir.join("ca-cert.pem");
@@ -116,7 +116,7 @@ mod ensure {
     #[test]
     fn keeps_an_existing_ca() {
         let tmp = TestDir::new("ensure-twice");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         ca(&dir, &["ensure"]).code(0);
         let before = fs::read(dir.join("ca-cert.pem")).unwrap();
         let out = stdout(&ca(&dir, &["ensure"]).code(0));
@@ -129,7 +129,7 @@ mod ensure {
     fn writes_the_key_readable_by_its_owner_only() {
         use std::os::unix::fs::PermissionsExt;
         let tmp = TestDir::new("ensure-mode");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         ca(&dir, &["ensure"]).code(0);
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir.join("ca-key.pem")), 0o600);
@@ -152,7 +152,7 @@ mod ensure {
     #[test]
     fn reports_a_broken_ca_and_how_to_start_over() {
         let tmp = TestDir::new("ensure-broken");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         ca(&dir, &["ensure"]).code(0);
         fs::remove_file(dir.join("ca-key.pem")).unwrap();
         let assert = ca(&dir, &["ensure"]).code(1).stdout("");
@@ -175,7 +175,7 @@ mod export {
     #[test]
     fn prints_the_certificate_and_never_the_key() {
         let tmp = TestDir::new("export");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         ca(&dir, &["ensure"]).code(0);
         let out = stdout(&ca(&dir, &["export"]).code(0).stderr(""));
         assert!(out.starts_with("-----BEGIN CERTIFICATE-----\n"), "{out}");
@@ -190,7 +190,7 @@ mod export {
     #[test]
     fn writes_the_certificate_to_a_file() {
         let tmp = TestDir::new("export-out");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         ca(&dir, &["ensure"]).code(0);
         let file = tmp.path().join("exported.pem");
         let out = stdout(&ca(&dir, &["export", "--out", file.to_str().unwrap()]).code(0));
@@ -203,7 +203,7 @@ mod export {
     #[test]
     fn exits_1_with_a_hint_when_there_is_no_ca() {
         let tmp = TestDir::new("export-missing");
-        let assert = ca(&tmp.ca_dir(), &["export"]).code(1).stdout("");
+        let assert = ca(&tmp.join("ca"), &["export"]).code(1).stdout("");
         assert!(stderr(&assert).contains("holdoff ca ensure"));
     }
 }
@@ -214,7 +214,7 @@ mod remove {
     #[test]
     fn deletes_the_certificate_and_the_key() {
         let tmp = TestDir::new("remove");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         ca(&dir, &["ensure"]).code(0);
         let out = stdout(&ca(&dir, &["remove"]).code(0).stderr(""));
         assert!(
@@ -233,7 +233,7 @@ mod remove {
     #[test]
     fn says_so_when_there_is_nothing_to_remove() {
         let tmp = TestDir::new("remove-nothing");
-        let out = stdout(&ca(&tmp.ca_dir(), &["remove"]).code(0));
+        let out = stdout(&ca(&tmp.join("ca"), &["remove"]).code(0));
         assert!(out.contains("nothing to remove"), "{out}");
     }
 }
@@ -244,7 +244,7 @@ mod ca_dir {
     #[test]
     fn is_accepted_before_the_action_too() {
         let tmp = TestDir::new("ca-dir-first");
-        let dir = tmp.ca_dir();
+        let dir = tmp.join("ca");
         Command::cargo_bin("holdoff")
             .unwrap()
             .args(["ca", "--ca-dir"])

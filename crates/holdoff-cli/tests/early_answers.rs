@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use holdoff_testkit::tls::TestPki;
+use holdoff_testkit::tls::TestCa;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -20,7 +20,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use support::{TempDir, runtime, show};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -38,11 +37,10 @@ struct TlsUpstream {
 
 impl TlsUpstream {
     async fn start(dir: &Path) -> TlsUpstream {
-        let pki = TestPki::issue("holdoff early-answers test upstream CA");
+        let test_ca = TestCa::new("holdoff early-answers test upstream CA");
         let ca = dir.join("upstream-ca.pem");
-        std::fs::write(&ca, &pki.ca_pem).expect("write the CA");
-        let cert = CertificateDer::from(pki.cert_der);
-        let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(pki.key_der));
+        std::fs::write(&ca, test_ca.pem()).expect("write the CA");
+        let (cert, key) = test_ca.leaf(&[]).rustls();
         let mut config = ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(vec![cert], key)

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use holdoff_testkit::tls::TestPki;
+use holdoff_testkit::tls::TestCa;
 use holdoff_testkit::{Reply, TestServer};
 use http::{Request, Response};
 use http_body_util::Full;
@@ -20,7 +20,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use support::{TempDir, first_request_throttled, json_report, runtime, show};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -342,12 +341,11 @@ struct TlsUpstream {
 
 impl TlsUpstream {
     async fn start() -> TlsUpstream {
-        let pki = TestPki::issue("holdoff run test upstream CA");
+        let ca = TestCa::new("holdoff run test upstream CA");
         let dir = TempDir::new("run-upstream-ca");
         let ca_path = dir.path().join("upstream-ca.pem");
-        std::fs::write(&ca_path, &pki.ca_pem).expect("write the CA");
-        let cert = CertificateDer::from(pki.cert_der);
-        let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(pki.key_der));
+        std::fs::write(&ca_path, ca.pem()).expect("write the CA");
+        let (cert, key) = ca.leaf(&[]).rustls();
         let mut config = ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(vec![cert], key)

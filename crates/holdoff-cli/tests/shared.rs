@@ -8,7 +8,7 @@ mod support;
 use std::process::{Command, Output};
 
 use holdoff_testkit::redis::RedisServer;
-use holdoff_testkit::tls::TestPki;
+use holdoff_testkit::tls::TestCa;
 use holdoff_testkit::{Reply, TestServer};
 use support::{Proxy, TempDir, curl, runtime};
 
@@ -330,11 +330,12 @@ fn replicas_share_state_over_tls_verified_against_the_configured_ca() {
     let upstream = rt.block_on(TestServer::start());
     upstream.script("/api", [Reply::too_many_requests("30")]);
     upstream.set_default("/api", Reply::ok("hello"));
-    let pki = TestPki::issue("holdoff shared-state test CA");
-    let redis = RedisServer::start_tls(&pki.cert_pem, &pki.key_pem);
+    let ca = TestCa::new("holdoff shared-state test CA");
+    let leaf = ca.leaf(&[]);
+    let redis = RedisServer::start_tls(&leaf.cert_pem, &leaf.key_pem);
     assert!(redis.url().starts_with("rediss://"), "{}", redis.url());
     let dir = TempDir::new("shared-tls");
-    dir.write("redis-ca.pem", &pki.ca_pem);
+    dir.write("redis-ca.pem", ca.pem());
     let config = dir.write(
         "holdoff.json",
         &shared_config(&redis, r#", "caFile": "redis-ca.pem""#, ""),

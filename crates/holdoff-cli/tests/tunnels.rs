@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use holdoff_testkit::tls::TestPki;
+use holdoff_testkit::tls::TestCa;
 use holdoff_testkit::{Reply, TestServer};
 use support::{TempDir, first_request_throttled, json_report, runtime, show};
 
@@ -227,8 +227,8 @@ fn a_client_that_does_not_trust_the_ca_is_seen_counted_and_never_a_pass() {
     let rt = runtime();
     let upstream = rt.block_on(TestServer::start());
     let dir = TempDir::new("tunnel-untrusted");
-    let other = TestPki::issue("not holdoff's CA");
-    let other_ca = dir.write("other-ca.pem", &other.ca_pem);
+    let other = TestCa::new("not holdoff's CA");
+    let other_ca = dir.write("other-ca.pem", other.pem());
     let report = dir.path().join("report.json");
     let report_arg = report.display().to_string();
     let url = format!("https://{}/api", upstream.addr());

@@ -376,7 +376,7 @@ async fn a_slow_upstream_gets_504() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_upstream_certificate_gets_502_saying_why() {
-    let ca = TestCa::new();
+    let ca = TestCa::new("holdoff test upstream CA");
     let upstream = TlsUpstream::start(&ca).await;
     // Intercepting, but without --upstream-ca: the upstream's certificate is not trusted.
     let proxy = Proxy::start(&["--urls-to-watch", "https://127.0.0.1:*/*"]);

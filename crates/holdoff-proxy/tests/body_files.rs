@@ -11,7 +11,7 @@ use holdoff_proxy::config::compile::{
 };
 use holdoff_proxy::config::devproxy;
 use holdoff_proxy::fault::plan::FaultOutcome;
-use tempfile::TempDir;
+use holdoff_testkit::TempDir;
 
 /// The key path of the body in [`config_with_body`].
 const BODY: &str = "errors.errors[0].responses[0].body";
@@ -71,7 +71,7 @@ fn refusal(result: Result<Compiled, ConfigProblems>, dirs: &[(&TempDir, &str)]) 
 }
 
 fn folder() -> TempDir {
-    tempfile::tempdir().expect("a temporary folder")
+    TempDir::new("body-files")
 }
 
 #[test]

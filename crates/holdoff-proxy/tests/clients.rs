@@ -287,7 +287,7 @@ mod intercepted {
     use super::*;
 
     async fn setup() -> (TestCa, TlsUpstream, Proxy) {
-        let ca = TestCa::new();
+        let ca = TestCa::new("holdoff test upstream CA");
         let upstream = TlsUpstream::start(&ca).await;
         let proxy = Proxy::start(&[
             "--urls-to-watch",
@@ -417,7 +417,7 @@ mod tunnelled {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn without_a_watch_list_nothing_is_intercepted() {
-        let ca = TestCa::new();
+        let ca = TestCa::new("holdoff test upstream CA");
         let upstream = TlsUpstream::start(&ca).await;
         let proxy = Proxy::start(&[]);
         assert_blind(&proxy, &ca, &upstream).await;
@@ -425,7 +425,7 @@ mod tunnelled {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_host_the_watch_list_does_not_match_is_untouched() {
-        let ca = TestCa::new();
+        let ca = TestCa::new("holdoff test upstream CA");
         let upstream = TlsUpstream::start(&ca).await;
         let proxy = Proxy::start(&["--urls-to-watch", "https://localhost:*/*"]);
         assert_blind(&proxy, &ca, &upstream).await;
@@ -433,7 +433,7 @@ mod tunnelled {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_exclusion_listed_first_wins() {
-        let ca = TestCa::new();
+        let ca = TestCa::new("holdoff test upstream CA");
         let upstream = TlsUpstream::start(&ca).await;
         let excluded = format!("!https://127.0.0.1:{}/*", upstream.addr.port());
         let proxy = Proxy::start(&[
@@ -455,7 +455,7 @@ mod websocket {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind the echo server");
         let addr = listener.local_addr().expect("echo server address");
         let tls = tls.map(|ca| {
-            let (cert, key) = ca.leaf();
+            let (cert, key) = ca.leaf(&[]).rustls();
             let mut config = ServerConfig::builder()
                 .with_no_client_auth()
                 .with_single_cert(vec![cert], key)
@@ -559,7 +559,7 @@ mod websocket {
 
     #[test]
     fn wss_passes_through_an_intercepted_tunnel() {
-        let ca = TestCa::new();
+        let ca = TestCa::new("holdoff test upstream CA");
         let echo = echo_server(Some(&ca));
         let proxy = Proxy::start(&[
             "--urls-to-watch",

@@ -571,7 +571,7 @@ mod early_answers {
     /// `protocol` (`--http2` or `--http1.1`): every one must end without a curl error, as
     /// `429` over `version` (`2` or `1.1`).
     async fn fifty_posts(protocol: &str, version: &str, body: &[u8]) {
-        let ca = TestCa::new();
+        let ca = TestCa::new("holdoff test upstream CA");
         let upstream = TlsUpstream::start(&ca).await;
         let dir = TempDir::new("early-answers");
         let (proxy, cacert) = intercepting(&upstream, &ca, &dir).await;

@@ -148,12 +148,12 @@ fn judged_wait(response: &http::Response<bytes::Bytes>) -> u64 {
 struct Recording {
     recorder: Arc<Recorder>,
     log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: holdoff_testkit::TempDir,
 }
 
 /// A stage recording its throttles, and the recording.
 fn recording_stage() -> (Arc<JudgeStage>, Recording) {
-    let dir = tempfile::tempdir().expect("a temporary folder");
+    let dir = holdoff_testkit::TempDir::new("judge-recording");
     let log = dir.path().join("events.jsonl");
     let recorder = Arc::new(Recorder::new(Some(&log)).expect("the event log"));
     let judge = Judge::new(KeyMode::default(), TokioClock.now());

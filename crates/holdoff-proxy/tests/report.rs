@@ -214,7 +214,7 @@ mod judge {
                 Reply::too_many_requests("30"),
             ],
         );
-        let dir = tempfile::tempdir().expect("a temporary folder");
+        let dir = holdoff_testkit::TempDir::new("report-recorder");
         let log = dir.path().join("events.jsonl");
         let recorder = Arc::new(Recorder::new(Some(&log)).expect("recorder"));
         let judge = JudgeStage::new(

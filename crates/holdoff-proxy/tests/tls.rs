@@ -3,44 +3,15 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use holdoff_proxy::tls::{CertificateAuthority, LeafCache, TlsErrorKind, upstream_client_config};
+use holdoff_testkit::TempDir;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{LazyConfigAcceptor, TlsConnector};
-
-/// A directory under the system's temporary directory, removed when dropped.
-struct TestDir(PathBuf);
-
-impl TestDir {
-    fn new(name: &str) -> TestDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let unique = format!(
-            "holdoff-tls-it-{name}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = std::env::temp_dir().join(unique);
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create a test directory");
-        TestDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// What the server saw of one connection.
 #[derive(Debug)]
@@ -213,7 +184,7 @@ mod leaf_cache {
 
     #[tokio::test]
     async fn serves_with_a_ca_reloaded_from_disk() {
-        let dir = TestDir::new("reloaded");
+        let dir = TempDir::new("reloaded");
         let created = CertificateAuthority::load_or_create(dir.path()).unwrap();
         let loaded = Arc::new(CertificateAuthority::load(dir.path()).unwrap());
         let (addr, server) = leaf_server(Arc::new(LeafCache::new(loaded)), "unused").await;
@@ -229,7 +200,7 @@ mod upstream_client_config {
 
     #[tokio::test]
     async fn trusts_a_server_that_chains_to_an_extra_root() {
-        let dir = TestDir::new("upstream-ok");
+        let dir = TempDir::new("upstream-ok");
         let ca = Arc::new(CertificateAuthority::load_or_create(dir.path()).unwrap());
         let cert_path = ca.cert_path().unwrap().to_path_buf();
         let cache = LeafCache::new(ca);
@@ -242,17 +213,15 @@ mod upstream_client_config {
 
     #[tokio::test]
     async fn refuses_a_self_signed_server_and_says_why() {
-        let dir = TestDir::new("upstream-self-signed");
+        let dir = TempDir::new("upstream-self-signed");
         let ca = CertificateAuthority::load_or_create(dir.path()).unwrap();
-        let self_signed = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-        let key =
-            rustls_pki_types::PrivateKeyDer::Pkcs8(self_signed.signing_key.serialize_der().into());
+        let (cert, key) = holdoff_testkit::tls::self_signed().rustls();
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let server_config = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
-            .with_single_cert(vec![self_signed.cert.der().clone()], key)
+            .with_single_cert(vec![cert], key)
             .unwrap();
         let (addr, server) = fixed_server(Arc::new(server_config)).await;
         let config = upstream_client_config(&[ca.cert_path().unwrap().to_path_buf()]).unwrap();
@@ -265,7 +234,7 @@ mod upstream_client_config {
 
     #[test]
     fn names_a_file_that_is_not_pem() {
-        let dir = TestDir::new("upstream-bad-pem");
+        let dir = TempDir::new("upstream-bad-pem");
         let path = dir.path().join("upstream-ca.pem");
         std::fs::write(&path, "-----BEGIN CERTIFICATE-----\nnot base64!\n").unwrap();
         let err = upstream_client_config(std::slice::from_ref(&path)).unwrap_err();

@@ -184,14 +184,15 @@ mod password {
 #[cfg(feature = "tls")]
 mod tls {
     use super::*;
-    use holdoff_testkit::tls::TestPki;
+    use holdoff_testkit::tls::TestCa;
 
     #[tokio::test]
     async fn a_rediss_server_is_verified_against_the_given_ca() {
-        let pki = TestPki::issue("holdoff gate test CA");
-        let redis = RedisServer::start_tls(&pki.cert_pem, &pki.key_pem);
+        let ca = TestCa::new("holdoff gate test CA");
+        let leaf = ca.leaf(&[]);
+        let redis = RedisServer::start_tls(&leaf.cert_pem, &leaf.key_pem);
         let gate = RedisGate::builder(redis.url())
-            .root_ca(pki.ca_pem.as_bytes())
+            .root_ca(ca.pem().as_bytes())
             .build()
             .expect("gate");
         let later = TokioClock.wall_now() + Duration::from_secs(2);

@@ -1,14 +1,9 @@
 //! Proves the hot paths allocate nothing: parsing valid `Retry-After` values and HTTP-dates,
 //! formatting a date into a buffer that is already big enough, and the retry decision.
 //!
-//! A counting global allocator keeps one counter per thread, so the test harness's other
-//! threads (and parallel tests) never show up in a measurement.
+//! The counting global allocator (`holdoff_testkit::heap`) keeps one counter per thread, so
+//! the test harness's other threads (and parallel tests) never show up in a measurement.
 
-// `GlobalAlloc` is an unsafe trait; this file only forwards to the system allocator.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -18,59 +13,11 @@ use holdoff::{
     Attempt, DeferReason, HttpDate, JitterDraw, ParseErrorKind, Policy, Receipt, ResponseInfo,
     RetryAfter,
 };
+use holdoff_testkit::heap::{Counting, count};
 use http::{Method, StatusCode};
-
-struct Counting;
-
-thread_local! {
-    // `const` initialisation: reading it never allocates, so the allocator may touch it.
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn bump() {
-    // `try_with`: during thread teardown the slot may already be gone; such allocations
-    // happen outside any measurement.
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
-// SAFETY: every method forwards to `System` with the caller's own arguments, so `System`'s
-// guarantees hold unchanged; counting touches only a thread-local `Cell`.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded as received.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded as received.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        // SAFETY: forwarded as received.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as received.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// Runs `f` and returns its result with the number of heap allocations (including
-/// reallocations) it made on this thread.
-fn count<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    let before = ALLOCATIONS.with(Cell::get);
-    let out = f();
-    let after = ALLOCATIONS.with(Cell::get);
-    (out, after - before)
-}
 
 /// 2026-11-30T00:00:00Z: resolves the rfc850 example's `94` to 1994.
 fn now() -> SystemTime {

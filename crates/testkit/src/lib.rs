@@ -1,5 +1,6 @@
-//! Test fixtures for holdoff: a scripted HTTP upstream on loopback, and a real `redis-server`
-//! ([`redis::RedisServer`]).
+//! Test fixtures for holdoff: a scripted HTTP upstream on loopback, a real `redis-server`
+//! ([`redis::RedisServer`]), the one test PKI ([`tls::TestCa`]), temporary directories
+//! ([`TempDir`]) and the one counting allocator ([`heap::Counting`]).
 //!
 //! [`TestServer`] is a real HTTP/1.1 server (hyper) on `127.0.0.1`, on a port the OS picks.
 //! A test scripts what each path answers — a `429` with `Retry-After`, a `503` with a skewed
@@ -62,6 +63,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+mod dir;
 pub mod heap;
 mod recorded;
 pub mod redis;
@@ -70,6 +72,7 @@ mod server;
 mod socket;
 pub mod tls;
 
+pub use dir::TempDir;
 pub use recorded::Recorded;
 pub use reply::Reply;
 pub use server::TestServer;

@@ -1,57 +1,135 @@
-//! [`TestPki`]: a throwaway CA and a server certificate it issued for loopback, for test
-//! servers that speak TLS (an HTTPS upstream, a `rediss://` Redis).
+//! The one test PKI: [`TestCa`], a throwaway CA (its certificate also in a PEM file) that
+//! issues server certificates ([`Leaf`]) for loopback, for test servers that speak TLS (an
+//! HTTPS upstream, a `rediss://` Redis); and [`self_signed`], a certificate no CA issued.
 
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-/// A fresh CA and a server certificate it signed for `localhost` and `127.0.0.1`.
-#[derive(Clone, Debug)]
-pub struct TestPki {
-    /// The CA's certificate, PEM: what clients trust.
-    pub ca_pem: String,
-    /// The server's certificate, PEM.
-    pub cert_pem: String,
-    /// The server's certificate, DER.
-    pub cert_der: Vec<u8>,
-    /// The server's private key, PEM (PKCS #8).
-    pub key_pem: String,
-    /// The server's private key, DER (PKCS #8).
-    pub key_der: Vec<u8>,
+use crate::TempDir;
+
+/// A throwaway certificate authority, its certificate written to [`TestCa::pem_path`] for a
+/// client or `--upstream-ca` to trust.
+#[derive(Debug)]
+pub struct TestCa {
+    params: CertificateParams,
+    key: KeyPair,
+    pem: String,
+    dir: TempDir,
 }
 
-impl TestPki {
-    /// Issues a new CA called `name` and a server certificate signed by it.
+impl TestCa {
+    /// Creates a CA whose common name is `name`.
     ///
     /// # Panics
     ///
-    /// If key generation or signing fails (it does not with aws-lc-rs).
-    pub fn issue(name: &str) -> TestPki {
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name.push(DnType::CommonName, name);
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_cert = ca.self_signed(&ca_key).expect("self-sign the CA");
+    /// If key generation, signing or writing the PEM file fails.
+    pub fn new(name: &str) -> TestCa {
+        let key = KeyPair::generate().expect("generate the test CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let pem = params
+            .self_signed(&key)
+            .expect("self-sign the test CA")
+            .pem();
+        let dir = TempDir::new("test-ca");
+        std::fs::write(dir.join("ca.pem"), &pem).expect("write the test CA");
+        TestCa {
+            params,
+            key,
+            pem,
+            dir,
+        }
+    }
 
-        let key = KeyPair::generate().expect("server key");
-        let mut leaf = CertificateParams::new(vec!["localhost".to_owned()]).expect("leaf");
-        leaf.subject_alt_names
+    /// The CA's certificate, PEM: what clients trust.
+    pub fn pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// The file that holds [`TestCa::pem`].
+    pub fn pem_path(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
+    /// [`TestCa::pem_path`] as a string, for a command line.
+    pub fn pem_path_str(&self) -> String {
+        self.pem_path().display().to_string()
+    }
+
+    /// A server certificate signed by this CA for `localhost`, `127.0.0.1` and `names`.
+    ///
+    /// # Panics
+    ///
+    /// If key generation or signing fails.
+    pub fn leaf(&self, names: &[&str]) -> Leaf {
+        let key = KeyPair::generate().expect("generate a leaf key");
+        let mut dns = vec!["localhost".to_owned()];
+        dns.extend(names.iter().map(|name| (*name).to_owned()));
+        let mut params = CertificateParams::new(dns).expect("leaf params");
+        params
+            .subject_alt_names
             .push(SanType::IpAddress(Ipv4Addr::LOCALHOST.into()));
-        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let issuer = Issuer::from_params(&ca, &ca_key);
-        let cert = leaf
-            .signed_by(&key, &issuer)
-            .expect("sign the server certificate");
-        TestPki {
-            ca_pem: ca_cert.pem(),
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "holdoff test server");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let issuer = Issuer::from_params(&self.params, &self.key);
+        let cert = params.signed_by(&key, &issuer).expect("sign the leaf");
+        Leaf {
             cert_pem: cert.pem(),
             cert_der: cert.der().to_vec(),
             key_pem: key.serialize_pem(),
             key_der: key.serialize_der(),
         }
+    }
+
+    /// The directory [`TestCa::pem_path`] is in, removed with the CA.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// A server certificate and its key.
+#[derive(Clone, Debug)]
+pub struct Leaf {
+    /// The certificate, PEM.
+    pub cert_pem: String,
+    /// The certificate, DER.
+    pub cert_der: Vec<u8>,
+    /// The private key, PEM (PKCS #8).
+    pub key_pem: String,
+    /// The private key, DER (PKCS #8).
+    pub key_der: Vec<u8>,
+}
+
+impl Leaf {
+    /// The certificate and key as rustls takes them (`with_single_cert`).
+    pub fn rustls(&self) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+        let key = PrivatePkcs8KeyDer::from(self.key_der.clone());
+        (CertificateDer::from(self.cert_der.clone()), key.into())
+    }
+}
+
+/// A certificate for `localhost` that signs itself: no CA issued it.
+///
+/// # Panics
+///
+/// If key generation or signing fails.
+pub fn self_signed() -> Leaf {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("self-sign a certificate");
+    Leaf {
+        cert_pem: certified.cert.pem(),
+        cert_der: certified.cert.der().to_vec(),
+        key_pem: certified.signing_key.serialize_pem(),
+        key_der: certified.signing_key.serialize_der(),
     }
 }

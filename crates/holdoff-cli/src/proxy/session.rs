@@ -11,7 +11,6 @@ use std::ffi::OsString;
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,9 +31,6 @@ use super::logging::{self, Guard};
 use super::{NoBackoffArg, Options, Output, PenaltyArg, faults, usage};
 use crate::Failure;
 use crate::report::ReportArgs;
-
-/// How a command ends before its proxy serves: an exit code, or a failure `main` reports.
-pub(crate) type Early = Result<ExitCode, Failure>;
 
 /// A proxy ready to start: its settings checked, its faults loaded, its event log open.
 pub(crate) struct Prepared {
@@ -140,12 +136,12 @@ pub(crate) fn prepare(
     Ok((prepared, logs))
 }
 
-/// The multi-thread runtime the proxy runs on, or exit status 1 saying why there is none.
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+/// The multi-thread runtime the proxy runs on, or why there is none.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|err| fail(&format!("failed to start the runtime: {err}")))
+        .map_err(|err| Failure::Runtime(format!("failed to start the runtime: {err}")))
 }
 
 impl Prepared {
@@ -172,9 +168,9 @@ impl Prepared {
     ///
     /// # Errors
     ///
-    /// Exit status 1 when the proxy cannot start (the address is in use, the CA cannot be
-    /// read), or a usage error for a setting the server refused.
-    pub(crate) async fn start(self, command: Option<Vec<String>>) -> Result<Serving, Early> {
+    /// [`Failure::Runtime`] when the proxy cannot start (the address is in use, the CA cannot
+    /// be read), or [`Failure::Usage`] for a setting the server refused.
+    pub(crate) async fn start(self, command: Option<Vec<String>>) -> Result<Serving, Failure> {
         let Prepared {
             config,
             faults,
@@ -233,7 +229,7 @@ impl Prepared {
                 let mut fault_stage = FaultStage::new(plan, rng, Arc::clone(&clock));
                 if let Some(state) = &compiled.state {
                     let store = shared_store(state).map_err(|message| {
-                        Err(Failure::Usage(format!("{source}: state.redis: {message}")))
+                        Failure::Usage(format!("{source}: state.redis: {message}"))
                     })?;
                     judge = judge.with_shared(Arc::clone(&store));
                     fault_stage = fault_stage.with_shared(store);
@@ -330,10 +326,10 @@ impl Prepared {
                         for task in tasks {
                             task.abort();
                         }
-                        return Err(Ok(fail(&format!(
+                        return Err(Failure::Runtime(format!(
                             "failed to listen for the {what} on 127.0.0.1:{port}: {err}; pick \
                              another port, or 0 for a free one"
-                        ))));
+                        )));
                     }
                 };
                 if let Ok(addr) = listener.local_addr() {
@@ -691,10 +687,10 @@ fn report_summary(summary: &Summary, output: Output, logs: &Guard) {
     }
 }
 
-/// Why the proxy could not start: a usage error (2) or a runtime failure (1).
-fn start_failed(err: &ProxyError, port: u16) -> Early {
+/// Why the proxy could not start: a usage error, or a runtime failure.
+fn start_failed(err: &ProxyError, port: u16) -> Failure {
     if let Some(config) = err.config() {
-        return Err(Failure::Usage(usage(config)));
+        return Failure::Usage(usage(config));
     }
     let mut message = format!("failed to {err}");
     let mut source = std::error::Error::source(err);
@@ -721,14 +717,7 @@ fn start_failed(err: &ProxyError, port: u16) -> Early {
             message.push_str(&hint);
         }
     }
-    Ok(fail(&message))
-}
-
-/// Reports a runtime failure on stderr; exit status 1.
-pub(crate) fn fail(message: &str) -> ExitCode {
-    // With stderr gone there is nobody left to tell.
-    let _ = writeln!(io::stderr(), "holdoff: {message}");
-    ExitCode::from(1)
+    Failure::Runtime(message)
 }
 
 /// `1 reset`, `2 resets`.

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use holdoff::clock::{Clock, TokioClock};
-use holdoff_testkit::tls::TestPki;
+use holdoff_testkit::tls::{Leaf, TestCa};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -19,7 +19,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustls::ServerConfig;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
@@ -66,10 +65,10 @@ impl Upstream {
         let (acceptor, ca) = match scheme {
             Scheme::Http => (None, None),
             Scheme::Https => {
-                let pki = TestPki::issue("holdoff real-clients upstream CA");
+                let test_ca = TestCa::new("holdoff real-clients upstream CA");
                 let ca = dir.path().join("upstream-ca.pem");
-                std::fs::write(&ca, &pki.ca_pem).expect("write the upstream's CA");
-                (Some(acceptor(pki)), Some(ca))
+                std::fs::write(&ca, test_ca.pem()).expect("write the upstream's CA");
+                (Some(acceptor(&test_ca.leaf(&[]))), Some(ca))
             }
         };
         let listener = runtime
@@ -126,10 +125,9 @@ impl Upstream {
     }
 }
 
-/// A TLS acceptor serving `pki`'s certificate, HTTP/1.1 only.
-fn acceptor(pki: TestPki) -> TlsAcceptor {
-    let cert = CertificateDer::from(pki.cert_der);
-    let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(pki.key_der));
+/// A TLS acceptor serving `leaf`, HTTP/1.1 only.
+fn acceptor(leaf: &Leaf) -> TlsAcceptor {
+    let (cert, key) = leaf.rustls();
     let mut config = ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(vec![cert], key)

@@ -9,18 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
+use holdoff_testkit::tls::TestCa;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use rustls::ServerConfig;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio_rustls::TlsAcceptor;
@@ -98,30 +94,14 @@ impl Upstream {
 
 /// A TLS acceptor (HTTP/1.1) with a certificate for loopback and `names`, and its CA's PEM.
 fn acceptor(names: &[&str]) -> (TlsAcceptor, String) {
-    let ca_key = KeyPair::generate().expect("CA key");
-    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "holdoff runtimes upstream CA");
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_cert = ca.self_signed(&ca_key).expect("self-sign the CA");
-    let key = KeyPair::generate().expect("server key");
-    let mut dns = vec!["localhost".to_owned()];
-    dns.extend(names.iter().map(|name| (*name).to_owned()));
-    let mut leaf = CertificateParams::new(dns).expect("leaf");
-    leaf.subject_alt_names
-        .push(SanType::IpAddress(Ipv4Addr::LOCALHOST.into()));
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = leaf
-        .signed_by(&key, &Issuer::from_params(&ca, &ca_key))
-        .expect("sign the server certificate");
-    let key = PrivateKeyDer::from(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let ca = TestCa::new("holdoff runtimes upstream CA");
+    let (cert, key) = ca.leaf(names).rustls();
     let mut config = ServerConfig::builder()
         .with_no_client_auth()
-        .with_single_cert(vec![CertificateDer::from(cert.der().to_vec())], key)
+        .with_single_cert(vec![cert], key)
         .expect("TLS server config");
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    (TlsAcceptor::from(Arc::new(config)), ca_cert.pem())
+    (TlsAcceptor::from(Arc::new(config)), ca.pem().to_owned())
 }
 
 /// Serves one connection: the first request overall is throttled, the rest get [`MODELS`].

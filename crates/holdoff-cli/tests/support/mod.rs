@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+pub use holdoff_testkit::TempDir;
+
 /// `holdoff proxy --port 0 ARGS…`, stopped with SIGTERM by [`Proxy::stop`].
 pub struct Proxy {
     child: Child,
@@ -112,45 +114,6 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("runtime")
-}
-
-/// A fresh temporary directory, removed on drop.
-pub struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "holdoff-cli-{name}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).expect("create temporary directory");
-        TempDir(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    /// A CA directory inside it, not created, so that `holdoff` has to.
-    pub fn ca_dir(&self) -> std::path::PathBuf {
-        self.0.join("ca")
-    }
-
-    /// Writes `name` in it with `text`, returning its path as a string.
-    pub fn write(&self, name: &str, text: &str) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).expect("write file");
-        path.display().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A config whose only fault is one mock: the first request to `SCHEME://127.0.0.1:*/api` gets

@@ -26,12 +26,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use rustls::ServerConfig;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -102,34 +97,7 @@ fn newest_file(dir: &Path) -> Option<(PathBuf, SystemTime)> {
     newest
 }
 
-/// A directory under the system's temporary directory, removed on drop.
-pub(crate) struct TempDir(PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(label: &str) -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let unique = format!(
-            "holdoff-test-{label}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = env::temp_dir().join(unique);
-        // A leftover from a killed run with the same pid would only hold stale files.
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).expect("create a temporary directory");
-        TempDir(path)
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+pub(crate) use holdoff_testkit::TempDir;
 
 /// A running `holdoff proxy`, on a port it picked, with a CA in a temporary directory.
 ///
@@ -387,55 +355,7 @@ pub(crate) async fn curl_async(args: &[&str]) -> Output {
     .expect("curl thread")
 }
 
-/// A throwaway certificate authority for test upstreams, with its certificate in a PEM file
-/// to pass to `--upstream-ca` or to a client.
-pub(crate) struct TestCa {
-    params: CertificateParams,
-    key: KeyPair,
-    dir: TempDir,
-}
-
-impl TestCa {
-    pub(crate) fn new() -> TestCa {
-        let key = KeyPair::generate().expect("generate the test CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "holdoff test upstream CA");
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let cert = params.self_signed(&key).expect("self-sign the test CA");
-        let dir = TempDir::new("upstream-ca");
-        fs::write(dir.path().join("ca.pem"), cert.pem()).expect("write the test CA");
-        TestCa { params, key, dir }
-    }
-
-    /// The CA certificate's PEM file.
-    pub(crate) fn pem_path(&self) -> PathBuf {
-        self.dir.path().join("ca.pem")
-    }
-
-    pub(crate) fn pem_path_str(&self) -> String {
-        self.pem_path().display().to_string()
-    }
-
-    /// A certificate and key for `127.0.0.1` and `localhost`, signed by this CA.
-    pub(crate) fn leaf(&self) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
-        let key = KeyPair::generate().expect("generate a leaf key");
-        let mut params = CertificateParams::new(vec!["localhost".to_owned()]).expect("leaf");
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress(Ipv4Addr::LOCALHOST.into()));
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "holdoff test upstream");
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer).expect("sign the leaf");
-        let key = PrivatePkcs8KeyDer::from(key.serialize_der());
-        (cert.der().clone(), key.into())
-    }
-}
+pub(crate) use holdoff_testkit::tls::TestCa;
 
 /// What the TLS upstream saw of one request.
 #[derive(Clone, Debug)]
@@ -457,7 +377,7 @@ pub(crate) struct TlsUpstream {
 
 impl TlsUpstream {
     pub(crate) async fn start(ca: &TestCa) -> TlsUpstream {
-        let (cert, key) = ca.leaf();
+        let (cert, key) = ca.leaf(&[]).rustls();
         let mut config = ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(vec![cert], key)

@@ -9,7 +9,7 @@
 //! any client of a forward proxy does.
 //!
 //! ```text
-//! cargo run --release -p holdoff-proxy --example loadgen -- \
+//! "$(scripts/build-bench-harness loadgen)" \
 //!     --proxy http://127.0.0.1:8000 --cacert ca.pem --url https://127.0.0.1:8443/small \
 //!     --connections 64 --duration 5s
 //! ```

@@ -8,7 +8,7 @@
 //! logging, no pipeline. It is not a proxy to use, only a measure of what hyper itself costs.
 //!
 //! ```text
-//! cargo run --release -p holdoff-proxy --example hyper_floor -- \
+//! "$(scripts/build-bench-harness hyper_floor)" \
 //!     --listen 127.0.0.1:8001 --upstream 127.0.0.1:3000 --threads 2
 //! ```
 
