@@ -29,7 +29,7 @@ fn recovers(mut attempt: impl FnMut() -> bool) -> bool {
         if std::time::Instant::now() >= deadline {
             return false;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        holdoff::clock::SystemClock.block_for(std::time::Duration::from_millis(50));
     }
 }
 

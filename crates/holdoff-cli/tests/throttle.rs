@@ -221,7 +221,7 @@ fn a_changed_data_file_is_reloaded_and_the_judge_keeps_its_windows() {
     let reloaded = (0..300).any(|i| {
         let changed = curl(proxy.addr, &[], &upstream.url(&format!("/fail/{i}"))) == "503";
         if !changed {
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            holdoff::clock::SystemClock.block_for(std::time::Duration::from_millis(100));
         }
         changed
     });

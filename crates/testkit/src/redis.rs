@@ -149,7 +149,7 @@ impl RedisServer {
                     return true;
                 }
             }
-            std::thread::sleep(Duration::from_millis(20));
+            holdoff::clock::SystemClock.block_for(Duration::from_millis(20));
         }
         let _ = child.kill();
         let _ = child.wait();
@@ -199,7 +199,7 @@ impl RedisServer {
             if self.spawn() {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            holdoff::clock::SystemClock.block_for(Duration::from_millis(100));
         }
         panic!("could not restart redis-server on port {}", self.port);
     }

@@ -166,7 +166,7 @@ impl Proxy {
             outcome => {
                 let _ = child.kill();
                 let _ = child.wait();
-                thread::sleep(Duration::from_millis(100));
+                holdoff::clock::SystemClock.block_for(Duration::from_millis(100));
                 panic!(
                     "holdoff proxy {args:?} did not print its `listening on` line ({outcome:?}); \
                      its log:\n{}",
@@ -250,7 +250,7 @@ impl Proxy {
                 !deadline.passed(),
                 "no log line contains all of {needles:?}; the log:\n{log}"
             );
-            thread::sleep(Duration::from_millis(20));
+            holdoff::clock::SystemClock.block_for(Duration::from_millis(20));
         }
     }
 
@@ -271,7 +271,7 @@ impl Proxy {
                 return status;
             }
             assert!(!deadline.passed(), "the proxy did not exit after SIGTERM");
-            thread::sleep(Duration::from_millis(20));
+            holdoff::clock::SystemClock.block_for(Duration::from_millis(20));
         }
     }
 }
@@ -292,7 +292,7 @@ pub(crate) fn log_when(log: &Mutex<String>, text: &str) -> String {
         if now.contains(text) || deadline.passed() {
             return now;
         }
-        thread::sleep(Duration::from_millis(20));
+        holdoff::clock::SystemClock.block_for(Duration::from_millis(20));
     }
 }
 
