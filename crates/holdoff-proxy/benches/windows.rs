@@ -2,70 +2,19 @@
 //! while 10,000 windows are open.
 
 use std::hint::black_box;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use holdoff::Receipt;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::control::WindowBook;
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
-use holdoff_proxy::{Action, Body, Pipeline, ProxyConfig, ProxyServer, RequestMeta, Stage, Target};
-use http::{Request, Response, StatusCode, header};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use holdoff_proxy::{Body, ClientId, RequestMeta, Stage, Target};
+use http::{Response, StatusCode, header};
 
 /// How many windows are open while the book is measured.
 const OPEN: usize = 10_000;
-
-/// Keeps the first request's metadata and answers it itself.
-#[derive(Default)]
-struct Capture(Mutex<Option<RequestMeta>>);
-
-impl Stage for Capture {
-    fn on_request(&self, _: Request<Body>, meta: &RequestMeta) -> Action {
-        *self.0.lock().expect("not poisoned") = Some(meta.clone());
-        Action::Respond(Response::new(Body::empty()))
-    }
-}
-
-/// A request's metadata as the proxy makes it (it cannot be built outside the crate): one
-/// request through a proxy on loopback.
-fn captured_meta(runtime: &tokio::runtime::Runtime) -> RequestMeta {
-    let capture = Arc::new(Capture::default());
-    runtime.block_on(async {
-        let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let server = ProxyServer::bind(
-            config,
-            Pipeline::from(vec![capture.clone() as Arc<dyn Stage>]),
-        )
-        .await
-        .expect("bind the proxy");
-        let addr = server.local_addr();
-        let handle = server.shutdown_handle();
-        let task = tokio::spawn(server.run());
-        let mut stream = TcpStream::connect(addr)
-            .await
-            .expect("connect to the proxy");
-        stream
-            .write_all(
-                b"GET http://api.example/v1/items HTTP/1.1\r\nHost: api.example\r\n\
-                  X-Holdoff-Client: bench\r\nConnection: close\r\n\r\n",
-            )
-            .await
-            .expect("send a request");
-        let mut answer = Vec::new();
-        stream
-            .read_to_end(&mut answer)
-            .await
-            .expect("read the answer");
-        handle.shutdown();
-        task.await.expect("the proxy stops");
-    });
-    let meta = capture.0.lock().expect("not poisoned").take();
-    meta.expect("the proxy saw the request")
-}
 
 fn throttled() -> Response<Body> {
     let mut response = Response::new(Body::empty());
@@ -77,11 +26,11 @@ fn throttled() -> Response<Body> {
 }
 
 fn windows(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let mut meta = captured_meta(&runtime);
+    let mut meta = RequestMeta::new(
+        Target::new("http://api.example/v1/items".parse().expect("a URI")),
+        Receipt::now(&TokioClock),
+    );
+    meta.client = ClientId::Header("bench".into());
     let judge = Arc::new(Judge::new(KeyMode::default(), TokioClock.now()));
     let stage = JudgeStage::new(Arc::clone(&judge), Arc::new(TokioClock));
     let book = WindowBook::new(Arc::clone(&judge));

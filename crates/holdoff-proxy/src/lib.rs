@@ -78,6 +78,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod ascii;
 mod body;
 pub mod config;
 pub mod control;

@@ -316,10 +316,10 @@ fn rfc850(b: &[u8], now: SystemTime) -> Result<Fields, ParseErrorKind> {
 /// `now`: the latest `Y` whose date, moved back 50 calendar years, is not after `now`. Only
 /// two years can qualify (a century apart), found from an estimate of `now`'s year that may be
 /// off by one; this costs one calendar conversion instead of converting `now` to a date.
-#[inline]
 ///
 /// The date's other fields come as scalars, not as a `Fields` struct: copying a struct that
 /// was just written field by field stalls on store forwarding, which cost more than the rest.
+#[inline]
 fn resolve_two_digit_year(yy: i64, month: u32, day: u32, time: i64, now: SystemTime) -> i64 {
     // Outside the years an HTTP-date can name, the nearest one serves as well (and keeps the
     // calendar arithmetic far from overflow).

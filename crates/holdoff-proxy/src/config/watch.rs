@@ -16,6 +16,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use crate::ascii::u32_text;
+
 /// One entry of the watch list, as written: `https://api.example.com/*` or
 /// `!https://api.example.com/health`.
 ///
@@ -202,8 +204,10 @@ impl WatchList {
             return (!first.exclude).then_some(first);
         }
         let url = url();
-        let mut port_buf = itoa_buf();
-        let port = url.port.map(|port| format_port(port, &mut port_buf));
+        let mut port_buf = [0; 10];
+        let port = url
+            .port
+            .map(|port| u32_text(u32::from(port), &mut port_buf));
         let text = Text {
             parts: [
                 url.scheme,
@@ -247,26 +251,6 @@ impl WatchList {
         }
         None
     }
-}
-
-/// Room for a decimal `u16`.
-fn itoa_buf() -> [u8; 5] {
-    [0; 5]
-}
-
-fn format_port(port: u16, buf: &mut [u8; 5]) -> &str {
-    let mut n = port;
-    let mut start = buf.len();
-    loop {
-        start -= 1;
-        buf[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    std::str::from_utf8(&buf[start..]).unwrap_or("")
 }
 
 /// A string given in pieces, indexed as if concatenated.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use holdoff::Receipt;
 use http::{Request, Response};
 
-use crate::judge::{Judge, KeyMode, KeyText, KeyUrl, WindowKey, WindowTimes, wall_of};
+use crate::judge::{Judge, KeyMode, WindowKey, WindowTimes, wall_of};
 use crate::{Action, Body, Notes, RequestMeta, Stage};
 
 /// How many windows a [`WindowBook`] labels at most, by default.
@@ -144,13 +144,7 @@ impl WindowBook {
 
     /// The key the judge files the request under, computed the same way.
     fn key(&self, meta: &RequestMeta, header: Option<&str>) -> WindowKey {
-        self.judge.key_of(&KeyText {
-            client: &meta.client,
-            method: meta.method.as_str(),
-            url: KeyUrl::Target(&meta.target),
-            origin: &meta.target.origin(),
-            header,
-        })
+        self.judge.key_for(meta, header)
     }
 
     fn note(&self, meta: &RequestMeta, header: Option<&str>) {

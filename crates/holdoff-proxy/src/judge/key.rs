@@ -3,6 +3,8 @@
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasher, Hasher};
 
+use crate::ascii::InlineText;
+
 /// How windows are keyed.
 ///
 /// The default keys by client identity, method and URL: two clients retrying the same URL are
@@ -146,7 +148,7 @@ impl KeyHasher {
     /// machinery and the hasher once per piece, twice over for the two digests. Both hashers
     /// read a byte stream, so the digests are those of the text written in pieces.
     pub(crate) fn key_of(&self, mode: &KeyMode, parts: &KeyText<'_>) -> WindowKey {
-        let mut text = KeyBuf::new();
+        let mut text = InlineText::new();
         feed(&mut text, mode, parts);
         let bytes = text.as_bytes();
         match self {
@@ -166,58 +168,10 @@ impl KeyHasher {
     }
 }
 
-/// A key's text: on the stack up to [`KeyBuf::INLINE`] bytes (a URL of a usual length), on
-/// the heap past that.
-struct KeyBuf {
-    inline: [u8; KeyBuf::INLINE],
-    len: usize,
-    spilled: Vec<u8>,
-}
-
-impl KeyBuf {
-    const INLINE: usize = 256;
-
-    fn new() -> KeyBuf {
-        KeyBuf {
-            inline: [0; KeyBuf::INLINE],
-            len: 0,
-            spilled: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, bytes: &[u8]) {
-        if self.spilled.is_empty() {
-            if let Some(room) = self.inline.get_mut(self.len..self.len + bytes.len()) {
-                room.copy_from_slice(bytes);
-                self.len += bytes.len();
-                return;
-            }
-            self.spilled.reserve(self.len + bytes.len());
-            self.spilled.extend_from_slice(&self.inline[..self.len]);
-        }
-        self.spilled.extend_from_slice(bytes);
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        if self.spilled.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.spilled
-        }
-    }
-}
-
-impl fmt::Write for KeyBuf {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.push(s.as_bytes());
-        Ok(())
-    }
-}
-
-/// Writes the parts `mode` selects into `h`, each followed by a separator byte that cannot
+/// Writes the parts `mode` selects into `text`, each followed by a separator byte that cannot
 /// appear in a URL, which keeps "a"+"bc" apart from "ab"+"c". The hasher is a byte stream, so
 /// text written in pieces hashes as if whole.
-fn feed(text: &mut KeyBuf, mode: &KeyMode, parts: &KeyText<'_>) {
+fn feed(text: &mut InlineText, mode: &KeyMode, parts: &KeyText<'_>) {
     match mode {
         KeyMode::ClientMethodUrl => {
             text.part_display(parts.client);
@@ -247,7 +201,8 @@ fn feed(text: &mut KeyBuf, mode: &KeyMode, parts: &KeyText<'_>) {
     }
 }
 
-impl KeyBuf {
+/// Writing a key's parts, each followed by its separator.
+impl InlineText {
     /// One part: its text, then the separator.
     fn part(&mut self, text: &str) {
         self.push(text.as_bytes());

@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::RequestMeta;
+
 pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
 pub use lines::LINES_PER_SECOND;
@@ -219,6 +221,35 @@ impl Judge {
         self.hasher.key_of(&self.mode, parts)
     }
 
+    /// The key of the request `meta` describes (`header` is its value of the header a
+    /// [`KeyMode::Header`] judge keys by): what the proxy's stages file and look up its
+    /// windows under. The key of [`Judge::key`] for the same parts as they display, written
+    /// from the request's client and [`Target`](crate::Target) without building a string.
+    pub fn key_for(&self, meta: &RequestMeta, header: Option<&str>) -> WindowKey {
+        self.keys_for(meta, header, false).0
+    }
+
+    /// [`Judge::key_for`], and with `stable` the key a store several proxies share files it
+    /// under: from one writing of the parts.
+    pub(crate) fn keys_for(
+        &self,
+        meta: &RequestMeta,
+        header: Option<&str>,
+        stable: bool,
+    ) -> (WindowKey, Option<WindowKey>) {
+        let origin = meta.target.origin();
+        let text = KeyText {
+            client: &meta.client,
+            method: meta.method.as_str(),
+            url: KeyUrl::Target(&meta.target),
+            origin: &origin,
+            header,
+        };
+        let local = self.key_of(&text);
+        let shared = stable.then(|| KeyHasher::Stable.key_of(&self.mode, &text));
+        (local, shared)
+    }
+
     fn offset(&self, at: Instant) -> u64 {
         u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
     }
@@ -386,6 +417,47 @@ impl Judge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod key_for {
+        use super::*;
+        use holdoff::Receipt;
+        use holdoff::clock::SystemClock;
+
+        #[test]
+        fn is_the_key_of_the_requests_parts_as_they_display() {
+            let at = Receipt {
+                instant: SystemClock.now(),
+                wall: SystemClock.wall_now(),
+            };
+            let modes = [
+                KeyMode::ClientMethodUrl,
+                KeyMode::MethodUrl,
+                KeyMode::Host,
+                KeyMode::Url,
+                KeyMode::Header("x-tenant".to_owned()),
+            ];
+            for mode in modes {
+                let judge = Judge::new(mode.clone(), at.instant);
+                for url in ["https://API.test:443/v1/x?y=1", "http://127.0.0.1:8080/"] {
+                    let meta = RequestMeta::for_test(1, "w-1", url, at);
+                    let (client, target) = (meta.client.to_string(), meta.target.to_string());
+                    let origin = meta.target.origin().to_string();
+                    let parts = KeyParts {
+                        client: &client,
+                        method: "GET",
+                        url: &target,
+                        origin: &origin,
+                        header: Some("acme"),
+                    };
+                    assert_eq!(
+                        judge.key_for(&meta, Some("acme")),
+                        judge.key(&parts),
+                        "{mode:?} {url}"
+                    );
+                }
+            }
+        }
+    }
 
     const S: Duration = Duration::from_secs(1);
 

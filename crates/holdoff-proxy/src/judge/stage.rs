@@ -12,7 +12,7 @@ use http::{Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
 use super::lines::{Budget, LINES_PER_SECOND};
-use super::{Check, Judge, KeyHasher, KeyText, KeyUrl, WindowKey, WindowKind};
+use super::{Check, Judge, WindowKey, WindowKind};
 use crate::fault::ratelimit::ceil_secs;
 use crate::proxy::reply::Refusal;
 use crate::report::{Event, HintKind, Recorder};
@@ -507,32 +507,9 @@ impl JudgeStage {
         &self.judge
     }
 
-    /// The request's key parts, from its client id and URL as they display, without
-    /// formatting either into a string.
-    fn text<'a>(
-        meta: &'a RequestMeta,
-        origin: &'a dyn fmt::Display,
-        header: Option<&'a str>,
-    ) -> KeyText<'a> {
-        KeyText {
-            client: &meta.client,
-            method: meta.method.as_str(),
-            url: KeyUrl::Target(&meta.target),
-            origin,
-            header,
-        }
-    }
-
     /// The request's window key in this proxy's judge and, with a shared store, in the store.
     fn keys(&self, meta: &RequestMeta, header: Option<&str>) -> (WindowKey, Option<WindowKey>) {
-        let origin = meta.target.origin();
-        let text = Self::text(meta, &origin, header);
-        let local = self.judge.key_of(&text);
-        let shared = self
-            .shared
-            .as_ref()
-            .map(|_| KeyHasher::Stable.key_of(self.judge.mode(), &text));
-        (local, shared)
+        self.judge.keys_for(meta, header, self.shared.is_some())
     }
 
     /// Opens the window a throttle asks for, in this proxy's judge, and records it; returns

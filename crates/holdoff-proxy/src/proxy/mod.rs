@@ -1,12 +1,14 @@
 //! The running proxy: [`ProxyServer`] binds, accepts, serves and shuts down; each request goes
-//! through the [`Stage`] pipeline.
+//! through the [`Stage`]s of a [`Pipeline`].
 //!
-//! Files: `server` accepts and drives connections, `handler` routes one request through the
-//! pipeline, `connect` handles `CONNECT` (tunnels and interception), `upstream` is the way out,
-//! `headers` rewrites hop-by-hop fields and `Via`, `reply` makes the proxy's own answers,
-//! `stage` is the pipeline's interface, `stats` counts, `io` closes client sockets gently
-//! and gives up on clients that stop reading, `process` finds which process a loopback
-//! client is.
+//! Files, in the order a request meets them: `server` accepts and drives connections, `io`
+//! closes client sockets gently and gives up on clients that stop reading, `process` finds
+//! which process a loopback client is, `handler` routes one request through the pipeline,
+//! `connect` handles `CONNECT` (tunnels and interception), `target` reads where a request
+//! goes, `headers` rewrites hop-by-hop fields and `Via`, `pipeline` orders the stages and
+//! `stage` is their interface, `unread` settles a body the proxy answers without reading,
+//! `upstream` is the way out and `affinity` a client connection's own upstream connection,
+//! `reply` makes the proxy's own answers, `stats` counts.
 
 mod affinity;
 mod connect;

@@ -13,6 +13,7 @@ use http::{HeaderValue, Method, Request, Response};
 
 use super::Target;
 use crate::Body;
+use crate::ascii::{ipv4_text, u32_text};
 
 /// One step of the pipeline, e.g. a fault injector or the judge.
 ///
@@ -283,21 +284,47 @@ pub struct RequestMeta {
     pub watched: Option<Arc<str>>,
 }
 
-#[cfg(test)]
 impl RequestMeta {
+    /// What the proxy would know of a watched forward-mode `GET` of `target` from
+    /// `127.0.0.1`, received at `received`: for driving a stage by hand, in a test or a
+    /// benchmark. Its fields are public, to be set to the case at hand.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use holdoff::Receipt;
+    /// use holdoff::clock::TokioClock;
+    /// use holdoff_proxy::{ClientId, RequestMeta, Target};
+    ///
+    /// let mut meta = RequestMeta::new(
+    ///     Target::new("https://api.test/v1/items".parse().unwrap()),
+    ///     Receipt::now(&TokioClock),
+    /// );
+    /// meta.client = ClientId::Header("worker-3".into());
+    /// assert_eq!(meta.target.host(), "api.test");
+    /// ```
+    pub fn new(target: Target, received: Receipt) -> RequestMeta {
+        RequestMeta {
+            id: 0,
+            client: ClientId::Peer(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
+            received,
+            method: Method::GET,
+            user_agent: None,
+            target,
+            mode: Mode::Forward,
+            watched: Some("*".into()),
+        }
+    }
+
     /// For unit tests: a forward-mode GET of `url` by the client `header:CLIENT`, watched,
     /// received at `at`.
+    #[cfg(test)]
     pub(crate) fn for_test(id: u64, client: &str, url: &str, at: Receipt) -> RequestMeta {
         RequestMeta {
             id,
             client: ClientId::Header(client.into()),
-            peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
-            received: at,
-            method: Method::GET,
-            user_agent: None,
-            target: Target::new(url.parse().expect("a test URL")),
-            mode: Mode::Forward,
-            watched: Some("*".into()),
+            ..RequestMeta::new(Target::new(url.parse().expect("a test URL")), at)
         }
     }
 }
@@ -375,46 +402,6 @@ impl fmt::Display for ClientId {
     }
 }
 
-/// `n` in decimal, as `u32`'s `Display` writes it, without the formatting machinery.
-fn u32_text(mut n: u32, buf: &mut [u8; 10]) -> &str {
-    let mut start = buf.len();
-    loop {
-        start -= 1;
-        // A digit: `n % 10` is below 10.
-        buf[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    std::str::from_utf8(&buf[start..]).unwrap_or_default()
-}
-
-/// `ip` in dotted decimal, as `Ipv4Addr`'s `Display` writes it, without the formatting
-/// machinery (four integers padded through it cost more than the judge's lookup).
-fn ipv4_text(ip: Ipv4Addr, buf: &mut [u8; 15]) -> &str {
-    let mut len = 0;
-    for (index, octet) in ip.octets().into_iter().enumerate() {
-        if index > 0 {
-            buf[len] = b'.';
-            len += 1;
-        }
-        let digits = [octet / 100, octet / 10 % 10, octet % 10];
-        let skip = match octet {
-            0..=9 => 2,
-            10..=99 => 1,
-            _ => 0,
-        };
-        for digit in &digits[skip..] {
-            buf[len] = b'0' + digit;
-            len += 1;
-        }
-    }
-    // Only ASCII digits and dots were written.
-    std::str::from_utf8(&buf[..len]).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,33 +427,5 @@ mod tests {
             name: "python3".into(),
         };
         assert_eq!(process.to_string(), "process:python3[4242]");
-    }
-
-    #[test]
-    fn every_pid_displays_as_std_does() {
-        for pid in [
-            0,
-            1,
-            9,
-            10,
-            99,
-            100,
-            4242,
-            65_535,
-            4_194_304,
-            u32::MAX - 1,
-            u32::MAX,
-        ] {
-            assert_eq!(u32_text(pid, &mut [0; 10]), pid.to_string());
-        }
-    }
-
-    #[test]
-    fn every_ipv4_address_displays_as_std_does() {
-        // All octet values, in every position.
-        for octet in 0..=255u8 {
-            let ip = Ipv4Addr::new(octet, 255 - octet, octet / 2, octet.wrapping_mul(7));
-            assert_eq!(ipv4_text(ip, &mut [0; 15]), ip.to_string());
-        }
     }
 }
