@@ -5,6 +5,8 @@
 //!
 //! Nothing here sleeps or measures time.
 
+mod support;
+
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,10 +21,11 @@ use holdoff_proxy::fault::plan::{ErrorRule, FaultOutcome, FaultPlan, RequestMatc
 use holdoff_proxy::fault::rng::FaultRng;
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
 use holdoff_proxy::tls::CertificateAuthority;
-use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer, ShutdownHandle, Summary};
+use holdoff_proxy::{Pipeline, ShutdownHandle, Summary};
 use holdoff_testkit::TestServer;
 use http::{StatusCode, header};
 use serde_json::Value;
+use support::InProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -117,15 +120,10 @@ impl Running {
             .metrics(metrics.clone())
             .build();
 
-        let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let mut config = InProcess::config();
         config.urls_to_watch = vec![upstream.url("/*").parse().expect("a watch pattern")];
-        let server = ProxyServer::bind(config, stages)
-            .await
-            .expect("bind the proxy");
-        let proxy = server.local_addr();
-        let proxy_handle = server.shutdown_handle();
-        let proxy_task = tokio::spawn(server.run_until(std::future::pending()));
+        let running = InProcess::serve(config, stages, &[]).await;
+        let (proxy, proxy_handle, proxy_task) = (running.addr, running.handle, running.task);
 
         let recording = Arc::new(AtomicBool::new(true));
         let mut control = Control::new(metrics)

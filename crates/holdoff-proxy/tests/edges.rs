@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::{
-    Action, Body, ClientIdMode, ProxyConfig, ProxyServer, RequestMeta, ShutdownHandle, Stage,
-    Summary,
+    Action, Body, ClientIdMode, ProxyConfig, RequestMeta, ShutdownHandle, Stage, Summary,
 };
 use holdoff_testkit::{Reply, TestServer};
 use http::Request;
-use support::{PROMPTLY, RawResponse, closes_within, read_response};
+use support::{InProcess, PROMPTLY, RawResponse, closes_within, read_response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
@@ -42,19 +41,15 @@ impl Running {
         stages: Vec<Arc<dyn Stage>>,
         own: &[SocketAddr],
     ) -> Running {
-        let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let mut config = InProcess::config();
         // Peers are told apart by address: no process lookup per connection.
         config.client_id = ClientIdMode::Peer;
         configure(&mut config);
-        let mut server = ProxyServer::bind(config, stages).await.expect("bind");
-        for addr in own {
-            server.add_own_address(*addr);
-        }
+        let proxy = InProcess::serve(config, stages.into(), own).await;
         Running {
-            addr: server.local_addr(),
-            stop: server.shutdown_handle(),
-            done: tokio::spawn(server.run()),
+            addr: proxy.addr,
+            stop: proxy.handle,
+            done: proxy.task,
         }
     }
 

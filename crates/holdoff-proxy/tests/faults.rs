@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -23,10 +23,10 @@ use holdoff_proxy::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat
 use holdoff_proxy::fault::rng::FaultRng;
 use holdoff_proxy::fault::{FaultCounts, FaultStage};
 use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
-use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer, ShutdownHandle, Stage, Summary};
+use holdoff_proxy::{Pipeline, ShutdownHandle, Stage, Summary};
 use holdoff_testkit::{Reply, TestServer};
 use http::{StatusCode, header};
-use support::PROMPTLY;
+use support::{InProcess, PROMPTLY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -42,17 +42,14 @@ struct Running {
 impl Running {
     /// A proxy watching every path of `upstream`.
     async fn start(upstream: &TestServer, stages: Vec<Arc<dyn Stage>>) -> Running {
-        let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let mut config = InProcess::config();
         config.urls_to_watch = vec![upstream.url("/*").parse().expect("a watch pattern")];
-        let server = ProxyServer::bind(config, stages)
-            .await
-            .expect("bind the proxy");
-        let addr = server.local_addr();
-        let handle = server.shutdown_handle();
-        // Stopped through the handle only.
-        let task = tokio::spawn(server.run_until(std::future::pending()));
-        Running { addr, handle, task }
+        let proxy = InProcess::start(config, stages).await;
+        Running {
+            addr: proxy.addr,
+            handle: proxy.handle,
+            task: proxy.task,
+        }
     }
 
     /// A reqwest client sending everything through the proxy.
@@ -545,26 +542,23 @@ mod early_answers {
         dir: &TempDir,
     ) -> (Running, PathBuf) {
         let pattern = upstream.url("/*");
-        let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let mut config = InProcess::config();
         config.urls_to_watch = vec![pattern.parse().expect("a watch pattern")];
         config.upstream_ca = vec![ca.pem_path()];
         config.ca = CaSource::Ephemeral;
-        let server = ProxyServer::bind(
-            config,
-            Pipeline::builder(Arc::new(TokioClock))
-                .stage(throttle_posts(&pattern))
-                .build(),
-        )
-        .await
-        .expect("bind the proxy");
+        let pipeline = Pipeline::builder(Arc::new(TokioClock))
+            .stage(throttle_posts(&pattern))
+            .build();
+        let proxy = InProcess::serve(config, pipeline, &[]).await;
         let cacert = dir.path().join("proxy-ca.pem");
-        let pem = server.ca().expect("an interception CA").cert_pem();
+        let pem = proxy.ca.as_ref().expect("an interception CA").cert_pem();
         fs::write(&cacert, pem).expect("write the proxy's CA");
-        let addr = server.local_addr();
-        let handle = server.shutdown_handle();
-        let task = tokio::spawn(server.run_until(std::future::pending()));
-        (Running { addr, handle, task }, cacert)
+        let running = Running {
+            addr: proxy.addr,
+            handle: proxy.handle,
+            task: proxy.task,
+        };
+        (running, cacert)
     }
 
     /// 50 POSTs of `body` (5 curls of 10 URLs each) through the intercepting proxy with

@@ -393,7 +393,8 @@ async fn the_whole_proxy_runs_on_the_pipelines_manual_clock() {
         .judge(judge.clone())
         .metrics(metrics.clone())
         .build();
-    let (addr, handle, served) = support::in_process_pipeline(pipeline).await;
+    let proxy = support::InProcess::serve(support::InProcess::config(), pipeline, &[]).await;
+    let (addr, handle, served) = (proxy.addr, proxy.handle, proxy.task);
     let url = upstream.url("/items");
     // Bob is told to wait an hour, and never comes back.
     assert_eq!(get(addr, &upstream.url("/slow"), "bob").await.status(), 429);

@@ -1,6 +1,8 @@
 //! The TLS pieces in real handshakes over loopback: a leaf from [`LeafCache`] on the server
 //! side, a client that trusts only the CA (or the upstream configuration) on the other.
 
+mod support;
+
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -252,12 +254,11 @@ mod upstream_client_config {
 mod interception {
     use std::sync::Mutex;
 
-    use holdoff_proxy::{
-        Action, Body, CaSource, ClientId, Mode, ProxyConfig, ProxyServer, RequestMeta, Stage,
-    };
+    use holdoff_proxy::{Action, Body, CaSource, ClientId, Mode, RequestMeta, Stage};
     use holdoff_testkit::{Reply, TestServer};
     use http::{Request, Uri};
 
+    use super::support::InProcess;
     use super::*;
 
     /// Notes what the pipeline saw of every request.
@@ -276,14 +277,14 @@ mod interception {
     }
 
     /// A proxy that watches everything, intercepting with `ca`.
-    async fn proxy(ca: &Arc<CertificateAuthority>, stages: Vec<Arc<dyn Stage>>) -> ProxyServer {
-        let mut config = ProxyConfig::default();
-        config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    async fn intercepting(
+        ca: &Arc<CertificateAuthority>,
+        stages: Vec<Arc<dyn Stage>>,
+    ) -> InProcess {
+        let mut config = InProcess::config();
         config.urls_to_watch = vec!["*".parse().expect("a valid pattern")];
         config.ca = CaSource::Provided(Arc::clone(ca));
-        ProxyServer::bind(config, stages)
-            .await
-            .expect("bind the proxy")
+        InProcess::start(config, stages).await
     }
 
     /// Sends a `CONNECT` to `target` with `extra` header lines, and reads the answer's head.
@@ -305,10 +306,8 @@ mod interception {
     async fn a_client_that_does_not_trust_the_ca_is_a_counted_failure() {
         let (ca, _) = cache();
         let (other, _) = cache();
-        let server = proxy(&ca, Vec::new()).await;
-        let addr = server.local_addr();
-        let stop = server.shutdown_handle();
-        let running = tokio::spawn(server.run());
+        let proxy = intercepting(&ca, Vec::new()).await;
+        let (addr, stop, running) = (proxy.addr, proxy.handle, proxy.task);
 
         let tunnel = connect(addr, "127.0.0.1:443", "").await;
         let name = ServerName::try_from("127.0.0.1").unwrap();
@@ -336,10 +335,8 @@ mod interception {
         upstream.set_default("/t", Reply::ok("hello"));
         let target = upstream.addr().to_string();
         let seen = Arc::new(Seen::default());
-        let server = proxy(&ca, vec![Arc::clone(&seen) as Arc<dyn Stage>]).await;
-        let addr = server.local_addr();
-        let stop = server.shutdown_handle();
-        let running = tokio::spawn(server.run());
+        let proxy = intercepting(&ca, vec![Arc::clone(&seen) as Arc<dyn Stage>]).await;
+        let (addr, stop, running) = (proxy.addr, proxy.handle, proxy.task);
 
         // alice:x
         let user = "Proxy-Authorization: Basic YWxpY2U6eA==\r\n";

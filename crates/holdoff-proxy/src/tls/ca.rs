@@ -504,14 +504,14 @@ fn write_temp(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::test_dir::TestDir;
+    use holdoff_testkit::TempDir;
 
     mod load_or_create {
         use super::*;
 
         #[test]
         fn creates_once_and_reloads_the_same_ca() {
-            let dir = TestDir::new("ca-reload");
+            let dir = TempDir::new("ca-reload");
             let created = CertificateAuthority::load_or_create(dir.path()).unwrap();
             let again = CertificateAuthority::load_or_create(dir.path()).unwrap();
             let loaded = CertificateAuthority::load(dir.path()).unwrap();
@@ -527,7 +527,7 @@ mod tests {
         #[test]
         fn keeps_the_key_0600_in_a_0700_directory() {
             use std::os::unix::fs::PermissionsExt;
-            let dir = TestDir::new("ca-modes");
+            let dir = TempDir::new("ca-modes");
             let ca_dir = dir.path().join("nested").join("holdoff");
             CertificateAuthority::load_or_create(&ca_dir).unwrap();
             let mode = |path: &Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
@@ -543,7 +543,7 @@ mod tests {
 
         #[test]
         fn writes_a_certificate_and_a_key_in_pem() {
-            let dir = TestDir::new("ca-pem");
+            let dir = TempDir::new("ca-pem");
             let ca = CertificateAuthority::load_or_create(dir.path()).unwrap();
             let cert = fs::read_to_string(CertificateAuthority::cert_file(dir.path())).unwrap();
             let key = fs::read_to_string(CertificateAuthority::key_file(dir.path())).unwrap();
@@ -555,7 +555,7 @@ mod tests {
 
         #[test]
         fn shares_one_pair_when_created_concurrently() {
-            let dir = TestDir::new("ca-race");
+            let dir = TempDir::new("ca-race");
             let ca_dir = dir.path().to_path_buf();
             let threads: Vec<_> = (0..4)
                 .map(|_| {
@@ -573,7 +573,7 @@ mod tests {
 
         #[test]
         fn refuses_a_certificate_without_its_key() {
-            let dir = TestDir::new("ca-incomplete");
+            let dir = TempDir::new("ca-incomplete");
             CertificateAuthority::load_or_create(dir.path()).unwrap();
             fs::remove_file(CertificateAuthority::key_file(dir.path())).unwrap();
             let err = CertificateAuthority::load_or_create(dir.path()).unwrap_err();
@@ -587,7 +587,7 @@ mod tests {
 
         #[test]
         fn writes_the_certificate_alone_and_signs_with_the_key_in_memory() {
-            let dir = TestDir::new("ca-throwaway");
+            let dir = TempDir::new("ca-throwaway");
             let ca = CertificateAuthority::throwaway(dir.path()).unwrap();
             let names: Vec<_> = fs::read_dir(dir.path())
                 .unwrap()
@@ -606,7 +606,7 @@ mod tests {
 
         #[test]
         fn reports_a_missing_directory_as_not_found() {
-            let dir = TestDir::new("ca-missing");
+            let dir = TempDir::new("ca-missing");
             let err = CertificateAuthority::load(&dir.path().join("absent")).unwrap_err();
             assert_eq!(err.kind(), TlsErrorKind::NotFound);
             assert!(err.to_string().starts_with("find a CA in "), "{err}");
@@ -614,7 +614,7 @@ mod tests {
 
         #[test]
         fn names_the_file_that_is_not_pem() {
-            let dir = TestDir::new("ca-bad-pem");
+            let dir = TempDir::new("ca-bad-pem");
             CertificateAuthority::load_or_create(dir.path()).unwrap();
             let cert = CertificateAuthority::cert_file(dir.path());
             fs::write(&cert, "not a certificate\n").unwrap();
@@ -628,8 +628,8 @@ mod tests {
 
         #[test]
         fn refuses_a_key_that_is_not_the_certificates() {
-            let dir = TestDir::new("ca-mismatch");
-            let other = TestDir::new("ca-mismatch-other");
+            let dir = TempDir::new("ca-mismatch");
+            let other = TempDir::new("ca-mismatch-other");
             CertificateAuthority::load_or_create(dir.path()).unwrap();
             CertificateAuthority::load_or_create(other.path()).unwrap();
             fs::copy(
@@ -684,7 +684,7 @@ mod tests {
 
         #[test]
         fn deletes_both_files_and_then_finds_nothing() {
-            let dir = TestDir::new("ca-remove");
+            let dir = TempDir::new("ca-remove");
             CertificateAuthority::load_or_create(dir.path()).unwrap();
             let removed = CertificateAuthority::remove(dir.path()).unwrap();
             assert_eq!(removed.len(), 2);
@@ -699,7 +699,7 @@ mod tests {
 
         #[test]
         fn never_shows_the_key() {
-            let dir = TestDir::new("ca-debug");
+            let dir = TempDir::new("ca-debug");
             let ca = CertificateAuthority::load_or_create(dir.path()).unwrap();
             let key = fs::read_to_string(CertificateAuthority::key_file(dir.path())).unwrap();
             let body: String = key.lines().nth(1).unwrap().to_owned();

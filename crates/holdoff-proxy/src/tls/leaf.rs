@@ -415,7 +415,7 @@ mod tests {
 
         #[test]
         fn verifies_from_a_ca_reloaded_from_disk() {
-            let dir = crate::tls::test_dir::TestDir::new("leaf-reloaded");
+            let dir = holdoff_testkit::TempDir::new("leaf-reloaded");
             CertificateAuthority::load_or_create(dir.path()).unwrap();
             let ca = CertificateAuthority::load(dir.path()).unwrap();
             verify(

@@ -63,40 +63,6 @@ fn alpn_protocols() -> Vec<Vec<u8>> {
     vec![b"h2".to_vec(), b"http/1.1".to_vec()]
 }
 
-/// A directory under the system's temporary directory, removed when dropped.
-#[cfg(test)]
-mod test_dir {
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicU32, Ordering};
-
-    pub(crate) struct TestDir(PathBuf);
-
-    impl TestDir {
-        pub(crate) fn new(name: &str) -> TestDir {
-            static NEXT: AtomicU32 = AtomicU32::new(0);
-            let unique = format!(
-                "holdoff-tls-{name}-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            );
-            let path = std::env::temp_dir().join(unique);
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).expect("create a test directory");
-            TestDir(path)
-        }
-
-        pub(crate) fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TestDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

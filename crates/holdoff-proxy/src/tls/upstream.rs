@@ -90,7 +90,7 @@ fn add_pem_roots(roots: &mut RootCertStore, path: &std::path::Path) -> Result<()
 mod tests {
     use super::*;
     use crate::tls::CertificateAuthority;
-    use crate::tls::test_dir::TestDir;
+    use holdoff_testkit::TempDir;
 
     mod upstream_client_config {
         use super::*;
@@ -113,14 +113,14 @@ mod tests {
 
         #[test]
         fn accepts_a_pem_root() {
-            let dir = TestDir::new("upstream-root");
+            let dir = TempDir::new("upstream-root");
             let ca = CertificateAuthority::load_or_create(dir.path()).unwrap();
             upstream_client_config(&[ca.cert_path().unwrap().to_path_buf()]).unwrap();
         }
 
         #[test]
         fn names_a_file_that_is_not_pem() {
-            let dir = TestDir::new("upstream-bad");
+            let dir = TempDir::new("upstream-bad");
             let path = dir.path().join("bad.pem");
             fs::write(&path, "hello\n").unwrap();
             let err = upstream_client_config(std::slice::from_ref(&path)).unwrap_err();
@@ -133,7 +133,7 @@ mod tests {
 
         #[test]
         fn names_a_missing_file() {
-            let dir = TestDir::new("upstream-missing");
+            let dir = TempDir::new("upstream-missing");
             let path = dir.path().join("absent.pem");
             let err = upstream_client_config(std::slice::from_ref(&path)).unwrap_err();
             assert_eq!(err.kind(), TlsErrorKind::NotFound);
@@ -142,7 +142,7 @@ mod tests {
 
         #[test]
         fn refuses_a_block_that_is_not_a_certificate() {
-            let dir = TestDir::new("upstream-garbage");
+            let dir = TempDir::new("upstream-garbage");
             let path = dir.path().join("garbage.pem");
             fs::write(
                 &path,

@@ -596,27 +596,8 @@ pub(crate) async fn closes_within<S: AsyncRead + Unpin>(stream: &mut S, within: 
 pub(crate) async fn in_process(
     stages: Vec<Arc<dyn holdoff_proxy::Stage>>,
 ) -> (SocketAddr, holdoff_proxy::ShutdownHandle) {
-    let (addr, handle, _) = in_process_pipeline(stages.into()).await;
-    (addr, handle)
-}
-
-/// The proxy in this process, on a free loopback port, with `pipeline`: its address and the
-/// handle that stops it (with the summary `run` returns).
-pub(crate) async fn in_process_pipeline(
-    pipeline: holdoff_proxy::Pipeline,
-) -> (
-    SocketAddr,
-    holdoff_proxy::ShutdownHandle,
-    tokio::task::JoinHandle<holdoff_proxy::Summary>,
-) {
-    let mut config = holdoff_proxy::ProxyConfig::default();
-    config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    let server = holdoff_proxy::ProxyServer::bind(config, pipeline)
-        .await
-        .expect("bind");
-    let addr = server.local_addr();
-    let handle = server.shutdown_handle();
-    (addr, handle, tokio::spawn(server.run()))
+    let proxy = InProcess::start(InProcess::config(), stages).await;
+    (proxy.addr, proxy.handle)
 }
 
 /// One absolute-form GET through the proxy on a new connection, as `client`
@@ -643,26 +624,51 @@ pub(crate) async fn get_as(proxy: SocketAddr, url: &str, client: &str) -> Respon
     Response::from_parts(parts, body.collect().await.expect("body").to_bytes())
 }
 
-/// A proxy running in this process, on its own task.
+/// A proxy running in this process, on its own task: the harness every test file binds the
+/// proxy through.
 pub(crate) struct InProcess {
     pub(crate) addr: std::net::SocketAddr,
     pub(crate) handle: holdoff_proxy::ShutdownHandle,
     pub(crate) task: tokio::task::JoinHandle<holdoff_proxy::Summary>,
+    /// Its interception CA, when it intercepts.
+    pub(crate) ca: Option<Arc<holdoff_proxy::tls::CertificateAuthority>>,
 }
 
 impl InProcess {
+    /// What every test's configuration starts from: loopback, on a port the OS picks.
+    pub(crate) fn config() -> holdoff_proxy::ProxyConfig {
+        let mut config = holdoff_proxy::ProxyConfig::default();
+        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        config
+    }
+
     /// Binds `config` with `stages` and serves until [`InProcess::stop`].
     pub(crate) async fn start(
         config: holdoff_proxy::ProxyConfig,
         stages: Vec<Arc<dyn holdoff_proxy::Stage>>,
     ) -> InProcess {
-        let server = holdoff_proxy::ProxyServer::bind(config, stages)
+        InProcess::serve(config, stages.into(), &[]).await
+    }
+
+    /// Binds `config` with `pipeline`, `own` registered as the proxy's other addresses (see
+    /// `ProxyServer::add_own_address`), and serves until [`InProcess::stop`].
+    pub(crate) async fn serve(
+        config: holdoff_proxy::ProxyConfig,
+        pipeline: holdoff_proxy::Pipeline,
+        own: &[SocketAddr],
+    ) -> InProcess {
+        let mut server = holdoff_proxy::ProxyServer::bind(config, pipeline)
             .await
             .expect("bind the proxy");
-        let addr = server.local_addr();
-        let handle = server.shutdown_handle();
-        let task = tokio::spawn(server.run());
-        InProcess { addr, handle, task }
+        for addr in own {
+            server.add_own_address(*addr);
+        }
+        InProcess {
+            addr: server.local_addr(),
+            handle: server.shutdown_handle(),
+            ca: server.ca().cloned(),
+            task: tokio::spawn(server.run()),
+        }
     }
 
     /// Shuts it down: its summary.
