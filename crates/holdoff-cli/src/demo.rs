@@ -3,7 +3,7 @@
 //! The flow: an upstream on a free loopback port ([`upstream`]) → the proxy in front of it, in
 //! reverse mode with the `throttle` preset, as `holdoff proxy` runs it ([`session`], with
 //! options made here) → two clients through it for `--duration` ([`clients`]), with a progress
-//! line ([`progress`]) → the proxy stopped, the reports written → the verdict, from the event
+//! line ([`progress`]) → the proxy stopped, the reports written → the outcome, from the event
 //! log: exit 0 when the naive client was caught and the holdoff client was clean.
 
 mod clients;
@@ -38,8 +38,8 @@ It starts, all inside this process and on loopback only:
       holdoff-client  reqwest with holdoff's middleware: it waits as long as each Retry-After
                       says, and defers a retry that would fall after the end
       naive-client    retries 100 ms after a 429 or 503, up to 3 times, whatever Retry-After says
-Then it stops the proxy, writes the reports and prints the verdict: the naive client caught
-retrying early, the holdoff client clean. The proxy's summary above the verdict says FAIL: that
+Then it stops the proxy, writes the reports and prints the outcome: the naive client caught
+retrying early, the holdoff client clean. The proxy's summary above the outcome says FAIL: that
 is the naive client, as it should be.
 
 The progress line goes to stderr: redrawn in place on a terminal, a plain line every 5 seconds
@@ -47,7 +47,7 @@ otherwise, none with --no-progress. The reports go into --out DIR (created if mi
 the same names in it are replaced), by default a new directory holdoff-demo-XXXXXX in the
 system's temporary directory (TMPDIR), kept afterwards:
   report.html   one page with a timeline per client     report.md    for a pull request
-  report.json   the verdict, the counts, the violations   junit.xml    for a CI's test tab
+  report.json   the outcome, the counts, the violations   junit.xml    for a CI's test tab
   events.jsonl  every event (`holdoff report` reads it)    proxy.log    one line per request
 No CA is made or read: the proxy is a reverse proxy over plain HTTP. Config files in the current
 directory are not read either.
@@ -55,7 +55,7 @@ directory are not read either.
 --seed fixes which requests are throttled and for how long, and the holdoff client's jitter. The
 clients run in real time, so two runs with the same seed are alike, not identical.
 
-Exit status: 0 when the verdict is the expected one (the naive client retried early at least
+Exit status: 0 when the outcome is the expected one (the naive client retried early at least
 once, the holdoff client never did), 1 otherwise or when the demo could not run (the message says
 why), 2 for a usage error.
 
@@ -113,7 +113,7 @@ impl Files {
     }
 }
 
-/// Runs `holdoff demo`: the story and the verdict on `out`, progress and the proxy's summary
+/// Runs `holdoff demo`: the story and the outcome on `out`, progress and the proxy's summary
 /// on stderr.
 pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     if args.duration.is_zero() {
@@ -220,8 +220,8 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
                 return Err(Failure::Runtime(format!("failed to {err}{cause}")));
             }
         };
-        let verdict = Verdict::of(&report);
-        writeln!(out, "\nverdict: {}", verdict.line)?;
+        let outcome = DemoOutcome::of(&report);
+        writeln!(out, "\nverdict: {}", outcome.line)?;
         writeln!(out, "  event log  {}", files.events.display())?;
         writeln!(out, "  proxy log  {}", files.log.display())?;
         writeln!(
@@ -239,7 +239,7 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
                 "holdoff demo: {failed} request(s) got no response; the first: {first}"
             );
         }
-        let problems: Vec<String> = crashed.into_iter().chain(verdict.problems).collect();
+        let problems: Vec<String> = crashed.into_iter().chain(outcome.problems).collect();
         for problem in &problems {
             let _ = writeln!(io::stderr(), "holdoff demo: {problem}");
         }
@@ -339,22 +339,22 @@ impl Judged {
     }
 }
 
-/// The demo's verdict: one line in plain words, and what was not as expected.
+/// The demo's outcome: one line in plain words, and what was not as expected.
 #[derive(Debug, PartialEq, Eq)]
-struct Verdict {
+struct DemoOutcome {
     line: String,
     problems: Vec<String>,
 }
 
-impl Verdict {
-    fn of(report: &Report) -> Verdict {
-        Verdict::from_counts(
+impl DemoOutcome {
+    fn of(report: &Report) -> DemoOutcome {
+        DemoOutcome::from_counts(
             Judged::of(report, NAIVE_CLIENT),
             Judged::of(report, HOLDOFF_CLIENT),
         )
     }
 
-    fn from_counts(naive: Judged, holdoff: Judged) -> Verdict {
+    fn from_counts(naive: Judged, holdoff: Judged) -> DemoOutcome {
         let mut problems = Vec::new();
         let naive_part = match naive.premature {
             0 => {
@@ -386,7 +386,7 @@ impl Verdict {
                 format!("{HOLDOFF_CLIENT} retried early {} (caught)", times(n))
             }
         };
-        Verdict {
+        DemoOutcome {
             line: format!("{naive_part}; {holdoff_part}"),
             problems,
         }
@@ -417,7 +417,7 @@ mod tests {
         }
     }
 
-    mod verdict {
+    mod outcome {
         use super::*;
 
         fn judged(throttled: usize, premature: usize, compliant: usize) -> Judged {
@@ -430,35 +430,35 @@ mod tests {
 
         #[test]
         fn says_caught_and_clean_when_that_is_what_happened() {
-            let verdict = Verdict::from_counts(judged(40, 37, 3), judged(12, 0, 12));
+            let outcome = DemoOutcome::from_counts(judged(40, 37, 3), judged(12, 0, 12));
             assert_eq!(
-                verdict.line,
+                outcome.line,
                 "naive-client retried early 37 times (caught); holdoff-client waited every \
                  time, 12 retries (clean)"
             );
-            assert!(verdict.problems.is_empty());
-            let verdict = Verdict::from_counts(judged(1, 1, 0), judged(0, 0, 0));
+            assert!(outcome.problems.is_empty());
+            let outcome = DemoOutcome::from_counts(judged(1, 1, 0), judged(0, 0, 0));
             assert_eq!(
-                verdict.line,
+                outcome.line,
                 "naive-client retried early 1 time (caught); holdoff-client never retried \
                  early (clean)"
             );
-            assert!(verdict.problems.is_empty());
+            assert!(outcome.problems.is_empty());
         }
 
         #[test]
         fn names_each_thing_that_went_wrong() {
-            let verdict = Verdict::from_counts(judged(4, 0, 4), judged(5, 2, 3));
+            let outcome = DemoOutcome::from_counts(judged(4, 0, 4), judged(5, 2, 3));
             assert_eq!(
-                verdict.line,
+                outcome.line,
                 "naive-client never retried early (not caught); holdoff-client retried early \
                  2 times (caught)"
             );
-            assert_eq!(verdict.problems.len(), 2, "{:?}", verdict.problems);
-            assert!(verdict.problems[0].contains("throttled 4 times but never caught"));
-            assert!(verdict.problems[1].contains("a bug in holdoff"));
-            let verdict = Verdict::from_counts(judged(0, 0, 0), judged(0, 0, 0));
-            assert!(verdict.problems[0].contains("never throttled"));
+            assert_eq!(outcome.problems.len(), 2, "{:?}", outcome.problems);
+            assert!(outcome.problems[0].contains("throttled 4 times but never caught"));
+            assert!(outcome.problems[1].contains("a bug in holdoff"));
+            let outcome = DemoOutcome::from_counts(judged(0, 0, 0), judged(0, 0, 0));
+            assert!(outcome.problems[0].contains("never throttled"));
         }
     }
 }
