@@ -366,14 +366,12 @@ impl Collector for Scrape {
 mod tests {
     use super::*;
 
-    use std::net::{Ipv4Addr, SocketAddr};
     use std::time::UNIX_EPOCH;
 
     use holdoff::Receipt;
     use holdoff::clock::ManualClock;
-    use http::{Method, StatusCode};
+    use http::StatusCode;
 
-    use crate::ClientId;
     use crate::fault::plan::FaultPlan;
     use crate::fault::rng::FaultRng;
     use crate::judge::{Judge, KeyMode};
@@ -382,16 +380,11 @@ mod tests {
         use super::*;
 
         fn meta(mode: Mode, received: Receipt) -> RequestMeta {
+            let target = crate::Target::new("http://api.test/".parse().unwrap());
             RequestMeta {
-                id: 0,
-                client: ClientId::Peer(Ipv4Addr::LOCALHOST.into()),
-                peer: SocketAddr::from((Ipv4Addr::LOCALHOST, 40_000)),
-                received,
-                method: Method::GET,
-                user_agent: None,
-                target: crate::Target::new("http://api.test/".parse().unwrap()),
                 mode,
                 watched: None,
+                ..RequestMeta::new(target, received)
             }
         }
 

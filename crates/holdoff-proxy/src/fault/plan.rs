@@ -154,6 +154,44 @@ impl RequestMatch {
             body_fragment: None,
         }
     }
+
+    /// Whether a request's method and URL match (the body aside).
+    pub(crate) fn head_matches(&self, method: &Method, url: &str) -> bool {
+        self.method.as_ref().is_none_or(|want| want == method) && self.url.matches_url(url)
+    }
+
+    /// Whether deciding this match needs the body of a request whose head matches.
+    pub(crate) fn needs_body(&self, method: &Method, url: &str) -> bool {
+        self.body_fragment.is_some() && self.head_matches(method, url)
+    }
+
+    /// Whether `body` has the fragment, if there is one; `None` is a body not read (or too
+    /// large to read), which no fragment matches.
+    pub(crate) fn body_matches(&self, body: Option<&[u8]>) -> bool {
+        match (&self.body_fragment, body) {
+            (None, _) => true,
+            (Some(fragment), Some(body)) => contains(body, fragment.as_bytes()),
+            (Some(_), None) => false,
+        }
+    }
+}
+
+impl RateLimitRule {
+    /// Whether this limit counts a request with `method` to `url`.
+    pub(crate) fn counts(&self, method: &Method, url: &str) -> bool {
+        self.method.as_ref().is_none_or(|want| want == method)
+            && self
+                .url
+                .as_ref()
+                .is_none_or(|pattern| pattern.matches_url(url))
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty()
+        || haystack
+            .windows(needle.len())
+            .any(|window| window == needle)
 }
 
 impl FaultPlan {

@@ -1,0 +1,638 @@
+//! The stage that runs a [`FaultPlan`] on every watched request: latency, mocks, rate limits,
+//! error rules and network faults, in that order.
+//!
+//! Each request is decided by a chain of steps, each drawing from the seeded generator only
+//! when a rule of its own matches (one draw for an error rule's rate, one more for the
+//! outcome of a failure), so that a seed replays. A step that has to wait — a latency fault,
+//! or a body to read for a fragment — returns [`Action::Later`] with a future that waits and
+//! then resumes the chain at the step after (or at the same step, with the body read).
+//!
+//! What a request leaves for its response — the rate-limit headers of a counted request, a
+//! truncated or slowed body — is a [`Notes`] note on the request, which the proxy carries to
+//! the response for [`Stage::on_response`]; a request that never gets there (its client went
+//! away, a later stage dropped it) takes its note with it.
+
+mod counts;
+mod limits;
+#[cfg(test)]
+mod tests;
+
+pub use counts::FaultCounts;
+use counts::{Counters, Kind};
+use limits::{counter_name, same_counter};
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use holdoff::clock::Clock;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
+use http_body::Body as _;
+use rand::Rng;
+
+use super::body::{self, Slowed, Truncated};
+use super::error::{ErrorResponse, HeaderTemplate};
+use super::plan::{FaultOutcome, FaultPlan, NetworkFault, RateLimitRule};
+use super::ratelimit::RateLimiter;
+use super::rng::FaultRng;
+use crate::proxy::reply::Refusal;
+use crate::shared::SharedStore;
+use crate::{Action, Body, Notes, RequestMeta, Stage};
+
+/// The most of a request body read to look for a fragment; a larger body matches no
+/// fragment and passes on whole.
+const BODY_LIMIT: usize = 1 << 20;
+
+/// The fault stage: runs a [`FaultPlan`] on every watched request.
+///
+/// Unwatched requests pass untouched, without a lock or an allocation. Every random choice
+/// comes from one seeded [`FaultRng`], so the same seed and the same sequence of requests
+/// give the same faults.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use holdoff::clock::TokioClock;
+/// use holdoff_proxy::fault::error::Rate;
+/// use holdoff_proxy::fault::rng::FaultRng;
+/// use holdoff_proxy::fault::plan::{ErrorRule, FaultPlan, NetworkFault, FaultOutcome, RequestMatch};
+/// use holdoff_proxy::fault::stage::FaultStage;
+///
+/// let mut plan = FaultPlan::default();
+/// plan.errors.push(ErrorRule {
+///     request: RequestMatch::url("https://api.example.com/*".parse()?),
+///     rate: Rate::percent(10.0).expect("a percentage"),
+///     outcomes: vec![FaultOutcome::Network(NetworkFault::Reset)],
+/// });
+/// let stage = FaultStage::new(plan, FaultRng::new(42), Arc::new(TokioClock));
+/// assert_eq!(stage.seed(), 42);
+/// assert_eq!(stage.counts().resets, 0);
+/// # Ok::<(), holdoff_proxy::ConfigError>(())
+/// ```
+pub struct FaultStage {
+    inner: Arc<Inner>,
+}
+
+/// What the stage and the futures it returns share.
+struct Inner {
+    armed: RwLock<Arc<Armed>>,
+    rng: FaultRng,
+    clock: Arc<dyn Clock>,
+    counts: Counters,
+    /// The store rate-limit counters are shared with other proxies in, if any.
+    shared: OnceLock<Arc<SharedStore>>,
+}
+
+/// A plan with its run-time state.
+struct Armed {
+    plan: FaultPlan,
+    /// One per rate-limit rule, in order.
+    limiters: Box<[Arc<RateLimiter>]>,
+    /// One per rate-limit rule, in order: its counters' name in a shared store.
+    counter_names: Box<[String]>,
+    /// Matches so far, one per mock, in order (for `nth`).
+    mock_hits: Box<[AtomicU64]>,
+    /// Whether the plan does nothing at all.
+    idle: bool,
+}
+
+/// What a request leaves for its response, as its [`Notes`] note.
+#[derive(Clone, Debug, Default)]
+struct Left {
+    /// Rate-limit headers of a counted request.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// A truncate or slow-body fault to apply to the response body.
+    body: Option<NetworkFault>,
+}
+
+/// Where the decision resumes after a wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Latency,
+    Mocks,
+    RateLimits,
+    Errors,
+}
+
+/// The request body, as far as fragments are concerned.
+enum Read {
+    /// Not needed yet.
+    Unread,
+    /// All of it.
+    Whole(Bytes),
+    /// More than [`BODY_LIMIT`]: no fragment matches.
+    TooLarge,
+}
+
+impl Read {
+    /// The body, when it was read whole.
+    fn body(&self) -> Option<&[u8]> {
+        match self {
+            Read::Whole(bytes) => Some(bytes),
+            Read::Unread | Read::TooLarge => None,
+        }
+    }
+}
+
+/// The result of one step: go on with the request, or this is the decision.
+enum Flow {
+    Next(Request<Body>),
+    Done(Action),
+}
+
+impl FaultStage {
+    /// A stage running `plan`, drawing from `rng`, reading `clock` (whose `now` also starts
+    /// the rate limiters' windows).
+    pub fn new(plan: FaultPlan, rng: FaultRng, clock: Arc<dyn Clock>) -> FaultStage {
+        let armed = Armed::new(plan, None, clock.now());
+        FaultStage {
+            inner: Arc::new(Inner {
+                armed: RwLock::new(Arc::new(armed)),
+                rng,
+                clock,
+                counts: Default::default(),
+                shared: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// Counts rate limits in `store`, shared with other proxies, too: a limit of N per
+    /// window then admits N requests across every proxy that shares the store. This stage's
+    /// own limiters keep counting as well, for failing open.
+    pub fn with_shared(self, store: Arc<SharedStore>) -> FaultStage {
+        // Set once, here, before the stage serves: a second call keeps the first store.
+        let _ = self.inner.shared.set(store);
+        self
+    }
+
+    /// Swaps in a new plan (a data file changed) without losing the RNG, and keeping the rate
+    /// limiters' counters for rules whose limit, url, method and scope are unchanged; mock
+    /// `nth` counters restart.
+    ///
+    /// Requests already being decided finish with the plan they started with.
+    pub fn replace_plan(&self, plan: FaultPlan) {
+        let mut slot = self
+            .inner
+            .armed
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let armed = Armed::new(plan, Some(&slot), self.inner.clock.now());
+        *slot = Arc::new(armed);
+    }
+
+    /// The seed of the stage's random choices, to repeat a run.
+    pub fn seed(&self) -> u64 {
+        self.inner.rng.seed()
+    }
+
+    /// Counts so far, for the summary and metrics.
+    pub fn counts(&self) -> FaultCounts {
+        self.inner.counts.snapshot()
+    }
+
+    /// Drops idle rate-limit counters, and returns how many: the stage's upkeep
+    /// ([`Stage::maintain`]), which the server runs.
+    pub fn evict(&self, now: Instant) -> usize {
+        let armed = self.inner.current();
+        armed.limiters.iter().map(|l| l.evict(now)).sum()
+    }
+}
+
+impl fmt::Debug for FaultStage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultStage")
+            .field("seed", &self.seed())
+            .field("counts", &self.counts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stage for FaultStage {
+    fn on_request(&self, request: Request<Body>, meta: &RequestMeta) -> Action {
+        if meta.watched.is_none() {
+            return Action::Continue(request);
+        }
+        let armed = self.inner.current();
+        if armed.idle {
+            return Action::Continue(request);
+        }
+        let url = meta.target.text();
+        self.inner
+            .decide(&armed, request, meta, &url, Step::Latency, Read::Unread)
+    }
+
+    fn on_response(&self, response: &mut Response<Body>, _: &RequestMeta) {
+        let Some(left) = Notes::take::<Left>(response) else {
+            return;
+        };
+        // The limiter counted this request: its state is what the client should see.
+        for (name, value) in left.headers {
+            response.headers_mut().insert(name, value);
+        }
+        if response.body().is_end_stream() {
+            return;
+        }
+        match left.body {
+            Some(NetworkFault::Truncate { after }) => {
+                let length = response
+                    .headers()
+                    .get(header::CONTENT_LENGTH)
+                    .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+                let after = match (after, length) {
+                    // A cut at or past the end would not cut anything: keep the last byte back.
+                    (Some(after), Some(length)) => after.min(length.saturating_sub(1)),
+                    (Some(after), None) => after,
+                    (None, Some(length)) => length / 2,
+                    (None, None) => 1024,
+                };
+                let inner = std::mem::take(response.body_mut());
+                *response.body_mut() = Body::wrap(Truncated::new(inner, after));
+            }
+            Some(NetworkFault::SlowBody { bytes_per_second }) => {
+                let inner = std::mem::take(response.body_mut());
+                let clock = Arc::clone(&self.inner.clock);
+                *response.body_mut() = Body::wrap(Slowed::new(inner, bytes_per_second, clock));
+            }
+            _ => {}
+        }
+    }
+
+    fn maintain(&self, now: Instant) {
+        let dropped = self.evict(now);
+        if dropped > 0 {
+            tracing::debug!(dropped, "evicted idle rate-limit counters");
+        }
+    }
+}
+
+impl Armed {
+    /// `plan` ready to run; rate limiters of `previous` whose rule is unchanged carry over,
+    /// new ones start their windows at `epoch`.
+    fn new(plan: FaultPlan, previous: Option<&Armed>, epoch: Instant) -> Armed {
+        let mut reusable: Vec<Option<(&RateLimitRule, &Arc<RateLimiter>)>> = previous
+            .map(|previous| {
+                previous
+                    .plan
+                    .rate_limits
+                    .iter()
+                    .zip(previous.limiters.iter())
+                    .map(Some)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let limiters = plan
+            .rate_limits
+            .iter()
+            .map(|rule| {
+                let kept = reusable
+                    .iter_mut()
+                    .find(|slot| slot.is_some_and(|(old, _)| same_counter(old, rule)))
+                    .and_then(Option::take);
+                match kept {
+                    Some((_, limiter)) => Arc::clone(limiter),
+                    None => Arc::new(RateLimiter::new(rule.limit, epoch)),
+                }
+            })
+            .collect();
+        let counter_names = plan.rate_limits.iter().map(counter_name).collect();
+        let mock_hits = plan.mocks.iter().map(|_| AtomicU64::new(0)).collect();
+        let idle = plan.latency.is_none()
+            && plan.mocks.is_empty()
+            && !plan.block_unmocked
+            && plan.rate_limits.is_empty()
+            && plan.errors.is_empty();
+        Armed {
+            plan,
+            limiters,
+            counter_names,
+            mock_hits,
+            idle,
+        }
+    }
+}
+
+impl Inner {
+    fn current(&self) -> Arc<Armed> {
+        Arc::clone(&self.armed.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Counts and logs an injected fault.
+    fn record(
+        &self,
+        kind: Kind,
+        meta: &RequestMeta,
+        status: Option<StatusCode>,
+        wait: Option<Duration>,
+    ) {
+        self.counts.add(kind);
+        tracing::debug!(
+            target: "holdoff::fault",
+            kind = kind.as_str(),
+            url = %meta.target,
+            client = %meta.client,
+            method = %meta.method,
+            status = status.map(|status| status.as_u16()),
+            wait_ms = wait.map(|wait| wait.as_millis() as u64),
+            "injected a fault"
+        );
+    }
+
+    /// Runs the steps from `from` on: latency, mocks, rate limits, error rules.
+    fn decide(
+        self: &Arc<Self>,
+        armed: &Arc<Armed>,
+        mut request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        from: Step,
+        read: Read,
+    ) -> Action {
+        if from <= Step::Latency {
+            if let Some(delay) = self.latency(&armed.plan, url) {
+                self.record(Kind::Delayed, meta, None, Some(delay));
+                let deadline = self.clock.now().checked_add(delay);
+                let (this, armed, meta, url) = self.keep(armed, meta, url);
+                return Action::later(async move {
+                    if let Some(deadline) = deadline {
+                        this.clock.sleep_until(deadline).await;
+                    }
+                    this.decide(&armed, request, &meta, &url, Step::Mocks, read)
+                });
+            }
+        }
+        if from <= Step::Mocks {
+            let wants_body = matches!(read, Read::Unread)
+                && armed
+                    .plan
+                    .mocks
+                    .iter()
+                    .any(|mock| mock.request.needs_body(&meta.method, url));
+            if wants_body {
+                return self.read_body(armed, request, meta, url, Step::Mocks);
+            }
+            request = match self.mock(armed, request, meta, url, &read) {
+                Flow::Next(request) => request,
+                Flow::Done(action) => return action,
+            };
+        }
+        if from <= Step::RateLimits {
+            if let Some(store) = self.shared.get() {
+                return self.rate_limit_shared(store, armed, request, meta, url, read);
+            }
+            let taken = self.take_local(armed, meta, url);
+            request = match self.conclude_limits(armed, request, meta, taken) {
+                Flow::Next(request) => request,
+                Flow::Done(action) => return action,
+            };
+        }
+        self.error(armed, request, meta, url, read)
+    }
+
+    /// What a future resuming the decision needs, owned.
+    fn keep(
+        self: &Arc<Self>,
+        armed: &Arc<Armed>,
+        meta: &RequestMeta,
+        url: &str,
+    ) -> (Arc<Inner>, Arc<Armed>, RequestMeta, String) {
+        (
+            Arc::clone(self),
+            Arc::clone(armed),
+            meta.clone(),
+            url.to_owned(),
+        )
+    }
+
+    /// Reads the body (up to [`BODY_LIMIT`]) and resumes at `at` with it.
+    fn read_body(
+        self: &Arc<Self>,
+        armed: &Arc<Armed>,
+        request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        at: Step,
+    ) -> Action {
+        let (parts, body) = request.into_parts();
+        if body.size_hint().lower() > BODY_LIMIT as u64 {
+            let request = Request::from_parts(parts, body);
+            return self.decide(armed, request, meta, url, at, Read::TooLarge);
+        }
+        let (this, armed, meta, url) = self.keep(armed, meta, url);
+        Action::later(async move {
+            match body::buffer(body, BODY_LIMIT).await {
+                Ok(buffered) => {
+                    let read = buffered.bytes.map_or(Read::TooLarge, Read::Whole);
+                    let request = Request::from_parts(parts, buffered.body);
+                    this.decide(&armed, request, &meta, &url, at, read)
+                }
+                Err(err) => {
+                    tracing::debug!(
+                        target: "holdoff::fault",
+                        url = %meta.target,
+                        client = %meta.client,
+                        error = %err,
+                        "the request body could not be read"
+                    );
+                    let refusal = Refusal::new(
+                        StatusCode::BAD_REQUEST,
+                        "the request body could not be read",
+                    );
+                    Action::Respond(refusal.into_response())
+                }
+            }
+        })
+    }
+
+    /// The delay a latency fault adds to this request, if it does.
+    fn latency(&self, plan: &FaultPlan, url: &str) -> Option<Duration> {
+        let rule = plan.latency.as_ref()?;
+        if rule
+            .url
+            .as_ref()
+            .is_some_and(|url_rule| !url_rule.matches_url(url))
+        {
+            return None;
+        }
+        self.rng.with(|rng| {
+            if !rule.rate.fails(rng.random()) {
+                return None;
+            }
+            let (low, high) = (*rule.delay.start(), *rule.delay.end());
+            Some(if low < high {
+                rng.random_range(low..=high)
+            } else {
+                low
+            })
+        })
+    }
+
+    /// The first mock that matches answers, counting `nth`; then the unmocked are blocked if
+    /// the plan says so.
+    fn mock(
+        &self,
+        armed: &Armed,
+        request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        read: &Read,
+    ) -> Flow {
+        let plan = &armed.plan;
+        for (index, mock) in plan.mocks.iter().enumerate() {
+            if !(mock.request.head_matches(&meta.method, url)
+                && mock.request.body_matches(read.body()))
+            {
+                continue;
+            }
+            if let Some(nth) = mock.nth {
+                let seen = armed.mock_hits[index].fetch_add(1, Ordering::Relaxed) + 1;
+                if seen != nth {
+                    continue;
+                }
+            }
+            let action = match &mock.response {
+                FaultOutcome::Respond(response) => {
+                    let wall = self.clock.wall_now();
+                    let rendered = self
+                        .rng
+                        .with(|rng| response.render(plan.retry_after_form, rng, wall));
+                    self.record(
+                        Kind::Mocked,
+                        meta,
+                        Some(rendered.response.status()),
+                        rendered.hint,
+                    );
+                    Action::Respond(rendered.response.map(Body::full))
+                }
+                FaultOutcome::Network(fault) => {
+                    self.record(Kind::Mocked, meta, None, None);
+                    self.network(*fault, request, meta)
+                }
+            };
+            return Flow::Done(action);
+        }
+        if plan.block_unmocked {
+            self.record(Kind::Blocked, meta, Some(StatusCode::BAD_GATEWAY), None);
+            let refusal = Refusal::new(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "no mock matches {} {} and unmocked requests are blocked",
+                    meta.method, meta.target
+                ),
+            );
+            return Flow::Done(Action::Respond(refusal.into_response()));
+        }
+        Flow::Next(request)
+    }
+
+    /// The first error rule whose request matches decides: one draw for its rate, and on a
+    /// failure one for the outcome.
+    fn error(
+        self: &Arc<Self>,
+        armed: &Arc<Armed>,
+        mut request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        read: Read,
+    ) -> Action {
+        let plan = &armed.plan;
+        let mut chosen = None;
+        for rule in &plan.errors {
+            if !rule.request.head_matches(&meta.method, url) {
+                continue;
+            }
+            if rule.request.body_fragment.is_some() && matches!(read, Read::Unread) {
+                return self.read_body(armed, request, meta, url, Step::Errors);
+            }
+            if !rule.request.body_matches(read.body()) {
+                continue;
+            }
+            chosen = Some(rule);
+            break;
+        }
+        let Some(rule) = chosen else {
+            return Action::Continue(request);
+        };
+        let wall = self.clock.wall_now();
+        let form = plan.retry_after_form;
+        let failure = self.rng.with(|rng| {
+            if !rule.rate.fails(rng.random()) {
+                return None;
+            }
+            let pick = rng.random_range(0..rule.outcomes.len().max(1));
+            Some(match rule.outcomes.get(pick)? {
+                FaultOutcome::Respond(response) => Ok(response.render(form, rng, wall)),
+                FaultOutcome::Network(fault) => Err(*fault),
+            })
+        });
+        match failure {
+            None => Action::Continue(request),
+            Some(Ok(rendered)) => {
+                self.record(
+                    Kind::Error,
+                    meta,
+                    Some(rendered.response.status()),
+                    rendered.hint,
+                );
+                // A counted request's limit headers go on the error that answers it.
+                let mut response = rendered.response.map(Body::full);
+                Notes::carry::<Left>(&mut request, &mut response);
+                Action::Respond(response)
+            }
+            Some(Err(fault)) => self.network(fault, request, meta),
+        }
+    }
+
+    /// Applies a network fault to the request.
+    fn network(
+        &self,
+        fault: NetworkFault,
+        mut request: Request<Body>,
+        meta: &RequestMeta,
+    ) -> Action {
+        match fault {
+            NetworkFault::Reset => {
+                self.record(Kind::Reset, meta, None, None);
+                Action::Abort
+            }
+            NetworkFault::Hang { r#for } => {
+                self.record(Kind::Hang, meta, None, Some(r#for));
+                drop(request);
+                // hyper drops this future when the client closes the connection; otherwise
+                // it ends as a reset.
+                let deadline = self.clock.now().checked_add(r#for);
+                let clock = Arc::clone(&self.clock);
+                Action::later(async move {
+                    match deadline {
+                        Some(deadline) => clock.sleep_until(deadline).await,
+                        None => std::future::pending().await,
+                    }
+                    Action::Abort
+                })
+            }
+            NetworkFault::Truncate { .. } => {
+                self.record(Kind::Truncate, meta, None, None);
+                Notes::entry::<Left>(&mut request).body = Some(fault);
+                Action::Continue(request)
+            }
+            NetworkFault::SlowBody { .. } => {
+                self.record(Kind::Slow, meta, None, None);
+                Notes::entry::<Left>(&mut request).body = Some(fault);
+                Action::Continue(request)
+            }
+        }
+    }
+}
+
+/// `response` with every `@dynamic` header fixed at `seconds`.
+fn with_wait(response: &ErrorResponse, seconds: u64) -> ErrorResponse {
+    let mut fixed = response.clone();
+    for (_, template) in &mut fixed.headers {
+        if let HeaderTemplate::Dynamic(range) = template {
+            *range = seconds..=seconds;
+        }
+    }
+    fixed
+}
