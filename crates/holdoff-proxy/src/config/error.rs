@@ -11,7 +11,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-/// A setting that cannot work, said in terms of [`ProxyConfig`]'s fields.
+/// A setting that cannot work, said in terms of [`ProxyConfig`](super::ProxyConfig)'s fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// How many faults a [`FaultStage`] has injected, by kind.
+/// How many faults a [`FaultStage`](super::FaultStage) has injected, by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 #[non_exhaustive]
