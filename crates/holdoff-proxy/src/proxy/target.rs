@@ -33,24 +33,16 @@ pub fn default_port(scheme: &str) -> u16 {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    /// Nothing else is kept: each part is read from it when asked for, so a request whose
+    /// stages ask for none (the engine alone, a watch list of `*`) pays for none.
     uri: Uri,
-    /// The port, the scheme's default when the URL names none.
-    port: u16,
-    /// Whether the URL named the scheme's default port.
-    default_port_written: bool,
 }
 
 impl Target {
     /// The target of an absolute URI (`http://…` or `https://…`); a URI without a scheme is
     /// read as `http`, one without an authority as having an empty host.
     pub fn new(uri: Uri) -> Target {
-        let default = default_port(uri.scheme_str().unwrap_or("http"));
-        let written = uri.port_u16();
-        Target {
-            port: written.unwrap_or(default),
-            default_port_written: written == Some(default),
-            uri,
-        }
+        Target { uri }
     }
 
     /// The URI, as the request carries it upstream.
@@ -75,12 +67,16 @@ impl Target {
 
     /// The port: the one written, or the scheme's default.
     pub fn port(&self) -> u16 {
-        self.port
+        self.uri
+            .port_u16()
+            .unwrap_or_else(|| default_port(self.scheme()))
     }
 
     /// The port when it is not the scheme's default: what a URL must write.
     pub fn non_default_port(&self) -> Option<u16> {
-        (self.port != default_port(self.scheme())).then_some(self.port)
+        self.uri
+            .port_u16()
+            .filter(|port| *port != default_port(self.scheme()))
     }
 
     /// `host[:port]` as written, without user information and without the port when it is
@@ -91,7 +87,7 @@ impl Target {
         };
         let written = authority.as_str();
         let written = written.rsplit_once('@').map_or(written, |(_, host)| host);
-        if self.default_port_written {
+        if authority.port_u16() == Some(default_port(self.scheme())) {
             // The port is written, so there is a colon before it.
             written.rsplit_once(':').map_or(written, |(host, _)| host)
         } else {
@@ -150,7 +146,7 @@ impl fmt::Display for OriginText<'_> {
         for c in self.0.host().chars() {
             fmt::Write::write_char(f, c.to_ascii_lowercase())?;
         }
-        write!(f, ":{}", self.0.port)
+        write!(f, ":{}", self.0.port())
     }
 }
 
