@@ -667,3 +667,36 @@ mod errors {
         assert_eq!(errors[0].line, Some((4, 4)));
     }
 }
+
+/// Framing headers copied from real responses into errors and mocks files: Dev Proxy sets the
+/// framing of what it sends itself, and so does holdoff, so the import leaves them out, says
+/// so, and what it imports compiles (what imports, starts).
+mod framing_headers {
+    use super::*;
+
+    const CASE: &str = "framing/devproxyrc.json";
+
+    #[test]
+    fn are_left_out_with_a_note_and_the_import_compiles() {
+        let imported = imported(CASE);
+        let notes = notes(&imported);
+        for (file, count) in [
+            ("framing/shop-errors.json", "1 Content-Length or Transfer-Encoding header"),
+            ("framing/shop-mocks.json", "3 Content-Length and Transfer-Encoding headers"),
+        ] {
+            let note = format!(
+                "{file}: left out {count} of its responses: the proxy sets them from each body \
+                 it sends, as Dev Proxy does."
+            );
+            assert!(notes.contains(&note), "{note:?} not in {notes:#?}");
+        }
+        let text = config(&imported).to_string().to_ascii_lowercase();
+        assert!(!text.contains("content-length"), "{text}");
+        assert!(!text.contains("transfer-encoding"), "{text}");
+        assert!(text.contains("retry-after"), "{text}");
+
+        let compiled = compiled(CASE, &imported);
+        assert_eq!(compiled.plan.errors.len(), 1);
+        assert_eq!(compiled.plan.mocks.len(), 2);
+    }
+}

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::{DpRequest, DpResponse, RESPONSE, raw_response, relative_dir};
+use super::response::{DpRequest, DpResponse, RESPONSE, framing_note, raw_response, relative_dir};
 use super::{Importer, Plugin, Stage, backquoted, has_or_have};
 use crate::config::error::{FileError, index, join, key};
 use crate::config::file::{RawErrorRule, RawErrors, RawHeaders, RawRequestMatch};
@@ -108,6 +108,7 @@ impl Importer {
         let mut defaulted = Vec::new();
         let mut dynamic_not_429 = Vec::new();
         let mut bare_dynamic = false;
+        let mut framing = 0;
         for (i, rule) in data.errors.into_iter().enumerate() {
             let responses_path = key(&index("errors", i), "responses");
             if rule.responses.is_empty() {
@@ -135,7 +136,9 @@ impl Importer {
                         }
                     }
                 }
-                responses.push(raw_response(response, DEFAULT_ERROR_STATUS, &base));
+                let (raw, dropped) = raw_response(response, DEFAULT_ERROR_STATUS, &base);
+                framing += dropped;
+                responses.push(raw);
             }
             rules.push(RawErrorRule {
                 request: RawRequestMatch {
@@ -156,6 +159,9 @@ impl Importer {
             "errors.rate"
         };
         self.note(rate_note(label, rate, settings.rate.is_none(), target));
+        if let Some(note) = framing_note(&file, framing) {
+            self.note(note);
+        }
         if rules.is_empty() {
             self.note(format!(
                 "{label}: {file} has no rules, so it fails no request."

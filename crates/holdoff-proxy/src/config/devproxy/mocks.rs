@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
 use super::response::{
-    DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, raw_response, relative_dir,
+    DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, framing_note, raw_response, relative_dir,
 };
 use super::{Importer, Plugin, Stage, backquoted, has_or_have};
 use crate::config::error::{index, join};
@@ -80,6 +80,7 @@ impl Importer {
         let mut mocks = Vec::with_capacity(data.mocks.len());
         let (mut get, mut defaulted, mut nth, mut placeholders) =
             (Vec::new(), Vec::new(), false, Vec::new());
+        let mut framing = 0;
         for (i, mock) in data.mocks.into_iter().enumerate() {
             let at = index("mocks", i);
             if mock.request.method.is_none() {
@@ -92,6 +93,8 @@ impl Importer {
             if mock.response.body.as_ref().is_some_and(has_placeholder) {
                 placeholders.push(at);
             }
+            let (response, dropped) = raw_response(mock.response, DEFAULT_OK_STATUS, &base);
+            framing += dropped;
             mocks.push(RawMock {
                 request: RawRequestMatch {
                     url: mock.request.url,
@@ -99,11 +102,14 @@ impl Importer {
                     body_fragment: mock.request.body_fragment,
                     nth: mock.request.nth,
                 },
-                response: raw_response(mock.response, DEFAULT_OK_STATUS, &base),
+                response,
             });
         }
 
         let name = plugin.name;
+        if let Some(note) = framing_note(&file, framing) {
+            self.note(note);
+        }
         if !get.is_empty() {
             self.note(format!(
                 "{file}: {} no method, which Dev Proxy matches to GET only; the import says \

@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::{DEFAULT_OK_STATUS, DpResponse, HEADER, raw_response};
+use super::response::{DEFAULT_OK_STATUS, DpResponse, HEADER, framing_note, raw_response};
 use super::{Importer, Plugin, Stage, backquoted};
 use crate::config::error::{index, join, key};
 use crate::config::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
@@ -150,10 +150,11 @@ impl Importer {
                      then, and so does the import."
                 ));
             }
-            Some((
-                file,
-                raw_response(response, DEFAULT_OK_STATUS, Path::new("")),
-            ))
+            let (response, dropped) = raw_response(response, DEFAULT_OK_STATUS, Path::new(""));
+            if let Some(note) = framing_note(&file, dropped) {
+                self.note(note);
+            }
+            Some((file, response))
         } else {
             None
         };
