@@ -681,8 +681,14 @@ mod framing_headers {
         let imported = imported(CASE);
         let notes = notes(&imported);
         for (file, count) in [
-            ("framing/shop-errors.json", "1 Content-Length or Transfer-Encoding header"),
-            ("framing/shop-mocks.json", "3 Content-Length and Transfer-Encoding headers"),
+            (
+                "framing/shop-errors.json",
+                "1 Content-Length or Transfer-Encoding header",
+            ),
+            (
+                "framing/shop-mocks.json",
+                "3 Content-Length and Transfer-Encoding headers",
+            ),
         ] {
             let note = format!(
                 "{file}: left out {count} of its responses: the proxy sets them from each body \
