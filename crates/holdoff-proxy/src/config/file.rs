@@ -57,6 +57,14 @@ pub struct RawConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mocks: Option<RawMocks>,
 
+    /// The order in which a watched request meets the faults that can answer it; the first
+    /// that answers wins, and the later ones never see the request (so a rate limit after the
+    /// mocks does not count mocked requests). Steps left out follow in the default order,
+    /// `["mocks", "rateLimits", "errors"]`. Latency always comes first: it delays a request
+    /// and never answers it. `import-devproxy` writes Dev Proxy's plugin order here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Vec<RawFaultStep>>,
+
     /// Read `@file` bodies from any folder. By default a body file must be under the folder
     /// of this file once symbolic links are followed, so that a configuration cannot serve
     /// files from elsewhere on the machine (`@../../etc/passwd`). Either way a body file must
@@ -95,6 +103,18 @@ pub struct RawState {
     /// Redis server against, instead of the system's roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
+}
+
+/// A fault that can answer a request, in `order`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RawFaultStep {
+    /// `mocks` (and `blockUnmocked`).
+    Mocks,
+    /// `rateLimits`.
+    RateLimits,
+    /// `errors`.
+    Errors,
 }
 
 /// What the proxy does while its shared state fails.

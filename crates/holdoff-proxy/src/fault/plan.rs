@@ -13,13 +13,17 @@ use super::error::{ErrorResponse, Rate, RetryAfterForm};
 use super::ratelimit::{HeaderStyle, Limit, ResetFormat};
 use crate::WatchPattern;
 
-/// Everything the faults do, in the order a request meets them: latency, mocks, rate limits,
-/// error rules (the first rule whose request matches decides; its rate is then drawn).
+/// Everything the faults do. A request meets latency first (it delays, and never answers),
+/// then the steps that can answer in [`order`](FaultPlan::order) — mocks, rate limits and
+/// error rules unless the configuration says otherwise — and the first step that answers
+/// wins: later ones never see the request.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct FaultPlan {
     /// How `@dynamic` hints are written.
     pub retry_after_form: RetryAfterForm,
+    /// The order of the steps that can answer.
+    pub order: FaultOrder,
     /// Added latency, if any.
     pub latency: Option<LatencyRule>,
     /// Mocks, first match answers.
@@ -31,6 +35,91 @@ pub struct FaultPlan {
     pub rate_limits: Vec<RateLimitRule>,
     /// Error rules, first match decides.
     pub errors: Vec<ErrorRule>,
+}
+
+/// A step of a [`FaultPlan`] that can answer a request instead of the upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultStep {
+    /// [`FaultPlan::mocks`] (and blocking the unmocked).
+    Mocks,
+    /// [`FaultPlan::rate_limits`]: counts every request that reaches it, refuses past a limit.
+    RateLimits,
+    /// [`FaultPlan::errors`]: the first rule whose request matches draws its rate.
+    Errors,
+}
+
+impl FaultStep {
+    /// Every step, in the default order.
+    pub const ALL: [FaultStep; 3] = [FaultStep::Mocks, FaultStep::RateLimits, FaultStep::Errors];
+
+    /// The step's name in a configuration file (`order`): its section's key.
+    pub fn key(self) -> &'static str {
+        match self {
+            FaultStep::Mocks => "mocks",
+            FaultStep::RateLimits => "rateLimits",
+            FaultStep::Errors => "errors",
+        }
+    }
+}
+
+/// The order in which a request meets the steps that can answer: every [`FaultStep`] once.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::fault::plan::{FaultOrder, FaultStep};
+///
+/// // Dev Proxy's `apim-rate-limiting` lists its rate limit before its mocks: every mocked
+/// // request is counted, and the fourth in a window is refused instead of mocked.
+/// let order = FaultOrder::new([FaultStep::RateLimits]).unwrap();
+/// assert_eq!(order.steps(), [FaultStep::RateLimits, FaultStep::Mocks, FaultStep::Errors]);
+/// assert_eq!(FaultOrder::default().steps(), FaultStep::ALL);
+/// assert!(FaultOrder::new([FaultStep::Errors, FaultStep::Errors]).is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultOrder([FaultStep; FaultStep::ALL.len()]);
+
+impl FaultOrder {
+    /// `first`, in its order, then every step it leaves out, in the default order.
+    ///
+    /// # Errors
+    ///
+    /// The step `first` names twice.
+    pub fn new(first: impl IntoIterator<Item = FaultStep>) -> Result<FaultOrder, FaultStep> {
+        let mut steps = Vec::with_capacity(FaultStep::ALL.len());
+        for step in first {
+            if steps.contains(&step) {
+                return Err(step);
+            }
+            steps.push(step);
+        }
+        for step in FaultStep::ALL {
+            if !steps.contains(&step) {
+                steps.push(step);
+            }
+        }
+        let mut order = FaultStep::ALL;
+        order.copy_from_slice(&steps);
+        Ok(FaultOrder(order))
+    }
+
+    /// Every step, in this order.
+    pub fn steps(&self) -> &[FaultStep] {
+        &self.0
+    }
+
+    /// Whether `before` comes before `after`.
+    pub fn runs_before(&self, before: FaultStep, after: FaultStep) -> bool {
+        let position = |step| self.0.iter().position(|known| *known == step);
+        position(before) < position(after)
+    }
+}
+
+impl Default for FaultOrder {
+    fn default() -> FaultOrder {
+        FaultOrder(FaultStep::ALL)
+    }
 }
 
 /// Which requests a rule applies to. Only watched requests reach any rule.

@@ -10,6 +10,7 @@ mod judge;
 mod latency;
 mod matching;
 mod mocks;
+mod order;
 mod rate_limits;
 mod response;
 mod state;
@@ -178,6 +179,9 @@ impl Compiler {
         if let Some(mocks) = &raw.mocks {
             plan.block_unmocked = mocks.block_unmocked.unwrap_or(false);
             self.mocks(at, mocks, &shared, &mut plan.mocks);
+        }
+        if let Some(order) = &raw.order {
+            plan.order = self.order(at, order);
         }
         let state = raw.state.as_ref().and_then(|state| self.state(at, state));
         Compiled {

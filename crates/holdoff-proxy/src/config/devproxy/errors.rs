@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
 use super::response::{DpRequest, DpResponse, RESPONSE, framing_note, raw_response, relative_dir};
-use super::{Importer, Plugin, Stage, backquoted, has_or_have};
+use super::{FaultStep, Importer, Plugin, backquoted, has_or_have};
 use crate::config::error::{FileError, index, join, key};
 use crate::config::file::{RawErrorRule, RawErrors, RawHeaders, RawRequestMatch};
 
@@ -183,7 +183,7 @@ impl Importer {
             ));
         }
         self.scope_note(plugin, "its error rules");
-        self.order.push((Stage::Errors, plugin.name.to_owned()));
+        self.order.push((FaultStep::Errors, plugin.name.to_owned()));
         self.error_sets.push(ErrorSet {
             rate,
             retry_after,

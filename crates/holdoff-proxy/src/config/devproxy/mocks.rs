@@ -7,7 +7,7 @@ use super::doc::{Doc, Leaf, List, Object, Shape};
 use super::response::{
     DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, framing_note, raw_response, relative_dir,
 };
-use super::{Importer, Plugin, Stage, backquoted, has_or_have};
+use super::{FaultStep, Importer, Plugin, backquoted, has_or_have};
 use crate::config::error::{index, join};
 use crate::config::file::{RawMock, RawMocks, RawRequestMatch};
 
@@ -142,7 +142,7 @@ impl Importer {
             ));
         }
         self.scope_note(plugin, "its mocks");
-        self.order.push((Stage::Mocks, name.to_owned()));
+        self.order.push((FaultStep::Mocks, name.to_owned()));
         let block = settings.block_unmocked_requests;
         match &mut self.mocks {
             Some(existing) => {

@@ -43,7 +43,8 @@ use doc::{Doc, Leaf, Object, Shape, scan};
 use errors::ErrorSet;
 
 use super::error::{ConfigProblems, FileError, index};
-use super::file::{RawConfig, RawMocks};
+use super::file::{RawConfig, RawFaultStep, RawMocks};
+use crate::fault::plan::FaultStep;
 
 /// A Dev Proxy configuration, read as a holdoff one.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,15 +139,6 @@ const PLUGIN: Shape = Object(&[
     ("urlsToWatch", Leaf),
 ]);
 
-/// The order in which holdoff meets a request's faults, for the plugins whose order in Dev
-/// Proxy decides which one answers.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Stage {
-    Mocks,
-    RateLimits,
-    Errors,
-}
-
 struct Importer {
     /// The Dev Proxy file, as shown.
     rc: String,
@@ -162,8 +154,9 @@ struct Importer {
     /// its plugin's rate.
     error_plugins: usize,
     mocks: Option<RawMocks>,
-    /// The enabled plugins whose order decides which answers, as (stage, name).
-    order: Vec<(Stage, String)>,
+    /// The enabled plugins that can answer a request, in Dev Proxy's order (which decides
+    /// which one answers), as (step, name).
+    order: Vec<(FaultStep, String)>,
     retry_after_plugin: bool,
 }
 
@@ -300,7 +293,7 @@ impl Importer {
         self.unknown_keys(&rc_file, &unknown);
         self.top_level_settings(doc, &rc);
         self.judge_notes();
-        self.order_note();
+        self.carry_order();
     }
 
     /// holdoff's one watch list: Dev Proxy's, then each enabled plugin's own (Dev Proxy
@@ -597,20 +590,38 @@ impl Importer {
         }
     }
 
-    /// A note when the plugins' order in Dev Proxy differs from holdoff's fixed one.
-    fn order_note(&mut self) {
-        let mut sorted = self.order.clone();
-        sorted.sort_by_key(|(stage, _)| *stage);
-        if sorted == self.order {
+    /// Dev Proxy's plugin order as holdoff's `order`: each step where its first plugin is
+    /// listed. Written whenever more than one kind of plugin can answer, so that the file
+    /// says it; a note when a step's plugins are not listed together, which one list cannot
+    /// say.
+    fn carry_order(&mut self) {
+        let mut steps: Vec<FaultStep> = Vec::new();
+        for (step, _) in &self.order {
+            if !steps.contains(step) {
+                steps.push(*step);
+            }
+        }
+        if steps.len() < 2 {
             return;
         }
-        let listed: Vec<&str> = self.order.iter().map(|(_, name)| name.as_str()).collect();
-        self.note(format!(
-            "Dev Proxy runs its plugins in the order listed ({}); holdoff always tries mocks, \
-             then rate limits, then error rules, so a request more than one of them would \
-             answer may get another response.",
-            listed.join(", ")
-        ));
+        self.config.order = Some(steps.iter().copied().map(RawFaultStep::from).collect());
+        let runs = self
+            .order
+            .windows(2)
+            .filter(|pair| pair[0].0 != pair[1].0)
+            .count()
+            + 1;
+        if runs > steps.len() {
+            let listed: Vec<&str> = self.order.iter().map(|(_, name)| name.as_str()).collect();
+            let keys: Vec<&str> = steps.iter().map(|step| step.key()).collect();
+            self.note(format!(
+                "Dev Proxy runs its plugins in the order listed ({}); holdoff runs each kind of \
+                 fault in one place, so the order became {}: a plugin listed apart from the \
+                 first of its kind now runs with it.",
+                listed.join(", "),
+                backquoted(&keys)
+            ));
+        }
     }
 
     fn finish(self) -> Result<Imported, ConfigProblems> {

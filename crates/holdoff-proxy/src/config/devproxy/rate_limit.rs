@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
 use super::response::{DEFAULT_OK_STATUS, DpResponse, HEADER, framing_note, raw_response};
-use super::{Importer, Plugin, Stage, backquoted};
+use super::{FaultStep, Importer, Plugin, backquoted};
 use crate::config::error::{index, join, key};
 use crate::config::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
 
@@ -229,7 +229,8 @@ impl Importer {
             ));
             response
         });
-        self.order.push((Stage::RateLimits, plugin.name.to_owned()));
+        self.order
+            .push((FaultStep::RateLimits, plugin.name.to_owned()));
         self.config.rate_limits.push(RawRateLimit {
             url,
             method: None,

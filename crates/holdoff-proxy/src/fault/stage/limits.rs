@@ -8,13 +8,13 @@ use std::time::SystemTime;
 
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 
-use super::{Armed, Flow, Inner, Kind, Left, Read, with_wait};
+use super::{Armed, Flow, Inner, Kind, Left, Read, Step, with_wait};
 use crate::fault::error::{Rendered, RetryAfterForm};
 use crate::fault::plan::{RateLimitRule, Scope};
 use crate::fault::ratelimit::{self, Limit, Taken, ceil_secs};
 use crate::judge::fail_closed_answer;
 use crate::proxy::reply::Refusal;
-use crate::shared::{CounterKey, OnFailure, SharedStore};
+use crate::shared::{CounterKey, OnFailure};
 use crate::{Action, Body, Notes, RequestMeta};
 
 /// The name of a rule's counters in a shared store: a digest of what [`same_counter`]
@@ -78,22 +78,23 @@ impl Inner {
             .collect()
     }
 
-    /// Counts the request in this proxy's limiters and in the shared store, then goes on with
-    /// the store's answers (or, while it fails, by its failure mode).
+    /// Counts the request in this proxy's limiters and in the shared store (the caller found
+    /// one), then goes on with the store's answers (or, while it fails, by its failure mode)
+    /// and resumes at `next`.
     pub(super) fn rate_limit_shared(
         self: &Arc<Self>,
-        store: &Arc<SharedStore>,
         armed: &Arc<Armed>,
         request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
         read: Read,
+        next: Step,
     ) -> Action {
         let local = self.take_local(armed, meta, url);
-        if local.is_empty() {
-            return self.error(armed, request, meta, url, read);
-        }
-        let store = Arc::clone(store);
+        let store = match self.shared.get() {
+            Some(store) if !local.is_empty() => Arc::clone(store),
+            _ => return self.decide(armed, request, meta, url, next, read),
+        };
         let (this, armed, meta, url) = self.keep(armed, meta, url);
         Action::later(async move {
             let client = meta.client.to_string();
@@ -119,7 +120,7 @@ impl Inner {
                 }
             }
             match this.conclude_limits(&armed, request, &meta, taken) {
-                Flow::Next(request) => this.error(&armed, request, &meta, &url, read),
+                Flow::Next(request) => this.decide(&armed, request, &meta, &url, next, read),
                 Flow::Done(action) => action,
             }
         })

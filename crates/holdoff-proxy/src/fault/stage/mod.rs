@@ -34,7 +34,7 @@ use rand::Rng;
 
 use super::body::{self, Slowed, Truncated};
 use super::error::{ErrorResponse, HeaderTemplate};
-use super::plan::{FaultOutcome, FaultPlan, NetworkFault, RateLimitRule};
+use super::plan::{FaultOutcome, FaultPlan, FaultStep, NetworkFault, RateLimitRule};
 use super::ratelimit::RateLimiter;
 use super::rng::FaultRng;
 use crate::proxy::reply::Refusal;
@@ -109,12 +109,12 @@ struct Left {
 }
 
 /// Where the decision resumes after a wait.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
+    /// At the start: latency.
     Latency,
-    Mocks,
-    RateLimits,
-    Errors,
+    /// At this position of the plan's [`FaultOrder`](super::plan::FaultOrder).
+    At(usize),
 }
 
 /// The request body, as far as fragments are concerned.
@@ -340,7 +340,7 @@ impl Inner {
         );
     }
 
-    /// Runs the steps from `from` on: latency, mocks, rate limits, error rules.
+    /// Runs the steps from `from` on: latency, then the plan's order, until one answers.
     fn decide(
         self: &Arc<Self>,
         armed: &Arc<Armed>,
@@ -350,45 +350,54 @@ impl Inner {
         from: Step,
         read: Read,
     ) -> Action {
-        if from <= Step::Latency {
-            if let Some(delay) = self.latency(&armed.plan, url) {
-                self.record(Kind::Delayed, meta, None, Some(delay));
-                let deadline = self.clock.now().checked_add(delay);
-                let (this, armed, meta, url) = self.keep(armed, meta, url);
-                return Action::later(async move {
-                    if let Some(deadline) = deadline {
-                        this.clock.sleep_until(deadline).await;
+        let start = match from {
+            Step::Latency => {
+                if let Some(delay) = self.latency(&armed.plan, url) {
+                    self.record(Kind::Delayed, meta, None, Some(delay));
+                    let deadline = self.clock.now().checked_add(delay);
+                    let (this, armed, meta, url) = self.keep(armed, meta, url);
+                    return Action::later(async move {
+                        if let Some(deadline) = deadline {
+                            this.clock.sleep_until(deadline).await;
+                        }
+                        this.decide(&armed, request, &meta, &url, Step::At(0), read)
+                    });
+                }
+                0
+            }
+            Step::At(position) => position,
+        };
+        let order = armed.plan.order;
+        for (position, step) in order.steps().iter().enumerate().skip(start) {
+            let flow = match step {
+                FaultStep::Mocks => {
+                    let wants_body = matches!(read, Read::Unread)
+                        && armed
+                            .plan
+                            .mocks
+                            .iter()
+                            .any(|mock| mock.request.needs_body(&meta.method, url));
+                    if wants_body {
+                        return self.read_body(armed, request, meta, url, Step::At(position));
                     }
-                    this.decide(&armed, request, &meta, &url, Step::Mocks, read)
-                });
-            }
-        }
-        if from <= Step::Mocks {
-            let wants_body = matches!(read, Read::Unread)
-                && armed
-                    .plan
-                    .mocks
-                    .iter()
-                    .any(|mock| mock.request.needs_body(&meta.method, url));
-            if wants_body {
-                return self.read_body(armed, request, meta, url, Step::Mocks);
-            }
-            request = match self.mock(armed, request, meta, url, &read) {
+                    self.mock(armed, request, meta, url, &read)
+                }
+                FaultStep::RateLimits => {
+                    if self.shared.get().is_some() {
+                        let next = Step::At(position + 1);
+                        return self.rate_limit_shared(armed, request, meta, url, read, next);
+                    }
+                    let taken = self.take_local(armed, meta, url);
+                    self.conclude_limits(armed, request, meta, taken)
+                }
+                FaultStep::Errors => self.error(armed, request, meta, url, &read, position),
+            };
+            request = match flow {
                 Flow::Next(request) => request,
                 Flow::Done(action) => return action,
             };
         }
-        if from <= Step::RateLimits {
-            if let Some(store) = self.shared.get() {
-                return self.rate_limit_shared(store, armed, request, meta, url, read);
-            }
-            let taken = self.take_local(armed, meta, url);
-            request = match self.conclude_limits(armed, request, meta, taken) {
-                Flow::Next(request) => request,
-                Flow::Done(action) => return action,
-            };
-        }
-        self.error(armed, request, meta, url, read)
+        Action::Continue(request)
     }
 
     /// What a future resuming the decision needs, owned.
@@ -474,7 +483,7 @@ impl Inner {
     fn mock(
         &self,
         armed: &Armed,
-        request: Request<Body>,
+        mut request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
         read: &Read,
@@ -504,7 +513,10 @@ impl Inner {
                         Some(rendered.response.status()),
                         rendered.hint,
                     );
-                    Action::Respond(rendered.response.map(Body::full))
+                    // A rate limit that counted this request first: its headers go on the mock.
+                    let mut response = rendered.response.map(Body::full);
+                    Notes::carry::<Left>(&mut request, &mut response);
+                    Action::Respond(response)
                 }
                 FaultOutcome::Network(fault) => {
                     self.record(Kind::Mocked, meta, None, None);
@@ -535,8 +547,9 @@ impl Inner {
         mut request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
-        read: Read,
-    ) -> Action {
+        read: &Read,
+        position: usize,
+    ) -> Flow {
         let plan = &armed.plan;
         let mut chosen = None;
         for rule in &plan.errors {
@@ -544,7 +557,8 @@ impl Inner {
                 continue;
             }
             if rule.request.body_fragment.is_some() && matches!(read, Read::Unread) {
-                return self.read_body(armed, request, meta, url, Step::Errors);
+                let reading = self.read_body(armed, request, meta, url, Step::At(position));
+                return Flow::Done(reading);
             }
             if !rule.request.body_matches(read.body()) {
                 continue;
@@ -553,7 +567,7 @@ impl Inner {
             break;
         }
         let Some(rule) = chosen else {
-            return Action::Continue(request);
+            return Flow::Next(request);
         };
         let wall = self.clock.wall_now();
         let form = plan.retry_after_form;
@@ -567,8 +581,8 @@ impl Inner {
                 FaultOutcome::Network(fault) => Err(*fault),
             })
         });
-        match failure {
-            None => Action::Continue(request),
+        Flow::Done(match failure {
+            None => return Flow::Next(request),
             Some(Ok(rendered)) => {
                 self.record(
                     Kind::Error,
@@ -582,7 +596,7 @@ impl Inner {
                 Action::Respond(response)
             }
             Some(Err(fault)) => self.network(fault, request, meta),
-        }
+        })
     }
 
     /// Applies a network fault to the request.

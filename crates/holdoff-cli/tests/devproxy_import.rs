@@ -1,0 +1,162 @@
+//! Dev Proxy configurations run by the real `holdoff proxy`, driven with curl against a test
+//! upstream on loopback: the files are written here in Dev Proxy's format, with the plugins,
+//! keys and orders of the presets in its sample gallery.
+
+mod support;
+
+use holdoff_testkit::{Reply, TestServer};
+use support::{Proxy, TempDir, curl, runtime};
+
+/// A Dev Proxy file with a rate limit of 3 requests a minute and a mock of `/orders`, its
+/// plugins in `plugins` order.
+fn rate_limit_and_mock(dir: &TempDir, plugins: [&str; 2]) -> String {
+    dir.write(
+        "mocks.json",
+        r#"{
+  "$schema": "https://raw.githubusercontent.com/dotnet/dev-proxy/main/schemas/v2.0.0/mockresponseplugin.mocksfile.schema.json",
+  "mocks": [{
+    "request": { "url": "http://127.0.0.1:*/orders", "method": "GET" },
+    "response": {
+      "statusCode": 200,
+      "headers": [{ "name": "Content-Type", "value": "application/json" }],
+      "body": { "orders": [] }
+    }
+  }]
+}"#,
+    );
+    let entry = |name: &str| match name {
+        "RateLimitingPlugin" => {
+            r#"{ "name": "RateLimitingPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "rateLimiting" }"#
+        }
+        _ => {
+            r#"{ "name": "MockResponsePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "mocksPlugin" }"#
+        }
+    };
+    dir.write(
+        "devproxyrc.json",
+        &format!(
+            r#"{{
+  "$schema": "https://raw.githubusercontent.com/dotnet/dev-proxy/main/schemas/v2.0.0/rc.schema.json",
+  "plugins": [
+    {first},
+    {second}
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "rateLimiting": {{ "rateLimit": 3, "costPerRequest": 1, "resetTimeWindowSeconds": 60 }},
+  "mocksPlugin": {{ "mocksFile": "mocks.json" }}
+}}"#,
+            first = entry(plugins[0]),
+            second = entry(plugins[1]),
+        ),
+    )
+}
+
+mod plugin_order {
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_listed_before_the_mocks_throttles_the_mocked_url() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("order-limit-first");
+        let rc = rate_limit_and_mock(&dir, ["RateLimitingPlugin", "MockResponsePlugin"]);
+        let proxy = Proxy::start(&["--devproxy-config", &rc, "--client-id", "peer"]);
+        let url = upstream.url("/orders");
+        let statuses: Vec<String> = (0..4).map(|_| curl(proxy.addr, &[], &url)).collect();
+        assert_eq!(statuses, ["200", "200", "200", "429"]);
+        assert!(upstream.requests().is_empty(), "the mock answered");
+        let stderr = proxy.stop();
+        assert!(stderr.contains(" 3 mocked,"), "{stderr}");
+        assert!(stderr.contains("1 rate-limited"), "{stderr}");
+    }
+
+    #[test]
+    fn mocks_listed_before_the_rate_limit_are_never_counted() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        upstream.set_default("/other", Reply::ok("upstream"));
+        let dir = TempDir::new("order-mocks-first");
+        let rc = rate_limit_and_mock(&dir, ["MockResponsePlugin", "RateLimitingPlugin"]);
+        let proxy = Proxy::start(&["--devproxy-config", &rc, "--client-id", "peer"]);
+        let orders = upstream.url("/orders");
+        let statuses: Vec<String> = (0..5).map(|_| curl(proxy.addr, &[], &orders)).collect();
+        assert_eq!(statuses, ["200"; 5], "a mocked request is not counted");
+        // The limit still counts what goes upstream: three, then a refusal.
+        let other = upstream.url("/other");
+        let statuses: Vec<String> = (0..4).map(|_| curl(proxy.addr, &[], &other)).collect();
+        assert_eq!(statuses, ["200", "200", "200", "429"]);
+        assert_eq!(upstream.requests_to("/other").len(), 3);
+        drop(proxy);
+    }
+
+    #[test]
+    fn the_import_writes_the_order_into_the_holdoff_file() {
+        let dir = TempDir::new("order-import");
+        let rc = rate_limit_and_mock(&dir, ["RateLimitingPlugin", "MockResponsePlugin"]);
+        let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+            .args(["config", "import-devproxy", &rc])
+            .output()
+            .expect("run holdoff");
+        assert!(output.status.success(), "{}", support::show(&output));
+        let text = String::from_utf8_lossy(&output.stdout);
+        let imported: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|err| panic!("{err}: {text}"));
+        assert_eq!(
+            imported["order"],
+            serde_json::json!(["rateLimits", "mocks"]),
+            "{text}"
+        );
+    }
+}
+
+mod framing_headers {
+    use super::*;
+
+    #[test]
+    fn a_mock_with_a_content_length_header_starts_and_serves_its_body() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("framing");
+        dir.write(
+            "mocks.json",
+            r#"{
+  "mocks": [{
+    "request": { "url": "http://127.0.0.1:*/models" },
+    "response": {
+      "statusCode": 200,
+      "headers": [
+        { "name": "Content-Type", "value": "application/json" },
+        { "name": "Content-Length", "value": "2" }
+      ],
+      "body": { "data": [{ "id": "gpt-4o-mini" }] }
+    }
+  }]
+}"#,
+        );
+        let rc = dir.write(
+            "devproxyrc.json",
+            r#"{
+  "plugins": [
+    { "name": "MockResponsePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "mocksPlugin" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "mocksPlugin": { "mocksFile": "mocks.json" }
+}"#,
+        );
+        let proxy = Proxy::start(&["--devproxy-config", &rc]);
+        let output = std::process::Command::new("curl")
+            .args(["-s", "-i", "-x", &proxy.url(), &upstream.url("/models")])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{text}");
+        let body = r#"{"data":[{"id":"gpt-4o-mini"}]}"#;
+        assert!(text.ends_with(body), "{text}");
+        assert!(
+            text.to_ascii_lowercase()
+                .contains(&format!("content-length: {}\r\n", body.len())),
+            "{text}"
+        );
+        drop(proxy);
+    }
+}

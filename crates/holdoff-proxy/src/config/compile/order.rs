@@ -1,0 +1,51 @@
+//! `order`: which of the faults that can answer meets a request first.
+
+use super::{Compiler, WrittenIn};
+use crate::config::error::index;
+use crate::config::file::RawFaultStep;
+use crate::fault::plan::{FaultOrder, FaultStep};
+
+impl Compiler {
+    /// `order`, its steps first and the ones it leaves out after, in the default order; the
+    /// default order (with an error) when it names a step twice.
+    pub(super) fn order(&mut self, at: WrittenIn<'_>, order: &[RawFaultStep]) -> FaultOrder {
+        FaultOrder::new(order.iter().copied().map(FaultStep::from)).unwrap_or_else(|twice| {
+            let again = order
+                .iter()
+                .enumerate()
+                .filter(|(_, step)| FaultStep::from(**step) == twice)
+                .nth(1)
+                .map_or(0, |(i, _)| i);
+            self.error(
+                at,
+                index("order", again),
+                format!(
+                    "`{}` is already in the list: name each step once (the ones left out \
+                     follow in the default order, mocks, rateLimits, errors)",
+                    twice.key()
+                ),
+            );
+            FaultOrder::default()
+        })
+    }
+}
+
+impl From<RawFaultStep> for FaultStep {
+    fn from(raw: RawFaultStep) -> FaultStep {
+        match raw {
+            RawFaultStep::Mocks => FaultStep::Mocks,
+            RawFaultStep::RateLimits => FaultStep::RateLimits,
+            RawFaultStep::Errors => FaultStep::Errors,
+        }
+    }
+}
+
+impl From<FaultStep> for RawFaultStep {
+    fn from(step: FaultStep) -> RawFaultStep {
+        match step {
+            FaultStep::Mocks => RawFaultStep::Mocks,
+            FaultStep::RateLimits => RawFaultStep::RateLimits,
+            FaultStep::Errors => RawFaultStep::Errors,
+        }
+    }
+}
