@@ -160,3 +160,66 @@ mod framing_headers {
         drop(proxy);
     }
 }
+
+/// Files Dev Proxy's configs name that are not there, and files in Dev Proxy's own folders.
+mod data_files {
+    use super::*;
+
+    #[test]
+    fn an_errors_file_in_the_data_folder_is_read_and_a_missing_body_is_sent_as_its_path() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("data-folder");
+        // ~dataFolder is `dev-proxy` in XDG_CONFIG_HOME on Linux, as Dev Proxy has it.
+        let xdg = dir.path().join("xdg");
+        std::fs::create_dir_all(xdg.join("dev-proxy/cats")).expect("create the data folder");
+        dir.write(
+            "xdg/dev-proxy/errors.json",
+            r#"{
+  "errors": [{
+    "request": { "url": "http://127.0.0.1:*/cats/*" },
+    "responses": [{
+      "statusCode": 404,
+      "headers": [{ "name": "Content-Type", "value": "image/jpeg" }],
+      "body": "@cats/404.jpg"
+    }]
+  }]
+}"#,
+        );
+        let rc = dir.write(
+            "devproxyrc.json",
+            r#"{
+  "plugins": [
+    { "name": "MockResponsePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "mocks" },
+    { "name": "GenericRandomErrorPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "cats" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "mocks": { "mocksFile": "not-written-yet.json" },
+  "cats": { "errorsFile": "~dataFolder/errors.json", "rate": 100 }
+}"#,
+        );
+        let proxy = Proxy::start_with(
+            None,
+            &[("XDG_CONFIG_HOME", &xdg)],
+            &["--devproxy-config", &rc],
+        );
+        let output = std::process::Command::new("curl")
+            .args(["-s", "-i", "-x", &proxy.url(), &upstream.url("/cats/tabby")])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(text.starts_with("HTTP/1.1 404"), "{text}");
+        assert!(text.ends_with("\"@cats/404.jpg\""), "{text}");
+        assert!(upstream.requests().is_empty(), "the error rule answered");
+        let stderr = proxy.stop();
+        assert!(
+            stderr
+                .contains("not-written-yet.json does not exist: MockResponsePlugin mocks nothing"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("names a file that does not exist (`@cats/404.jpg`)"),
+            "{stderr}"
+        );
+    }
+}

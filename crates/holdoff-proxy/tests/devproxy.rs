@@ -535,31 +535,6 @@ mod errors {
     }
 
     #[test]
-    fn name_the_key_of_a_missing_data_file_given_or_defaulted() {
-        assert_eq!(
-            errors("broken/missing-errors-file/devproxyrc.json"),
-            [
-                error(
-                    "broken/missing-errors-file/devproxyrc.json",
-                    "errors.errorsFile",
-                    "the file broken/missing-errors-file/nowhere/errors.json does not exist: \
-                     create it, or correct the path (it is relative to the directory of \
-                     broken/missing-errors-file/devproxyrc.json)",
-                    None,
-                ),
-                error(
-                    "broken/missing-errors-file/devproxyrc.json",
-                    "plugins[1].mocksFile",
-                    "not set, and Dev Proxy's default broken/missing-errors-file/mocks.json \
-                     does not exist: set it to the file's path (relative to the directory of \
-                     broken/missing-errors-file/devproxyrc.json)",
-                    None,
-                ),
-            ]
-        );
-    }
-
-    #[test]
     fn give_the_line_and_column_of_bad_json() {
         assert_eq!(
             errors("broken/bad-json/devproxyrc.json"),
@@ -611,14 +586,6 @@ mod errors {
                     None,
                 ),
                 error(
-                    "broken/bad-values/devproxyrc.json",
-                    "custom.customResponseFile",
-                    "not set, and Dev Proxy's default broken/bad-values/rate-limit-response.json \
-                     does not exist: set it to the file's path (relative to the directory of \
-                     broken/bad-values/devproxyrc.json)",
-                    None,
-                ),
-                error(
                     "broken/bad-values/mocks.json",
                     "mocks[0].request",
                     "missing key `url`, which is required here",
@@ -636,25 +603,15 @@ mod errors {
     }
 
     #[test]
-    fn name_the_section_key_of_a_wrong_type_and_refuse_dev_proxys_install_folder() {
+    fn name_the_section_key_of_a_wrong_type() {
         assert_eq!(
             errors("broken/section-types/devproxyrc.json"),
-            [
-                error(
-                    "broken/section-types/devproxyrc.json",
-                    "often.rate",
-                    "invalid type: string \"high\", expected a number",
-                    None,
-                ),
-                error(
-                    "broken/section-types/devproxyrc.json",
-                    "installed.mocksFile",
-                    "`~appFolder/config/mocks.json` is in Dev Proxy's install folder \
-                     (~appFolder), which holdoff does not know: copy the file next to \
-                     broken/section-types/devproxyrc.json and name it here",
-                    None,
-                ),
-            ]
+            [error(
+                "broken/section-types/devproxyrc.json",
+                "often.rate",
+                "invalid type: string \"high\", expected a number",
+                None,
+            )]
         );
     }
 
@@ -664,6 +621,102 @@ mod errors {
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].file, "broken/bad-yaml/devproxyrc.yaml");
         assert_eq!(errors[0].line, Some((4, 4)));
+    }
+}
+
+/// Data files that are not there: Dev Proxy warns and goes on (a plugin without its file
+/// loads no data, a body whose file is missing is sent as its path), and so does the import,
+/// with a note for each.
+mod missing_files {
+    use super::*;
+
+    const CASE: &str = "missing-files/devproxyrc.json";
+
+    #[test]
+    fn leave_their_plugin_without_data_with_a_note_naming_the_key() {
+        let imported = imported(CASE);
+        let notes = notes(&imported);
+        let has = |text: &str| notes.iter().any(|note| note.contains(text));
+        assert!(
+            has(
+                "the file missing-files/nowhere/errors.json does not exist: \
+                 GenericRandomErrorPlugin `errors` fails no request, as Dev Proxy does"
+            ),
+            "{notes:#?}"
+        );
+        assert!(
+            has("plugins[2].mocksFile is not set, and Dev Proxy's default \
+                 missing-files/mocks.json does not exist: MockResponsePlugin mocks nothing"),
+            "{notes:#?}"
+        );
+        let config = config(&imported);
+        assert_eq!(config.get("mocks"), None, "{config:#}");
+        // Only the `cats` plugin's rule is left.
+        assert_eq!(config["errors"]["errors"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn send_a_missing_body_file_as_its_path_and_the_rest_as_files() {
+        let imported = imported(CASE);
+        let config = config(&imported);
+        let bodies: Vec<&Value> = config["errors"]["errors"][0]["responses"]
+            .as_array()
+            .expect("responses")
+            .iter()
+            .map(|response| &response["body"])
+            .collect();
+        assert_eq!(
+            bodies,
+            [
+                &json!("\"@images/404.jpg\""),
+                &json!("@cats/images/418.txt"),
+                &json!("\"@images/500.jpg\"")
+            ]
+        );
+        let notes = notes(&imported);
+        assert!(
+            notes.contains(
+                &"missing-files/cats/errors.json: 2 bodies name files that do not exist \
+                  (`@images/404.jpg` at errors[0].responses[0], and 1 more); Dev Proxy then \
+                  sends the path itself as the body, in quotes, and so does holdoff. Create the \
+                  file (relative to missing-files/cats/errors.json's folder) to send it instead."
+                    .to_owned()
+            ),
+            "{notes:#?}"
+        );
+        // What imports, starts: the proxy serves the text and the file alike.
+        let compiled = compiled(CASE, &imported);
+        let served: Vec<Vec<u8>> = compiled.plan.errors[0]
+            .outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                FaultOutcome::Respond(response) => Some(response.body.to_vec()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            served,
+            [
+                b"\"@images/404.jpg\"".to_vec(),
+                b"short and stout\n".to_vec(),
+                b"\"@images/500.jpg\"".to_vec()
+            ]
+        );
+    }
+
+    #[test]
+    fn in_dev_proxys_install_folder_are_a_note_when_dev_proxy_is_not_installed() {
+        let imported = imported("install-folder/devproxyrc.json");
+        let notes = notes(&imported);
+        assert!(
+            notes.iter().any(|note| note.contains(
+                "installed.mocksFile is `~appFolder/config/mocks.json`, but ~appFolder is the \
+                 folder Dev Proxy is installed in, and there is no `devproxy` on PATH here: \
+                 MockResponsePlugin mocks nothing"
+            )),
+            "{notes:#?}"
+        );
+        assert_eq!(config(&imported).get("mocks"), None);
     }
 }
 

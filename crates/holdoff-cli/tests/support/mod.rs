@@ -23,10 +23,16 @@ impl Proxy {
 
     /// Starts it in `dir` (where it looks for holdoff.json), with `args`.
     pub fn start_in(dir: Option<&Path>, args: &[&str]) -> Proxy {
+        Proxy::start_with(dir, &[], args)
+    }
+
+    /// Starts it in `dir`, with `env` added to its environment, and `args`.
+    pub fn start_with(dir: Option<&Path>, env: &[(&str, &Path)], args: &[&str]) -> Proxy {
         let mut command = Command::new(assert_cmd::cargo::cargo_bin("holdoff"));
         command
             .args(["proxy", "--port", "0", "--log-level", "warn"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

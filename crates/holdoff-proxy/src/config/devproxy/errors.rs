@@ -3,8 +3,10 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::{DpRequest, DpResponse, RESPONSE, framing_note, raw_response, relative_dir};
-use super::{FaultStep, Importer, Plugin, backquoted, has_or_have};
+use super::response::{
+    DpRequest, DpResponse, RESPONSE, framing_note, missing_bodies_note, raw_response,
+};
+use super::{Data, FaultStep, Importer, Plugin, backquoted, has_or_have};
 use crate::config::error::{FileError, index, join, key};
 use crate::config::file::{RawErrorRule, RawErrors, RawHeaders, RawRequestMatch};
 
@@ -89,26 +91,29 @@ impl Importer {
         let retry_after = settings
             .retry_after_in_seconds
             .unwrap_or(DEFAULT_RETRY_AFTER);
-        let Some((file, data)) = self.data::<DpErrorsFile>(
-            &join(&plugin.at, "errorsFile"),
-            settings.errors_file.as_deref(),
-            DEFAULT_ERRORS_FILE,
+        let then = format!("{} fails no request", plugin.label);
+        let Some(Data {
+            file,
+            value: data,
+            base,
+        }) = self.data::<DpErrorsFile>(
+            (
+                &join(&plugin.at, "errorsFile"),
+                settings.errors_file.as_deref(),
+                DEFAULT_ERRORS_FILE,
+            ),
             ERRORS_FILE,
-        ) else {
+            &then,
+        )
+        else {
             return;
         };
-        let base = relative_dir(
-            settings
-                .errors_file
-                .as_deref()
-                .unwrap_or(DEFAULT_ERRORS_FILE),
-        );
 
         let mut rules = Vec::with_capacity(data.errors.len());
         let mut defaulted = Vec::new();
         let mut dynamic_not_429 = Vec::new();
         let mut bare_dynamic = false;
-        let mut framing = 0;
+        let (mut framing, mut missing) = (0, Vec::new());
         for (i, rule) in data.errors.into_iter().enumerate() {
             let responses_path = key(&index("errors", i), "responses");
             if rule.responses.is_empty() {
@@ -136,9 +141,10 @@ impl Importer {
                         }
                     }
                 }
-                let (raw, dropped) = raw_response(response, DEFAULT_ERROR_STATUS, &base);
-                framing += dropped;
-                responses.push(raw);
+                let carried = raw_response(response, DEFAULT_ERROR_STATUS, &self.body_files(&base));
+                framing += carried.framing;
+                missing.extend(carried.missing_body.map(|body| (at, body)));
+                responses.push(carried.response);
             }
             rules.push(RawErrorRule {
                 request: RawRequestMatch {
@@ -160,6 +166,9 @@ impl Importer {
         };
         self.note(rate_note(label, rate, settings.rate.is_none(), target));
         if let Some(note) = framing_note(&file, framing) {
+            self.note(note);
+        }
+        if let Some(note) = missing_bodies_note(&file, &missing) {
             self.note(note);
         }
         if rules.is_empty() {

@@ -5,9 +5,10 @@ use serde_json::Value;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
 use super::response::{
-    DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, framing_note, raw_response, relative_dir,
+    DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, framing_note, missing_bodies_note,
+    raw_response,
 };
-use super::{FaultStep, Importer, Plugin, backquoted, has_or_have};
+use super::{Data, FaultStep, Importer, Plugin, backquoted, has_or_have};
 use crate::config::error::{index, join};
 use crate::config::file::{RawMock, RawMocks, RawRequestMatch};
 
@@ -67,20 +68,28 @@ impl Importer {
         else {
             return;
         };
-        let Some((file, data)) = self.data::<DpMocksFile>(
-            &join(&plugin.at, "mocksFile"),
-            settings.mocks_file.as_deref(),
-            DEFAULT_MOCKS_FILE,
+        let then = format!("{} mocks nothing", plugin.label);
+        let Some(Data {
+            file,
+            value: data,
+            base,
+        }) = self.data::<DpMocksFile>(
+            (
+                &join(&plugin.at, "mocksFile"),
+                settings.mocks_file.as_deref(),
+                DEFAULT_MOCKS_FILE,
+            ),
             MOCKS_FILE,
-        ) else {
+            &then,
+        )
+        else {
             return;
         };
-        let base = relative_dir(settings.mocks_file.as_deref().unwrap_or(DEFAULT_MOCKS_FILE));
 
         let mut mocks = Vec::with_capacity(data.mocks.len());
         let (mut get, mut defaulted, mut nth, mut placeholders) =
             (Vec::new(), Vec::new(), false, Vec::new());
-        let mut framing = 0;
+        let (mut framing, mut missing) = (0, Vec::new());
         for (i, mock) in data.mocks.into_iter().enumerate() {
             let at = index("mocks", i);
             if mock.request.method.is_none() {
@@ -93,8 +102,10 @@ impl Importer {
             if mock.response.body.as_ref().is_some_and(has_placeholder) {
                 placeholders.push(at);
             }
-            let (response, dropped) = raw_response(mock.response, DEFAULT_OK_STATUS, &base);
-            framing += dropped;
+            let carried = raw_response(mock.response, DEFAULT_OK_STATUS, &self.body_files(&base));
+            framing += carried.framing;
+            let response = carried.response;
+            missing.extend(carried.missing_body.map(|body| (index("mocks", i), body)));
             mocks.push(RawMock {
                 request: RawRequestMatch {
                     url: mock.request.url,
@@ -108,6 +119,9 @@ impl Importer {
 
         let name = plugin.name;
         if let Some(note) = framing_note(&file, framing) {
+            self.note(note);
+        }
+        if let Some(note) = missing_bodies_note(&file, &missing) {
             self.note(note);
         }
         if !get.is_empty() {

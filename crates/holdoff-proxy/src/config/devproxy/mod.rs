@@ -26,6 +26,7 @@
 
 mod doc;
 mod errors;
+mod folders;
 mod latency;
 mod mocks;
 mod rate_limit;
@@ -41,6 +42,8 @@ use serde_json::Value;
 
 use doc::{Doc, Leaf, Object, Shape, scan};
 use errors::ErrorSet;
+use folders::Folders;
+use response::BodyFiles;
 
 use super::error::{ConfigProblems, FileError, index};
 use super::file::{RawConfig, RawFaultStep, RawMocks};
@@ -62,14 +65,17 @@ pub struct Imported {
 ///
 /// The result is compiled like a holdoff file, with the Dev Proxy file's directory as the base
 /// of relative paths (`@file` bodies in the errors and mocks files are rewritten to be
-/// relative to it).
+/// relative to it). `~appFolder` and `~dataFolder` in a path stand for Dev Proxy's install
+/// folder (where `devproxy` on `PATH` is) and its data folder, as in Dev Proxy. A data file
+/// that does not exist is what Dev Proxy makes of it, with a note: a plugin without its errors
+/// or mocks file answers nothing, an `@file` body whose file is missing is sent as its path.
 ///
 /// # Errors
 ///
 /// Every problem found, each naming its file and key path (and the line and column of a
-/// syntax error): a file that cannot be read or parsed, a value of the wrong type, a missing
-/// errors or mocks file, a value holdoff cannot carry over (a rate above 100, a latency whose
-/// minimum is above its maximum, …).
+/// syntax error): a file that cannot be read or parsed, a value of the wrong type, a value
+/// holdoff cannot carry over (a rate above 100, a latency whose minimum is above its maximum,
+/// …).
 ///
 /// # Examples
 ///
@@ -144,6 +150,8 @@ struct Importer {
     rc: String,
     /// Its directory, the base of the paths in it.
     dir: PathBuf,
+    /// What `~appFolder` and `~dataFolder` stand for here.
+    folders: Folders,
     notes: Vec<String>,
     errors: Vec<FileError>,
     config: RawConfig,
@@ -158,6 +166,16 @@ struct Importer {
     /// which one answers), as (step, name).
     order: Vec<(FaultStep, String)>,
     retry_after_plugin: bool,
+}
+
+/// A data file, read.
+struct Data<T> {
+    /// The file, as shown.
+    file: String,
+    value: T,
+    /// The directory its `@file` bodies are relative to: relative to the configuration's
+    /// directory, unless absolute.
+    base: PathBuf,
 }
 
 /// An enabled plugin and its settings.
@@ -178,6 +196,7 @@ impl Importer {
         Importer {
             rc,
             dir,
+            folders: Folders::from_env(),
             notes: Vec::new(),
             errors: Vec::new(),
             config: RawConfig::default(),
@@ -426,51 +445,81 @@ impl Importer {
         }
     }
 
-    /// The data file a plugin names (`value`, or Dev Proxy's `default` when unset), resolved
-    /// against the configuration's directory; `None` (with an error) when it does not exist.
-    fn data_file(&mut self, key: &str, value: Option<&str>, default: &str) -> Option<PathBuf> {
+    /// The data file a plugin names at `key` (`value`, or Dev Proxy's `default` when unset),
+    /// its `~appFolder` and `~dataFolder` expanded, resolved against the configuration's
+    /// directory. `None` when there is no such file, with a note saying what the plugin then
+    /// does (`then`): Dev Proxy warns that the file is not found and loads no data, and so
+    /// does the import. With the file's path, the directory its `@file` bodies are relative to
+    /// (relative to the configuration's directory, unless absolute).
+    fn data_file(
+        &mut self,
+        key: &str,
+        value: Option<&str>,
+        default: &str,
+        then: &str,
+    ) -> Option<(PathBuf, PathBuf)> {
         let name = value.unwrap_or(default);
         let rc = self.rc.clone();
-        if name.to_ascii_lowercase().contains("~appfolder") {
-            self.error(
-                key,
-                format!(
-                    "`{name}` is in Dev Proxy's install folder (~appFolder), which holdoff \
-                     does not know: copy the file next to {rc} and name it here"
-                ),
-            );
-            return None;
-        }
-        let path = self.dir.join(name);
+        let expanded = match self.folders.expand(name) {
+            Ok(expanded) => expanded,
+            Err(unresolved) => {
+                self.note(format!(
+                    "{key} is `{name}`, but {}: {then}, as Dev Proxy does when a file is not \
+                     found. Copy the file next to {rc} and name it in {key}.",
+                    unresolved.why()
+                ));
+                return None;
+            }
+        };
+        let path = self.dir.join(&expanded);
         if path.is_file() {
-            return Some(path);
+            if expanded != name && self.config.body_files_anywhere.is_none() {
+                // The user named Dev Proxy's own folder: its `@file` bodies are there too.
+                self.config.body_files_anywhere = Some(true);
+                self.note(format!(
+                    "{key} is in one of Dev Proxy's folders ({}), so the `@file` bodies of its \
+                     files may be outside the folder of {rc}: the import sets \
+                     bodyFilesAnywhere.",
+                    path.display()
+                ));
+            }
+            return Some((path, relative_dir(&expanded)));
         }
-        let message = match value {
-            Some(_) => format!(
-                "the file {} does not exist: create it, or correct the path (it is relative to \
-                 the directory of {rc})",
-                path.display()
-            ),
+        let which = match value {
+            Some(_) => format!("the file {} does not exist", path.display()),
             None => format!(
-                "not set, and Dev Proxy's default {} does not exist: set it to the file's path \
-                 (relative to the directory of {rc})",
+                "{key} is not set, and Dev Proxy's default {} does not exist",
                 path.display()
             ),
         };
-        self.error(key, message);
+        self.note(format!(
+            "{which}: {then}, as Dev Proxy does (it warns that the file is not found and loads \
+             no data). Create the file, or set {key} to its path (relative to the directory of \
+             {rc})."
+        ));
         None
     }
 
-    /// The data file a plugin names at `setting` (found as [`data_file`](Self::data_file)
-    /// finds it), read, and its root as a `T`, its unknown keys noted; with the file as shown.
+    /// Where the `@file` bodies of a data file in `base` (as [`Data::base`]) are looked for.
+    fn body_files<'a>(&'a self, base: &'a Path) -> BodyFiles<'a> {
+        BodyFiles {
+            root: &self.dir,
+            base,
+            folders: &self.folders,
+        }
+    }
+
+    /// The data file a plugin names (`setting`: its key, value and Dev Proxy's default; found
+    /// as [`data_file`](Self::data_file) finds it, `then` saying what the plugin does without
+    /// it), read, and its root as a `T`, its unknown keys noted; with the file as shown.
     fn data<T: DeserializeOwned>(
         &mut self,
-        setting: &str,
-        value: Option<&str>,
-        default: &str,
+        setting: (&str, Option<&str>, &str),
         shape: Shape,
-    ) -> Option<(String, T)> {
-        let path = self.data_file(setting, value, default)?;
+        then: &str,
+    ) -> Option<Data<T>> {
+        let (key, value, default) = setting;
+        let (path, base) = self.data_file(key, value, default, then)?;
         let mut doc = match Doc::read(&path, path.display().to_string()) {
             Ok(doc) => doc,
             Err(errors) => {
@@ -482,7 +531,11 @@ impl Importer {
         doc.scan("", shape, &mut unknown);
         self.unknown_keys(&doc.file, &unknown);
         match doc.typed("") {
-            Ok(data) => Some((doc.file, data)),
+            Ok(value) => Some(Data {
+                file: doc.file,
+                value,
+                base,
+            }),
             Err(errors) => {
                 self.errors.extend(errors);
                 None
@@ -708,6 +761,15 @@ fn unsupported(name: &str) -> &'static str {
         }
         _ => "holdoff has no equivalent",
     }
+}
+
+/// The directory of a data file named `name`, relative to the configuration's directory
+/// (empty when it is the same).
+fn relative_dir(name: &str) -> PathBuf {
+    Path::new(name)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn same_set(a: &[String], b: &[String]) -> bool {

@@ -1,12 +1,11 @@
 //! RateLimitingPlugin and its custom response file: one of holdoff's `rateLimits`.
-
-use std::path::Path;
-
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::{DEFAULT_OK_STATUS, DpResponse, HEADER, framing_note, raw_response};
-use super::{FaultStep, Importer, Plugin, backquoted};
+use super::response::{
+    DEFAULT_OK_STATUS, DpResponse, HEADER, framing_note, missing_bodies_note, raw_response,
+};
+use super::{Data, FaultStep, Importer, Plugin, backquoted};
 use crate::config::error::{index, join, key};
 use crate::config::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
 
@@ -136,12 +135,25 @@ impl Importer {
         let (style, exact) = header_style(names);
 
         let when_exceeded = if custom {
-            let Some((file, response)) = self.data::<DpResponse>(
-                &join(at, "customResponseFile"),
-                settings.custom_response_file.as_deref(),
-                DEFAULT_CUSTOM_RESPONSE_FILE,
+            let then = format!(
+                "{} has no response to send past its limit, and so lets every request through \
+                 (it still counts them); the import leaves the limit out",
+                plugin.label
+            );
+            let Some(Data {
+                file,
+                value: response,
+                base,
+            }) = self.data::<DpResponse>(
+                (
+                    &join(at, "customResponseFile"),
+                    settings.custom_response_file.as_deref(),
+                    DEFAULT_CUSTOM_RESPONSE_FILE,
+                ),
                 CUSTOM_RESPONSE_FILE,
-            ) else {
+                &then,
+            )
+            else {
                 return;
             };
             if response.status_code.is_none() {
@@ -150,10 +162,19 @@ impl Importer {
                      then, and so does the import."
                 ));
             }
-            let (response, dropped) = raw_response(response, DEFAULT_OK_STATUS, Path::new(""));
-            if let Some(note) = framing_note(&file, dropped) {
+            let carried = raw_response(response, DEFAULT_OK_STATUS, &self.body_files(&base));
+            if let Some(note) = framing_note(&file, carried.framing) {
                 self.note(note);
             }
+            let missing: Vec<_> = carried
+                .missing_body
+                .map(|body| ("its response".to_owned(), body))
+                .into_iter()
+                .collect();
+            if let Some(note) = missing_bodies_note(&file, &missing) {
+                self.note(note);
+            }
+            let response = carried.response;
             Some((file, response))
         } else {
             None

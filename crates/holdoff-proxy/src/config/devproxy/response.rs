@@ -1,12 +1,13 @@
 //! Requests and responses as Dev Proxy's errors, mocks and custom-response files write them,
 //! and a response carried over to holdoff's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::doc::{Leaf, List, Object, Shape};
+use super::folders::Folders;
 use crate::config::file::{RawHeader, RawHeaders, RawResponse};
 
 #[derive(Deserialize)]
@@ -42,31 +43,65 @@ pub(super) const RESPONSE: Shape = Object(&[
 /// The status of a mock or custom response without one.
 pub(super) const DEFAULT_OK_STATUS: u16 = 200;
 
+/// Where a response's `@file` body is looked for: the data file's directory (`base`,
+/// relative to the configuration's directory `root`), with Dev Proxy's path tokens.
+pub(super) struct BodyFiles<'a> {
+    pub(super) root: &'a Path,
+    pub(super) base: &'a Path,
+    pub(super) folders: &'a Folders,
+}
+
+/// A response carried over by [`raw_response`], and what it changed on the way.
+pub(super) struct Carried {
+    pub(super) response: RawResponse,
+    /// How many framing headers (`Content-Length`, `Transfer-Encoding`) it left out.
+    pub(super) framing: usize,
+    /// The `@file` body it served as text because the file does not exist, as written.
+    pub(super) missing_body: Option<String>,
+}
+
 /// A Dev Proxy response as holdoff's, with Dev Proxy's default status, and an `@file` body
-/// rewritten from the data file's directory (`base`, relative to the configuration's) to the
-/// configuration's; and how many framing headers (`Content-Length`, `Transfer-Encoding`) it
-/// left out.
+/// rewritten from the data file's directory to the configuration's (its tokens expanded).
 ///
 /// Dev Proxy's files often carry a `Content-Length` copied from a real response. Dev Proxy
 /// sets the framing of what it sends itself, and so does holdoff, which refuses such a header
 /// in its own files: the import leaves it out, and says so ([`framing_note`]).
+///
+/// When an `@file` body's file does not exist, Dev Proxy logs an error and sends the body as
+/// written, quoted as the JSON string it is (`"@images/404.jpg"`); so does the import, whose
+/// caller says so ([`missing_bodies_note`]).
 pub(super) fn raw_response(
     mut response: DpResponse,
     default_status: u16,
-    base: &Path,
-) -> (RawResponse, usize) {
-    let mut dropped = 0;
+    files: &BodyFiles<'_>,
+) -> Carried {
+    let mut framing = 0;
     if let Some(headers) = &mut response.headers {
         let before = headers.len();
         headers.retain(|header| !is_framing(&header.name));
-        dropped = before - headers.len();
+        framing = before - headers.len();
     }
+    let mut missing_body = None;
     let body = response.body.filter(|body| !body.is_null()).map(|body| {
-        match body.as_str().and_then(|text| text.strip_prefix('@')) {
-            Some(name) if !base.as_os_str().is_empty() => {
-                Value::String(format!("@{}", base.join(name).display()))
+        let Some(written) = body.as_str() else {
+            return body;
+        };
+        let Some(name) = written.strip_prefix('@') else {
+            return body;
+        };
+        let found = files
+            .folders
+            .expand(name)
+            .ok()
+            .map(|name| files.base.join(name))
+            .filter(|path| files.root.join(path).is_file());
+        match found {
+            Some(path) if path.as_os_str() == name => body,
+            Some(path) => Value::String(format!("@{}", path.display())),
+            None => {
+                missing_body = Some(written.to_owned());
+                Value::String(Value::String(written.to_owned()).to_string())
             }
-            _ => body,
         }
     });
     let raw = RawResponse {
@@ -85,7 +120,31 @@ pub(super) fn raw_response(
         body,
         ..RawResponse::default()
     };
-    (raw, dropped)
+    Carried {
+        response: raw,
+        framing,
+        missing_body,
+    }
+}
+
+/// The note for the `@file` bodies of `file` whose files do not exist (`missing`: where each
+/// is, and the body as written), if any.
+pub(super) fn missing_bodies_note(file: &str, missing: &[(String, String)]) -> Option<String> {
+    let [(first_at, first), rest @ ..] = missing else {
+        return None;
+    };
+    let which = match rest {
+        [] => format!("the body of {first_at} names a file that does not exist (`{first}`)"),
+        _ => format!(
+            "{} bodies name files that do not exist (`{first}` at {first_at}, and {} more)",
+            missing.len(),
+            rest.len()
+        ),
+    };
+    Some(format!(
+        "{file}: {which}; Dev Proxy then sends the path itself as the body, in quotes, and so \
+         does holdoff. Create the file (relative to {file}'s folder) to send it instead."
+    ))
 }
 
 /// Whether a header is one the proxy sets from the body it sends.
@@ -107,21 +166,30 @@ pub(super) fn framing_note(file: &str, dropped: usize) -> Option<String> {
     ))
 }
 
-/// The directory of a data file named `name` in the configuration, relative to the
-/// configuration's directory (empty when it is the same).
-pub(super) fn relative_dir(name: &str) -> PathBuf {
-    Path::new(name)
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     mod raw_response {
         use super::*;
+
+        /// Body files looked for from `root`, with the data file in `base`.
+        fn carry(response: DpResponse, root: &Path, base: &str) -> Carried {
+            let files = BodyFiles {
+                root,
+                base: Path::new(base),
+                folders: &Folders::default(),
+            };
+            raw_response(response, 400, &files)
+        }
+
+        fn with_body(body: &str) -> DpResponse {
+            DpResponse {
+                status_code: None,
+                headers: None,
+                body: Some(Value::String(body.to_owned())),
+            }
+        }
 
         #[test]
         fn leaves_out_the_framing_headers_and_counts_them() {
@@ -138,9 +206,9 @@ mod tests {
                 ]),
                 body: None,
             };
-            let (raw, dropped) = raw_response(response, 400, Path::new(""));
-            assert_eq!(dropped, 2);
-            let Some(RawHeaders::List(headers)) = raw.headers else {
+            let carried = carry(response, Path::new(""), "");
+            assert_eq!(carried.framing, 2);
+            let Some(RawHeaders::List(headers)) = carried.response.headers else {
                 panic!("a header list");
             };
             let names: Vec<_> = headers.iter().map(|h| h.name.as_str()).collect();
@@ -155,15 +223,38 @@ mod tests {
 
         #[test]
         fn fills_in_the_status_and_rebases_a_file_body() {
-            let response = DpResponse {
-                status_code: None,
-                headers: None,
-                body: Some(Value::String("@body.json".to_owned())),
-            };
-            let (raw, dropped) = raw_response(response, 400, Path::new("data"));
-            assert_eq!(dropped, 0);
-            assert_eq!(raw.status_code, Some(400));
-            assert_eq!(raw.body, Some(Value::String("@data/body.json".to_owned())));
+            let root = tempfile::tempdir().unwrap();
+            std::fs::create_dir(root.path().join("data")).unwrap();
+            std::fs::write(root.path().join("data/body.json"), "{}").unwrap();
+            let carried = carry(with_body("@body.json"), root.path(), "data");
+            assert_eq!(carried.framing, 0);
+            assert_eq!(carried.missing_body, None);
+            assert_eq!(carried.response.status_code, Some(400));
+            assert_eq!(
+                carried.response.body,
+                Some(Value::String("@data/body.json".to_owned()))
+            );
+        }
+
+        #[test]
+        fn sends_the_path_of_a_missing_body_file_quoted_as_dev_proxy_does() {
+            let root = tempfile::tempdir().unwrap();
+            let carried = carry(with_body("@images/404.jpg"), root.path(), "data");
+            assert_eq!(carried.missing_body.as_deref(), Some("@images/404.jpg"));
+            // Not a file reference any more: the text Dev Proxy sends, quotes and all.
+            assert_eq!(
+                carried.response.body,
+                Some(Value::String("\"@images/404.jpg\"".to_owned()))
+            );
+            let one = [("errors[0].responses[0]".to_owned(), "@a.jpg".to_owned())];
+            assert_eq!(
+                missing_bodies_note("errors.json", &one).unwrap(),
+                "errors.json: the body of errors[0].responses[0] names a file that does not \
+                 exist (`@a.jpg`); Dev Proxy then sends the path itself as the body, in quotes, \
+                 and so does holdoff. Create the file (relative to errors.json's folder) to send \
+                 it instead."
+            );
+            assert_eq!(missing_bodies_note("errors.json", &[]), None);
         }
 
         #[test]
@@ -173,9 +264,9 @@ mod tests {
                 headers: Some(Vec::new()),
                 body: Some(Value::Null),
             };
-            let (raw, _) = raw_response(response, 400, Path::new(""));
-            assert_eq!(raw.body, None);
-            assert_eq!(raw.headers, Some(RawHeaders::List(Vec::new())));
+            let carried = carry(response, Path::new(""), "");
+            assert_eq!(carried.response.body, None);
+            assert_eq!(carried.response.headers, Some(RawHeaders::List(Vec::new())));
         }
     }
 }
