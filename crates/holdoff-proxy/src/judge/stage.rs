@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::lines::{Budget, LINES_PER_SECOND};
 use super::{Check, Judge, WindowKey, WindowKind};
 use crate::fault::ratelimit::ceil_secs;
-use crate::proxy::reply::Refusal;
+use crate::proxy::reply::{Refusal, graph_error, is_graph_host};
 use crate::report::{Event, HintKind, Recorder};
 use crate::shared::{OnFailure, SharedCheck, SharedStore};
 use crate::{Action, Body, Finish, Notes, RequestMeta, Stage};
@@ -277,11 +277,15 @@ impl Verdicts {
         let seconds = permitted_at.map_or(u64::from(u32::MAX), |at| {
             ceil_secs(at.saturating_duration_since(meta.received.instant))
         });
-        Action::Respond(judge_answer(
-            StatusCode::TOO_MANY_REQUESTS,
-            seconds,
-            format!("{text} (Retry-After: {seconds})\n"),
-        ))
+        let text = format!("{text} (Retry-After: {seconds})\n");
+        let mut response = if is_graph_host(meta.target.host()) {
+            // As Dev Proxy's RetryAfterPlugin answers Graph requests.
+            graph_error(StatusCode::TOO_MANY_REQUESTS, &text)
+        } else {
+            judge_answer(StatusCode::TOO_MANY_REQUESTS, text)
+        };
+        mark_judge_answer(&mut response, seconds);
+        Action::Respond(response)
     }
 }
 
@@ -334,27 +338,31 @@ fn user_agent(meta: &RequestMeta) -> Option<String> {
     Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
 }
 
-/// An answer of the judge's own, with `Retry-After: seconds`.
-fn judge_answer(status: StatusCode, seconds: u64, text: String) -> Response<Body> {
+/// An answer of the judge's own, in plain text.
+fn judge_answer(status: StatusCode, text: String) -> Response<Body> {
     let mut response = Response::new(Body::from(text));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, seconds.into());
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    response.extensions_mut().insert(JudgeAnswer);
     response
+}
+
+/// Makes `response` the judge's: `Retry-After: seconds`, and the mark that tells the proxy
+/// the judge answered.
+fn mark_judge_answer(response: &mut Response<Body>, seconds: u64) {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, seconds.into());
+    response.extensions_mut().insert(JudgeAnswer);
 }
 
 /// The answer to a watched request while the shared store fails and the mode is fail-closed.
 pub(crate) fn fail_closed_answer(hold: Duration) -> Response<Body> {
     let seconds = ceil_secs(hold);
-    judge_answer(
+    let mut response = judge_answer(
         StatusCode::SERVICE_UNAVAILABLE,
-        seconds,
         Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -362,7 +370,9 @@ pub(crate) fn fail_closed_answer(hold: Duration) -> Response<Body> {
             ),
         )
         .body_text(),
-    )
+    );
+    mark_judge_answer(&mut response, seconds);
+    response
 }
 
 /// A shared store's verdict as instants, against the request's arrival: the store measured
@@ -766,6 +776,96 @@ mod tests {
             headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
             headers.insert("date", "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap());
             assert!(!has_hint_header(&headers));
+        }
+    }
+
+    mod graph_hosts {
+        use http_body_util::BodyExt;
+
+        use super::*;
+
+        /// A throttle of `url` then an immediate retry, through the stage alone.
+        async fn premature_retry(url: &str) -> Response<Body> {
+            let clock = holdoff::clock::ManualClock::new(UNIX_EPOCH + Duration::from_secs(1));
+            let stage = JudgeStage::new(
+                Arc::new(Judge::new(crate::judge::KeyMode::default(), clock.now())),
+                Arc::new(clock.clone()),
+            );
+            let meta = |id| RequestMeta {
+                watched: Some("*".into()),
+                ..RequestMeta::for_test(
+                    id,
+                    "alice",
+                    url,
+                    Receipt {
+                        instant: clock.now(),
+                        wall: clock.wall_now(),
+                    },
+                )
+            };
+            let request = || Request::get(url).body(Body::empty()).unwrap();
+            let first = meta(1);
+            let Action::Continue(_) = stage.on_request(request(), &first) else {
+                panic!("the first request goes on");
+            };
+            let mut throttle = Response::new(Body::empty());
+            *throttle.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+            throttle
+                .headers_mut()
+                .insert(header::RETRY_AFTER, 30.into());
+            stage.on_response(&mut throttle, &first);
+            let _ = stage.finish_response(&throttle, &first);
+            match stage.on_request(request(), &meta(2)) {
+                Action::Respond(response) => response,
+                other => panic!("a premature retry is answered: {other:?}"),
+            }
+        }
+
+        #[tokio::test]
+        async fn get_graphs_json_error_as_dev_proxy_answers_them() {
+            let response = premature_retry("https://graph.microsoft.com/v1.0/me").await;
+            assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(response.headers()[header::RETRY_AFTER], "30");
+            assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+            assert!(response.extensions().get::<JudgeAnswer>().is_some());
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["error"]["code"], "Too Many Requests");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.starts_with("premature retry"), "{message}");
+            assert!(message.ends_with("(Retry-After: 30)"), "{message}");
+        }
+
+        #[tokio::test]
+        async fn and_other_hosts_plain_text() {
+            let response = premature_retry("https://api.example/items").await;
+            assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+            assert!(
+                response.headers()[header::CONTENT_TYPE]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("text/plain")
+            );
+        }
+
+        #[test]
+        fn are_told_as_dev_proxy_tells_them() {
+            for host in [
+                "graph.microsoft.com",
+                "GRAPH.microsoft.us",
+                "dod-graph.microsoft.us",
+                "microsoftgraph.chinacloudapi.cn",
+            ] {
+                assert!(is_graph_host(host), "{host}");
+            }
+            for host in [
+                "graph.example",
+                "api.github.com",
+                "mygraph.microsoft.com",
+                "g",
+            ] {
+                assert!(!is_graph_host(host), "{host}");
+            }
         }
     }
 

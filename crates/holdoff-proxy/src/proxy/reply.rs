@@ -4,7 +4,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, PROXY_AUTHENTICATE, RETRY_AFTER};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, PROXY_AUTHENTICATE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
 use crate::Body;
@@ -43,6 +43,47 @@ impl Refusal {
         );
         response
     }
+}
+
+impl Refusal {
+    /// The response as the API at `host` writes its errors: Microsoft Graph's JSON error body
+    /// for a Graph host ([`graph_error`]), the plain-text one otherwise.
+    pub(crate) fn into_response_for(self, host: &str) -> Response<Body> {
+        if is_graph_host(host) {
+            graph_error(self.status, &self.body_text())
+        } else {
+            self.into_response()
+        }
+    }
+}
+
+/// Whether `host` is Microsoft Graph's, in any of its clouds (`graph.microsoft.com`,
+/// `graph.microsoft.us`, `dod-graph.microsoft.us`, `microsoftgraph.chinacloudapi.cn`), as Dev
+/// Proxy tells them.
+pub(crate) fn is_graph_host(host: &str) -> bool {
+    let starts = |prefix: &str| {
+        host.get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    };
+    starts("graph.microsoft.") || starts("dod-graph.microsoft.") || starts("microsoftgraph.")
+}
+
+/// An answer of the proxy's own in Microsoft Graph's shape, as Dev Proxy answers Graph
+/// requests: `{"error": {"code": "Too Many Requests", "message": …}}` (the code is the
+/// status's reason phrase, as Dev Proxy writes it), `application/json`, `no-store`.
+pub(crate) fn graph_error(status: StatusCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "error": {
+            "code": status.canonical_reason().unwrap_or("Error"),
+            "message": message.trim_end(),
+        }
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 impl fmt::Display for Refusal {

@@ -60,13 +60,13 @@ const ERRORS_SECTION: Shape = Object(&[
     ("retryAfterInSeconds", Leaf),
 ]);
 
-/// One GenericRandomErrorPlugin's rules.
+/// One error plugin's rules (GenericRandomErrorPlugin's, or GraphRandomErrorPlugin's).
 pub(super) struct ErrorSet {
-    rate: f64,
-    retry_after: u64,
+    pub(super) rate: f64,
+    pub(super) retry_after: u64,
     /// Whether a response has a bare `@dynamic` (which waits `retry_after`).
-    bare_dynamic: bool,
-    rules: Vec<RawErrorRule>,
+    pub(super) bare_dynamic: bool,
+    pub(super) rules: Vec<RawErrorRule>,
 }
 
 impl Importer {
@@ -222,7 +222,7 @@ impl Importer {
         }
         if !single {
             self.note(
-                "Several GenericRandomErrorPlugins: each rule keeps its plugin's rate. In Dev \
+                "Several error plugins: each rule keeps its plugin's rate. In Dev \
                  Proxy a request that one plugin let through could still fail in the next; in \
                  holdoff the first rule that matches it decides.",
             );
@@ -257,7 +257,7 @@ impl Importer {
 }
 
 /// The note on GenericRandomErrorPlugin's rate: holdoff's is exact, Dev Proxy's was not.
-fn rate_note(label: &str, rate: f64, defaulted: bool, target: &str) -> String {
+pub(super) fn rate_note(label: &str, rate: f64, defaulted: bool, target: &str) -> String {
     let how = if defaulted {
         "rate is not set, and Dev Proxy's default"
     } else {

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `urlsToWatch` (and each plugin's own list) | `urlsToWatch` |
 //! | GenericRandomErrorPlugin and its errors file | `errors` (the rules inlined) |
+//! | GraphRandomErrorPlugin | `errors`: a rule per method, with Graph's error bodies |
 //! | RateLimitingPlugin (and its custom response file) | one of `rateLimits` |
 //! | RetryAfterPlugin | nothing: holdoff's judge is always on |
 //! | LatencyPlugin | `latency` |
@@ -20,13 +21,15 @@
 //! does.
 //!
 //! This file reads the main file and hands each enabled plugin to its own file: `errors`
-//! (GenericRandomErrorPlugin), `rate_limit`, `retry_after`, `latency` and `mocks`. `doc` reads
-//! any of Dev Proxy's files and knows the keys its schemas allow; `response` carries a
-//! response of an errors, mocks or custom-response file over to holdoff's.
+//! (GenericRandomErrorPlugin), `graph` (GraphRandomErrorPlugin), `rate_limit`, `retry_after`,
+//! `latency` and `mocks`. `doc` reads any of Dev Proxy's files and knows the keys its schemas
+//! allow; `response` carries a response of an errors, mocks or custom-response file over to
+//! holdoff's; `folders` expands Dev Proxy's path tokens.
 
 mod doc;
 mod errors;
 mod folders;
+mod graph;
 mod latency;
 mod mocks;
 mod rate_limit;
@@ -158,8 +161,8 @@ struct Importer {
     /// holdoff's one watch list: the global list, then every plugin's own.
     watched: Vec<String>,
     error_sets: Vec<ErrorSet>,
-    /// How many GenericRandomErrorPlugins are enabled: with more than one, each rule carries
-    /// its plugin's rate.
+    /// How many error plugins (GenericRandomErrorPlugin, GraphRandomErrorPlugin) are enabled:
+    /// with more than one, each rule carries its plugin's rate.
     error_plugins: usize,
     mocks: Option<RawMocks>,
     /// The enabled plugins that can answer a request, in Dev Proxy's order (which decides
@@ -274,7 +277,13 @@ impl Importer {
         self.error_plugins = rc
             .plugins
             .iter()
-            .filter(|plugin| plugin.enabled && plugin.name == "GenericRandomErrorPlugin")
+            .filter(|plugin| {
+                plugin.enabled
+                    && matches!(
+                        plugin.name.as_str(),
+                        "GenericRandomErrorPlugin" | "GraphRandomErrorPlugin"
+                    )
+            })
             .count();
 
         for (i, plugin) in rc.plugins.iter().enumerate() {
@@ -287,6 +296,9 @@ impl Importer {
             };
             match plugin.name.as_str() {
                 "GenericRandomErrorPlugin" => self.errors_plugin(doc, &settings, &mut unknown),
+                "GraphRandomErrorPlugin" => {
+                    self.graph_errors_plugin(doc, &settings, &mut unknown);
+                }
                 "RateLimitingPlugin" => self.rate_limiting_plugin(doc, &settings, &mut unknown),
                 "RetryAfterPlugin" => self.retry_after_plugin(),
                 "LatencyPlugin" => self.latency_plugin(doc, &settings, &mut unknown),
@@ -712,6 +724,7 @@ fn is_mapped(name: &str) -> bool {
     matches!(
         name,
         "GenericRandomErrorPlugin"
+            | "GraphRandomErrorPlugin"
             | "RateLimitingPlugin"
             | "LatencyPlugin"
             | "MockResponsePlugin"
@@ -722,10 +735,6 @@ fn is_mapped(name: &str) -> bool {
 /// Why holdoff has no counterpart to the plugin.
 fn unsupported(name: &str) -> &'static str {
     match name {
-        "GraphRandomErrorPlugin" => {
-            "it fails Microsoft Graph requests with Graph's own errors; list the errors you want \
-             in a GenericRandomErrorPlugin errors file, or start from `--preset graph`"
-        }
         "LanguageModelRateLimitingPlugin" => {
             "holdoff counts requests, not language-model tokens; a RateLimitingPlugin can stand \
              in"

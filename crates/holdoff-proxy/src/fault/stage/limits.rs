@@ -145,7 +145,7 @@ impl Inner {
             .map(|(index, taken)| (&plan.rate_limits[*index], taken))
             .find(|(_, taken)| !taken.allowed)
         {
-            let response = self.refusal(plan.retry_after_form, rule, taken, wall);
+            let response = self.refusal(plan.retry_after_form, rule, taken, wall, meta);
             let wait = taken.retry_after.unwrap_or(taken.reset);
             self.record(Kind::RateLimited, meta, Some(response.status()), Some(wait));
             return Flow::Done(Action::Respond(response));
@@ -169,13 +169,15 @@ impl Inner {
     }
 
     /// The answer past a limit: its `when_exceeded` with every `@dynamic` set to the wait, or
-    /// `429` with `Retry-After`; and the style's headers, unless it sets them itself.
+    /// `429` with `Retry-After` (in Microsoft Graph's JSON for a Graph host, as Dev Proxy
+    /// answers); and the style's headers, unless it sets them itself.
     fn refusal(
         &self,
         form: RetryAfterForm,
         rule: &RateLimitRule,
         taken: &Taken,
         wall: SystemTime,
+        meta: &RequestMeta,
     ) -> Response<Body> {
         let seconds = ceil_secs(taken.retry_after.unwrap_or(taken.reset));
         let mut response = match &rule.when_exceeded {
@@ -189,7 +191,7 @@ impl Inner {
                     StatusCode::TOO_MANY_REQUESTS,
                     format!("rate limit exceeded; retry in {seconds}s"),
                 )
-                .into_response();
+                .into_response_for(meta.target.host());
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(seconds));

@@ -422,6 +422,26 @@ mod rate_limits {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_graph_host_is_refused_with_graphs_json_error() {
+        let mut driver = driver(limited(HeaderStyle::None, None));
+        let url = "https://graph.microsoft.com/v1.0/me/messages";
+        for _ in 0..3 {
+            assert_eq!(driver.exchange("alice", url).await.status(), StatusCode::OK);
+        }
+        let refused = driver.exchange("alice", url).await;
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(header(&refused, "retry-after"), "10");
+        assert_eq!(header(&refused, "content-type"), "application/json");
+        let body = refused.into_body().collect().await.unwrap().to_bytes();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "Too Many Requests");
+        assert_eq!(
+            body["error"]["message"],
+            "holdoff: rate limit exceeded; retry in 10s"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn writes_each_style() {
         let mut driver = driver(limited(HeaderStyle::Ietf, None));
         let (allowed, refused) = fill(&mut driver).await;
