@@ -151,7 +151,24 @@ mod validate {
 mod preset {
     use super::*;
 
-    const NAMES: [&str; 5] = ["throttle", "openai", "github", "graph", "flaky"];
+    const NAMES: [&str; 16] = [
+        "throttle",
+        "openai",
+        "azure-openai",
+        "anthropic",
+        "github",
+        "github-models",
+        "graph",
+        "graph-rate-limit",
+        "apim",
+        "stripe",
+        "twilio",
+        "postmark",
+        "resend",
+        "paypal",
+        "flaky",
+        "degradation",
+    ];
 
     #[test]
     fn lists_the_presets_with_or_without_the_flag() {
@@ -189,10 +206,10 @@ mod preset {
         let assert = config(dir.path(), &["preset", "gitlab"]).code(2).stdout("");
         let stderr = stderr(&assert);
         assert!(
-            stderr.contains(
-                "there is no preset `gitlab`; the presets are throttle, openai, github, graph, \
-                 flaky"
-            ),
+            stderr.contains(&format!(
+                "there is no preset `gitlab`; the presets are {}",
+                NAMES.join(", ")
+            )),
             "{stderr}"
         );
     }

@@ -18,19 +18,63 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     (
         "openai",
-        "api.openai.com: 429 rate_limit_exceeded with OpenAI's JSON body and x-ratelimit-* headers",
+        "api.openai.com: 25% get 429 rate_limit_exceeded, Retry-After and x-ratelimit-*",
+    ),
+    (
+        "azure-openai",
+        "*.openai.azure.com: 25% get 429 with retry-after and retry-after-ms",
+    ),
+    (
+        "anthropic",
+        "api.anthropic.com: 25% get 429 rate_limit_error (retry-after) or 529 overloaded",
     ),
     (
         "github",
-        "api.github.com: 60 requests a minute, x-ratelimit-* headers, then 403 with Retry-After",
+        "api.github.com: 60 requests a minute, x-ratelimit-*, then 403 with Retry-After",
+    ),
+    (
+        "github-models",
+        "models.github.ai: 15 requests a minute, then 429 RateLimitReached, Retry-After",
     ),
     (
         "graph",
-        "graph.microsoft.com: 429 and 503 with Retry-After and Graph's JSON error body",
+        "graph.microsoft.com: 50% get 429 or 503 with Retry-After, or 504; Graph's body",
+    ),
+    (
+        "graph-rate-limit",
+        "graph.microsoft.com: 20 requests per 10 s, then 429 TooManyRequests, Retry-After",
+    ),
+    (
+        "apim",
+        "*.azure-api.net: API Management's rate-limit, 10 calls a minute, then 429",
+    ),
+    (
+        "stripe",
+        "api.stripe.com: 20% get 429 rate_limit, no Retry-After (clients back off)",
+    ),
+    (
+        "twilio",
+        "api.twilio.com: 25% get 429 error 20429, no Retry-After (clients back off)",
+    ),
+    (
+        "postmark",
+        "api.postmarkapp.com: 25% get 429, no Retry-After (clients back off)",
+    ),
+    (
+        "resend",
+        "api.resend.com: 2 requests a second, ratelimit-*, then 429 with retry-after",
+    ),
+    (
+        "paypal",
+        "api-m.paypal.com: 25% get 429 RATE_LIMIT_REACHED, no Retry-After (back off)",
     ),
     (
         "flaky",
         "25% of watched requests get 503 with Retry-After or a reset connection",
+    ),
+    (
+        "degradation",
+        "50-400 ms of latency, 10 requests per 10 s, and 10% get 503 with Retry-After",
     ),
 ];
 
@@ -47,9 +91,20 @@ pub fn text(name: &str) -> Option<&'static str> {
     Some(match name {
         "throttle" => include_str!("../../presets/throttle.json"),
         "openai" => include_str!("../../presets/openai.json"),
+        "azure-openai" => include_str!("../../presets/azure-openai.json"),
+        "anthropic" => include_str!("../../presets/anthropic.json"),
         "github" => include_str!("../../presets/github.json"),
+        "github-models" => include_str!("../../presets/github-models.json"),
         "graph" => include_str!("../../presets/graph.json"),
+        "graph-rate-limit" => include_str!("../../presets/graph-rate-limit.json"),
+        "apim" => include_str!("../../presets/apim.json"),
+        "stripe" => include_str!("../../presets/stripe.json"),
+        "twilio" => include_str!("../../presets/twilio.json"),
+        "postmark" => include_str!("../../presets/postmark.json"),
+        "resend" => include_str!("../../presets/resend.json"),
+        "paypal" => include_str!("../../presets/paypal.json"),
         "flaky" => include_str!("../../presets/flaky.json"),
+        "degradation" => include_str!("../../presets/degradation.json"),
         _ => return None,
     })
 }
@@ -105,6 +160,33 @@ mod tests {
         }
 
         #[test]
+        fn lists_every_file_once_and_opens_each_with_its_name() {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("presets");
+            let mut files: Vec<String> = std::fs::read_dir(&dir)
+                .expect("the presets folder")
+                .map(|entry| {
+                    entry
+                        .expect("an entry")
+                        .file_name()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            files.sort();
+            let mut listed: Vec<String> = names().iter().map(|n| format!("{n}.json")).collect();
+            listed.sort();
+            assert_eq!(files, listed, "every file in presets/ is listed, once");
+            for (name, description) in PRESETS {
+                let text = text(name).expect("a text");
+                assert!(
+                    text.starts_with(&format!("// holdoff preset `{name}`: ")),
+                    "{name} opens with its name"
+                );
+                assert!(description.len() <= 80, "{name}: a long description");
+            }
+        }
+
+        #[test]
         fn makes_the_default_throttle_half_of_everything() {
             let compiled = compile("throttle").expect("compiles");
             assert_eq!(compiled.urls_to_watch, None);
@@ -124,9 +206,76 @@ mod tests {
             let err = compile("gitlab").expect_err("no such preset");
             assert_eq!(
                 err.to_string(),
-                "there is no preset `gitlab`; the presets are throttle, openai, github, graph, \
-                 flaky"
+                format!(
+                    "there is no preset `gitlab`; the presets are {}",
+                    names().join(", ")
+                )
             );
+            assert!(err.to_string().contains("throttle, openai, azure-openai,"));
+        }
+
+        #[test]
+        fn applies_every_rule_to_every_watched_url() {
+            // So that `-u` re-points a preset without editing its rules.
+            for (name, _) in PRESETS {
+                let plan = compile(name).expect("compiles").plan;
+                for rule in &plan.errors {
+                    assert_eq!(rule.request.url.as_str(), "*", "{name}: an error rule");
+                    assert_eq!(rule.request.method, None, "{name}");
+                }
+                for limit in &plan.rate_limits {
+                    assert!(limit.url.is_none(), "{name}: a rate limit names a URL");
+                }
+                if let Some(latency) = &plan.latency {
+                    assert!(latency.url.is_none(), "{name}: latency names a URL");
+                }
+            }
+        }
+
+        #[test]
+        fn watches_the_host_of_its_api() {
+            for (name, description) in PRESETS {
+                let compiled = compile(name).expect("compiles");
+                match compiled.urls_to_watch {
+                    // The generic ones leave the list to -u.
+                    None => assert!(
+                        ["throttle", "flaky", "degradation"].contains(name),
+                        "{name} watches nothing"
+                    ),
+                    Some(patterns) => {
+                        let host = description.split(':').next().expect("a host first");
+                        assert!(
+                            patterns
+                                .iter()
+                                .any(|p| p.as_str() == format!("https://{host}/*")),
+                            "{name}: {description}"
+                        );
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn sends_no_retry_after_where_the_vendor_sends_none() {
+            for name in ["stripe", "twilio", "postmark", "paypal"] {
+                let plan = compile(name).expect("compiles").plan;
+                let responses: Vec<_> =
+                    plan.errors.iter().flat_map(|rule| &rule.outcomes).collect();
+                assert!(!responses.is_empty(), "{name}");
+                for outcome in responses {
+                    let FaultOutcome::Respond(response) = outcome else {
+                        panic!("{name}: a network fault")
+                    };
+                    assert_eq!(response.status, 429, "{name}");
+                    assert!(
+                        response
+                            .headers
+                            .iter()
+                            .all(|(header, _)| !header.as_str().starts_with("retry-after")),
+                        "{name} sends a Retry-After"
+                    );
+                }
+            }
         }
     }
 }
