@@ -51,6 +51,18 @@ fn rate_limit_and_mock(dir: &TempDir, plugins: [&str; 2]) -> String {
     )
 }
 
+/// `curl -i` through the proxy: the head, lowercased, and the body as JSON (null if it is not).
+fn fetch(proxy: &Proxy, method: &str, url: &str) -> (String, serde_json::Value) {
+    let output = std::process::Command::new("curl")
+        .args(["-s", "-i", "-X", method, "-x", &proxy.url(), url])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let body = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+    (head.to_ascii_lowercase(), body)
+}
+
 mod plugin_order {
     use super::*;
 
@@ -244,18 +256,6 @@ mod graph_random_errors {
         )
     }
 
-    /// `curl -i` through the proxy: the status line and the body.
-    fn fetch(proxy: &Proxy, method: &str, url: &str) -> (String, serde_json::Value) {
-        let output = std::process::Command::new("curl")
-            .args(["-s", "-i", "-X", method, "-x", &proxy.url(), url])
-            .output()
-            .expect("curl");
-        let text = String::from_utf8_lossy(&output.stdout).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let body = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
-        (head.to_ascii_lowercase(), body)
-    }
-
     #[test]
     fn a_429_has_graphs_body_and_the_plugins_retry_after() {
         let rt = runtime();
@@ -297,6 +297,54 @@ mod graph_random_errors {
             "a GET is never failed: {head}"
         );
         assert_eq!(upstream.requests_to("/v1.0/me/drive").len(), 1);
+        drop(proxy);
+    }
+}
+
+/// RateLimitingPlugin's warningThresholdPercent: the headers only once that share is used.
+mod rate_limit_warning_threshold {
+    use super::*;
+
+    #[test]
+    fn the_headers_come_once_half_the_limit_is_used() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        upstream.set_default("/items", Reply::ok("[]"));
+        let dir = TempDir::new("warning-threshold");
+        let rc = dir.write(
+            "devproxyrc.json",
+            r#"{
+  "plugins": [
+    { "name": "RateLimitingPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "rateLimiting" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "rateLimiting": { "rateLimit": 4, "costPerRequest": 1, "resetTimeWindowSeconds": 60, "warningThresholdPercent": 50 }
+}"#,
+        );
+        let proxy = Proxy::start(&["--devproxy-config", &rc]);
+        let url = upstream.url("/items");
+        let remaining: Vec<Option<String>> = (0..5)
+            .map(|_| {
+                let (head, _) = fetch(&proxy, "GET", &url);
+                head.lines()
+                    .find_map(|line| line.strip_prefix("ratelimit-remaining: "))
+                    .map(str::to_owned)
+            })
+            .collect();
+        // 3 left is more than half the limit: no headers; from 2 left on, and on the refusal.
+        assert_eq!(
+            remaining,
+            [
+                None,
+                Some("2".into()),
+                Some("1".into()),
+                Some("0".into()),
+                Some("0".into())
+            ]
+        );
+        let (head, _) = fetch(&proxy, "GET", &url);
+        assert!(head.starts_with("http/1.1 429"), "{head}");
+        assert_eq!(upstream.requests_to("/items").len(), 4);
         drop(proxy);
     }
 }

@@ -149,13 +149,14 @@ mod github_rate_limiting {
             json!({
                 "urlsToWatch": ["https://api.github.com/*"],
                 "rateLimits": [{
-                    "algorithm": "fixed-window",
+                    "algorithm": "fixed-window-from-first-request",
                     "limit": 60,
                     "windowSeconds": 3600,
                     "cost": 1,
                     "scope": "shared",
                     "headers": "x-ratelimit",
                     "resetFormat": "epoch-seconds",
+                    "warningThresholdPercent": 0,
                     "whenExceeded": {
                         "statusCode": 403,
                         "headers": [
@@ -176,16 +177,14 @@ mod github_rate_limiting {
 
     #[test]
     fn explains_the_window_and_the_custom_response() {
-        // warningThresholdPercent 0 sends the headers on every response, as holdoff does: no
-        // note about it.
         assert_eq!(
             notes(&imported(CASE)),
             [
                 RETRY_AFTER_PLUGIN_NOTE,
                 "RateLimitingPlugin: 60 per 3600 s at 1 a request became rateLimits[0], a fixed \
-                 window with scope shared (Dev Proxy counts every client's requests together). \
-                 holdoff's windows follow one another from the proxy's start; Dev Proxy's began \
-                 at the first request, and again at the first request after each reset.",
+                 window from the first request (as Dev Proxy's: it starts at the first request, \
+                 and again at the first request after it ends) with scope shared (Dev Proxy \
+                 counts every client's requests together).",
                 "RateLimitingPlugin: past the limit, the response in \
                  github/github-rate-limit-exceeded.json is sent (rateLimits[0].whenExceeded).",
             ]
@@ -219,14 +218,16 @@ mod yaml_config_with_its_own_watch_lists {
                 "rateLimits": [{
                     // The plugin's own urlsToWatch, exactly.
                     "url": "https://api.contoso.com/v1/*",
-                    "algorithm": "fixed-window",
+                    "algorithm": "fixed-window-from-first-request",
                     "limit": 10,
                     "windowSeconds": 30,
                     // Dev Proxy's default cost.
                     "cost": 2,
                     "scope": "shared",
                     "headers": "draft",
-                    "resetFormat": "seconds-left"
+                    "resetFormat": "seconds-left",
+                    // Dev Proxy's default.
+                    "warningThresholdPercent": 80
                 }],
                 // Dev Proxy's default delay, on the URLs it watched.
                 "latency": {"minMs": 0, "maxMs": 5000, "url": "https://api.contoso.com/*"}
@@ -242,13 +243,10 @@ mod yaml_config_with_its_own_watch_lists {
                 "RateLimitingPlugin watches its own URLs (`https://api.contoso.com/v1/*`); \
                  holdoff has one watch list, so they were added to urlsToWatch.",
                 "RateLimitingPlugin: 10 per 30 s at 2 a request became rateLimits[0], a fixed \
-                 window with scope shared (Dev Proxy counts every client's requests together); \
-                 costPerRequest is not set, and Dev Proxy's default is 2. holdoff's windows \
-                 follow one another from the proxy's start; Dev Proxy's began at the first \
-                 request, and again at the first request after each reset.",
-                "RateLimitingPlugin: Dev Proxy sent the rate-limit headers only once 80 % of the \
-                 limit was used (warningThresholdPercent, by default); holdoff sends them on \
-                 every counted response.",
+                 window from the first request (as Dev Proxy's: it starts at the first request, \
+                 and again at the first request after it ends) with scope shared (Dev Proxy \
+                 counts every client's requests together); costPerRequest is not set, and Dev \
+                 Proxy's default is 2.",
                 "RateLimitingPlugin: holdoff's refusals carry `Retry-After`, not \
                  `X-Retry-After` (headerRetryAfter).",
                 // `WhenLimitExceeded` is read in any case, as Dev Proxy does; `burst` is not
@@ -445,13 +443,14 @@ mod yaml_errors_file_and_several_error_plugins {
                 "rateLimits": [{
                     // A plugin without a configSection: all Dev Proxy's defaults.
                     "url": "https://graph.microsoft.com/v1.0/*",
-                    "algorithm": "fixed-window",
+                    "algorithm": "fixed-window-from-first-request",
                     "limit": 120,
                     "windowSeconds": 60,
                     "cost": 2,
                     "scope": "shared",
                     "headers": "draft",
-                    "resetFormat": "seconds-left"
+                    "resetFormat": "seconds-left",
+                    "warningThresholdPercent": 80
                 }]
             })
         );
@@ -470,7 +469,7 @@ mod yaml_errors_file_and_several_error_plugins {
             "GenericRandomErrorPlugin `graphErrors`: Dev Proxy applied its error rules only to \
              `https://graph.microsoft.com/v1.0/*`; holdoff applies them to every watched URL \
              their own `url` matches.",
-            "Several GenericRandomErrorPlugins: each rule keeps its plugin's rate. In Dev Proxy a \
+            "Several error plugins: each rule keeps its plugin's rate. In Dev Proxy a \
              request that one plugin let through could still fail in the next; in holdoff the \
              first rule that matches it decides.",
             "GenericRandomErrorPlugin `graphErrors`: rate is not set, and Dev Proxy's default 50 \
@@ -488,7 +487,7 @@ mod yaml_errors_file_and_several_error_plugins {
                 notes.join("\n  ")
             );
         }
-        assert_eq!(notes.len(), 10, "{notes:#?}");
+        assert_eq!(notes.len(), 9, "{notes:#?}");
     }
 
     #[test]

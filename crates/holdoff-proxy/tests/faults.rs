@@ -463,6 +463,7 @@ mod with_the_judge {
             // 429's Retry-After should open a window.
             headers: HeaderStyle::None,
             reset_format: ResetFormat::SecondsLeft,
+            warning_threshold_percent: 0,
             when_exceeded: None,
         });
         let fault = faults(plan);

@@ -98,9 +98,10 @@ return {1, since, early, permitted - now}
 /// Counts a request, as `RateLimiter::take` does, on Redis's clock.
 ///
 /// KEYS[1]: the counter, a hash: `w` (window index) and `n` (units used in it) for a fixed
-/// window; the same and `p` (units used in the previous window) for a sliding one; `m`
-/// (missing tokens × window) and `u` (last update) for a bucket. ARGV: the algorithm
-/// (`fixed`, `sliding`, `bucket`), the limit, the window in units, the cost, and the unit in
+/// window; `s` (when the window started) and `n` for one from the first request; `w`, `n` and
+/// `p` (units used in the previous window) for a sliding one; `m` (missing tokens × window)
+/// and `u` (last update) for a bucket. ARGV: the algorithm (`fixed`, `first`, `sliding`,
+/// `bucket`), the limit, the window in units, the cost, and the unit in
 /// µs. Time runs in whole units (1 µs unless limit × window would leave exact doubles).
 /// Returns `{allowed, remaining, reset, retry_after}`, times in units, retry_after -1 when
 /// allowed. A refused request writes nothing (the next one computes the same state from what
@@ -122,6 +123,20 @@ if algorithm == 'fixed' then
     used = used + cost
     redis.call('HSET', key, 'w', int(index), 'n', int(used))
     expire_at(key, (index + 1) * window * unit)
+    return {1, limit - used, reset, -1}
+  end
+  return {0, math.max(limit - used, 0), reset, reset}
+end
+
+if algorithm == 'first' then
+  local h = redis.call('HMGET', key, 's', 'n')
+  local start, used = tonumber(h[1]), tonumber(h[2]) or 0
+  if start == nil or now >= start + window then start, used = now, 0 end
+  local reset = start + window - now
+  if used + cost <= limit then
+    used = used + cost
+    redis.call('HSET', key, 's', int(start), 'n', int(used))
+    expire_at(key, (start + window) * unit)
     return {1, limit - used, reset, -1}
   end
   return {0, math.max(limit - used, 0), reset, reset}
@@ -552,6 +567,7 @@ impl SharedState for RedisState {
             Algorithm::FixedWindow => "fixed",
             Algorithm::SlidingWindow => "sliding",
             Algorithm::TokenBucket => "bucket",
+            Algorithm::FixedFromFirstRequest => "first",
             _ => return Box::pin(ready(Err(Error::new(ErrorKind::Unsupported).into()))),
         };
         let count = count.min(MAX_EXACT);
@@ -559,7 +575,7 @@ impl SharedState for RedisState {
         let window_us = micros_up(window);
         let (unit, window_units) = match algorithm {
             // No product to keep exact, and windows stay aligned to the microsecond.
-            Algorithm::FixedWindow => (1, window_us),
+            Algorithm::FixedWindow | Algorithm::FixedFromFirstRequest => (1, window_us),
             _ => scale(count, window_us),
         };
         let inner = Arc::clone(&self.inner);

@@ -250,6 +250,7 @@ mod take {
     }
 
     #[test_case(Algorithm::FixedWindow; "fixed window")]
+    #[test_case(Algorithm::FixedFromFirstRequest; "fixed window from the first request")]
     #[test_case(Algorithm::SlidingWindow; "sliding window")]
     #[test_case(Algorithm::TokenBucket; "token bucket")]
     #[tokio::test]
@@ -276,6 +277,11 @@ mod take {
         match algorithm {
             // Until the window ends.
             Algorithm::FixedWindow => assert_eq!(retry_after, refused.reset),
+            // Until the window the first request started ends: a whole window from it.
+            Algorithm::FixedFromFirstRequest => {
+                assert_eq!(taken[0].reset, window);
+                assert_eq!(retry_after, refused.reset);
+            }
             // Into the next window, until 5 × (window − t) / window ≤ 4: a fifth of it.
             Algorithm::SlidingWindow => assert_eq!(retry_after, refused.reset + window / 5),
             // One token, refilled at 5 an hour.
@@ -291,6 +297,7 @@ mod take {
     }
 
     #[test_case(Algorithm::FixedWindow; "fixed window")]
+    #[test_case(Algorithm::FixedFromFirstRequest; "fixed window from the first request")]
     #[test_case(Algorithm::SlidingWindow; "sliding window")]
     #[test_case(Algorithm::TokenBucket; "token bucket")]
     #[tokio::test]

@@ -313,7 +313,8 @@ pub struct RawRateLimit {
     /// The method counted, any when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
-    /// `fixed-window` (default), `sliding-window` or `token-bucket`.
+    /// `fixed-window` (default), `fixed-window-from-first-request` (Dev Proxy's),
+    /// `sliding-window` or `token-bucket`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<RawAlgorithm>,
     /// Units per window (tokens in a full bucket).
@@ -335,6 +336,13 @@ pub struct RawRateLimit {
     /// How `*-Reset` is written: `seconds-left` (default) or `epoch-seconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset_format: Option<RawResetFormat>,
+    /// Send the rate-limit headers only once this share of the limit (in percent) is used, as
+    /// Dev Proxy's `warningThresholdPercent` does: a response carries them when what remains
+    /// is at most `limit - limit * percent / 100` (rounded down). Default 0: on every counted
+    /// response. A refusal always carries them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 100))]
+    pub warning_threshold_percent: Option<u8>,
     /// The response past the limit, instead of 429 + `Retry-After` (e.g. GitHub's 403). A
     /// `@dynamic` `Retry-After` in it is the time until capacity returns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -345,8 +353,12 @@ pub struct RawRateLimit {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RawAlgorithm {
-    /// `limit` per window; the count resets when the window ends.
+    /// `limit` per window; the count resets when the window ends. Windows follow one another
+    /// from the proxy's start.
     FixedWindow,
+    /// `limit` per window, a window starting at the first request after the last one ended
+    /// (per counter): Microsoft Dev Proxy's RateLimitingPlugin.
+    FixedWindowFromFirstRequest,
     /// The previous window's count, weighted by its overlap, plus the current one's.
     SlidingWindow,
     /// A bucket of `limit` tokens refilled continuously.

@@ -167,8 +167,12 @@ pub struct RateLimitRule {
     pub limit: Limit,
     /// Per client, or one counter for everyone.
     pub scope: Scope,
-    /// The headers sent on every counted response.
+    /// The headers sent on counted responses.
     pub headers: HeaderStyle,
+    /// The headers are sent only once this share of the limit (percent, 0 to 100) is used:
+    /// while what remains is at most `limit - limit * percent / 100`. 0 sends them on every
+    /// counted response; a refusal always carries them.
+    pub warning_threshold_percent: u8,
     /// How `*-Reset` is written.
     pub reset_format: ResetFormat,
     /// The answer past the limit; `None` for `429` with `Retry-After`. A `@dynamic` header in
@@ -266,6 +270,14 @@ impl RequestMatch {
 }
 
 impl RateLimitRule {
+    /// Whether a response that leaves `remaining` carries the rate-limit headers
+    /// ([`warning_threshold_percent`](Self::warning_threshold_percent)).
+    pub fn warns(&self, remaining: u64) -> bool {
+        let limit = self.limit.limit;
+        let quiet = limit.saturating_mul(u64::from(self.warning_threshold_percent)) / 100;
+        remaining <= limit.saturating_sub(quiet)
+    }
+
     /// Whether this limit counts a request with `method` to `url`.
     pub(crate) fn counts(&self, method: &Method, url: &str) -> bool {
         self.method.as_ref().is_none_or(|want| want == method)

@@ -23,6 +23,9 @@ pub enum Algorithm {
     SlidingWindow,
     /// A bucket of `limit` tokens refilled continuously at `limit` per `window`.
     TokenBucket,
+    /// `limit` per window, each window starting at the first request after the last one
+    /// ended (per key): Microsoft Dev Proxy's RateLimitingPlugin.
+    FixedFromFirstRequest,
 }
 
 /// A limit: at most `limit` units per `window`, each request costing `cost`.
@@ -53,13 +56,16 @@ pub struct Taken {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct State {
-    /// Fixed and sliding: the index of the current window; bucket: unused.
+    /// Fixed and sliding: the index of the current window; from the first request: 1 once a
+    /// window has started; bucket: unused.
     window: u64,
-    /// Fixed and sliding: units used in the current window; bucket: tokens × 1e9 missing.
+    /// Fixed, sliding, from the first request: units used in the current window; bucket:
+    /// tokens × 1e9 missing.
     used: u128,
     /// Sliding: units used in the previous window.
     previous: u64,
-    /// Bucket: when `used` was last brought up to date (nanoseconds from the epoch).
+    /// Bucket: when `used` was last brought up to date; from the first request: when the
+    /// window started (nanoseconds from the epoch).
     updated: u64,
 }
 
@@ -118,6 +124,7 @@ impl RateLimiter {
             Algorithm::FixedWindow => fixed(state, at, window_ns, limit, cost),
             Algorithm::SlidingWindow => sliding(state, at, window_ns, limit, cost),
             Algorithm::TokenBucket => bucket(state, at, window_ns, limit, cost),
+            Algorithm::FixedFromFirstRequest => from_first(state, at, window_ns, limit, cost),
         }
     }
 
@@ -129,7 +136,9 @@ impl RateLimiter {
         let before = counters.len();
         let current = (at / window_ns) as u64;
         counters.retain(|_, state| match self.limit.algorithm {
-            Algorithm::TokenBucket => at.saturating_sub(u128::from(state.updated)) < 2 * window_ns,
+            Algorithm::TokenBucket | Algorithm::FixedFromFirstRequest => {
+                at.saturating_sub(u128::from(state.updated)) < 2 * window_ns
+            }
             _ => current.saturating_sub(state.window) < 2,
         });
         before - counters.len()
@@ -165,6 +174,26 @@ fn fixed(state: &mut State, at: u128, window: u128, limit: u64, cost: u64) -> Ta
         };
     }
     let reset = nanos(u128::from(index + 1) * window - at);
+    count(state, reset, limit, cost)
+}
+
+/// A window that starts at the first request after the last one ended, as Dev Proxy's
+/// RateLimitingPlugin keeps it.
+fn from_first(state: &mut State, at: u128, window: u128, limit: u64, cost: u64) -> Taken {
+    let started = u128::from(state.updated);
+    if state.window == 0 || at >= started + window {
+        *state = State {
+            window: 1,
+            updated: u64::try_from(at).unwrap_or(u64::MAX),
+            ..State::default()
+        };
+    }
+    let reset = nanos((u128::from(state.updated) + window).saturating_sub(at));
+    count(state, reset, limit, cost)
+}
+
+/// Takes `cost` from the window `state` is in, which ends in `reset`.
+fn count(state: &mut State, reset: Duration, limit: u64, cost: u64) -> Taken {
     let used = state.used as u64;
     if used + cost <= limit {
         state.used += u128::from(cost);
@@ -402,6 +431,42 @@ mod tests {
             assert!(l.take("alice", t0).allowed);
             assert!(l.take("bob", t0).allowed);
             assert!(!l.take("alice", t0).allowed);
+        }
+    }
+
+    mod fixed_from_first_request {
+        use super::*;
+
+        #[test]
+        fn starts_the_window_at_the_first_request_and_the_next_after_it_ends() {
+            let (l, t0) = limiter(Algorithm::FixedFromFirstRequest, 2, 10 * S);
+            // The first request comes 7 s after the limiter's epoch: its window ends at 17 s,
+            // where an aligned window would have ended at 10 s.
+            let first = l.take("a", t0 + 7 * S);
+            assert!(first.allowed);
+            assert_eq!(first.reset, 10 * S);
+            assert!(l.take("a", t0 + 12 * S).allowed);
+            let refused = l.take("a", t0 + 16 * S);
+            assert!(!refused.allowed);
+            assert_eq!(refused.retry_after, Some(S));
+            // The next window starts with the first request after 17 s, not at 17 s.
+            let later = l.take("a", t0 + 30 * S);
+            assert!(later.allowed);
+            assert_eq!((later.remaining, later.reset), (1, 10 * S));
+            assert!(l.take("a", t0 + 39 * S).allowed);
+            assert!(!l.take("a", t0 + 39 * S + 500 * MS).allowed);
+        }
+
+        #[test]
+        fn keeps_each_keys_window_apart_and_evicts_idle_ones() {
+            let (l, t0) = limiter(Algorithm::FixedFromFirstRequest, 1, 10 * S);
+            assert!(l.take("alice", t0).allowed);
+            let bob = l.take("bob", t0 + 5 * S);
+            assert!(bob.allowed);
+            assert_eq!(bob.reset, 10 * S);
+            assert!(!l.take("alice", t0 + 9 * S).allowed);
+            assert_eq!(l.evict(t0 + 22 * S), 1, "alice's window is two windows old");
+            assert_eq!(l.evict(t0 + 26 * S), 1);
         }
     }
 

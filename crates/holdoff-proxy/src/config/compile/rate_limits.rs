@@ -73,6 +73,20 @@ impl Compiler {
             );
             valid = false;
         }
+        let warning = match raw.warning_threshold_percent {
+            Some(percent) if percent > 100 => {
+                self.error(
+                    at,
+                    key(path, "warningThresholdPercent"),
+                    format!(
+                        "{percent} is not a percentage: the share of the limit used before the \
+                         headers are sent is from 0 (always) to 100 (only when none is left)"
+                    ),
+                );
+                None
+            }
+            percent => Some(percent.unwrap_or(0)),
+        };
         let when_exceeded = match &raw.when_exceeded {
             Some(response) => {
                 let response_path = key(path, "whenExceeded");
@@ -102,6 +116,9 @@ impl Compiler {
             limit: Limit {
                 algorithm: match raw.algorithm {
                     None | Some(RawAlgorithm::FixedWindow) => Algorithm::FixedWindow,
+                    Some(RawAlgorithm::FixedWindowFromFirstRequest) => {
+                        Algorithm::FixedFromFirstRequest
+                    }
                     Some(RawAlgorithm::SlidingWindow) => Algorithm::SlidingWindow,
                     Some(RawAlgorithm::TokenBucket) => Algorithm::TokenBucket,
                 },
@@ -123,6 +140,7 @@ impl Compiler {
                 None | Some(RawResetFormat::SecondsLeft) => ResetFormat::SecondsLeft,
                 Some(RawResetFormat::EpochSeconds) => ResetFormat::EpochSeconds,
             },
+            warning_threshold_percent: warning?,
             when_exceeded: when_exceeded?,
         })
     }

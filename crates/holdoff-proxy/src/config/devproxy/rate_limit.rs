@@ -188,35 +188,30 @@ impl Importer {
         let url = self.single_url(plugin, "its limit");
         let mut summary = format!(
             "{name}: {limit} per {window} s at {cost} a request became {limit_path}, a \
-             fixed window with scope shared (Dev Proxy counts every client's requests \
-             together)"
+             fixed window from the first request (as Dev Proxy's: it starts at the first \
+             request, and again at the first request after it ends) with scope shared (Dev \
+             Proxy counts every client's requests together)"
         );
         if settings.cost_per_request.is_none() {
             summary.push_str(&format!(
                 "; costPerRequest is not set, and Dev Proxy's default is {DEFAULT_COST}"
             ));
         }
-        summary.push_str(
-            ". holdoff's windows follow one another from the proxy's start; Dev Proxy's began \
-             at the first request, and again at the first request after each reset.",
-        );
+        summary.push('.');
         self.note(summary);
         let percent = settings
             .warning_threshold_percent
             .unwrap_or(DEFAULT_WARNING_PERCENT);
-        // At 0 % Dev Proxy sends them on every response too.
-        if percent > 0 {
-            let by_default = if settings.warning_threshold_percent.is_none() {
-                ", by default"
-            } else {
-                ""
-            };
-            self.note(format!(
-                "{name}: Dev Proxy sent the rate-limit headers only once {percent} % of the \
-                 limit was used (warningThresholdPercent{by_default}); holdoff sends them on \
-                 every counted response."
-            ));
-        }
+        let warning_threshold_percent = match u8::try_from(percent) {
+            Ok(percent) if percent <= 100 => percent,
+            _ => {
+                self.note(format!(
+                    "{name}: warningThresholdPercent {percent} is more than 100, so Dev Proxy \
+                     never sends the rate-limit headers before a refusal; the import says 100."
+                ));
+                100
+            }
+        };
         if !exact {
             self.note(format!(
                 "{name}: holdoff sends one of a few fixed sets of rate-limit headers, and the \
@@ -255,13 +250,14 @@ impl Importer {
         self.config.rate_limits.push(RawRateLimit {
             url,
             method: None,
-            algorithm: Some(RawAlgorithm::FixedWindow),
+            algorithm: Some(RawAlgorithm::FixedWindowFromFirstRequest),
             limit,
             window_seconds: window,
             cost: Some(cost),
             scope: Some(RawScope::Shared),
             headers: Some(style),
             reset_format: Some(reset_format),
+            warning_threshold_percent: Some(warning_threshold_percent),
             when_exceeded,
         });
     }

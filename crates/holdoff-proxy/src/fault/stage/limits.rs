@@ -153,6 +153,9 @@ impl Inner {
         let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
         for (index, taken) in &taken {
             let rule = &plan.rate_limits[*index];
+            if !rule.warns(taken.remaining) {
+                continue;
+            }
             for (name, value) in
                 ratelimit::headers(&rule.limit, taken, rule.headers, rule.reset_format, wall)
             {

@@ -375,6 +375,7 @@ mod rate_limits {
             scope: Scope::Client,
             headers: style,
             reset_format: ResetFormat::SecondsLeft,
+            warning_threshold_percent: 0,
             when_exceeded,
         });
         plan
