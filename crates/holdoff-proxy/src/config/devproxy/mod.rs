@@ -8,6 +8,7 @@
 //! | `urlsToWatch` (and each plugin's own list) | `urlsToWatch` |
 //! | GenericRandomErrorPlugin and its errors file | `errors` (the rules inlined) |
 //! | RateLimitingPlugin (and its custom response file) | one of `rateLimits` |
+//! | LanguageModelRateLimitingPlugin (and its custom response file) | one of `llmRateLimits` |
 //! | RetryAfterPlugin | nothing: holdoff's judge is always on |
 //! | LatencyPlugin | `latency` |
 //! | MockResponsePlugin and its mocks file | `mocks` (the mocks inlined) |
@@ -20,13 +21,15 @@
 //! does.
 //!
 //! This file reads the main file and hands each enabled plugin to its own file: `errors`
-//! (GenericRandomErrorPlugin), `rate_limit`, `retry_after`, `latency` and `mocks`. `doc` reads
-//! any of Dev Proxy's files and knows the keys its schemas allow; `response` carries a
-//! response of an errors, mocks or custom-response file over to holdoff's.
+//! (GenericRandomErrorPlugin), `rate_limit`, `llm_rate_limit`, `retry_after`, `latency` and
+//! `mocks`. `doc` reads any of Dev Proxy's files and knows the keys its schemas allow;
+//! `response` carries a response of an errors, mocks or custom-response file over to
+//! holdoff's.
 
 mod doc;
 mod errors;
 mod latency;
+mod llm_rate_limit;
 mod mocks;
 mod rate_limit;
 mod response;
@@ -271,6 +274,9 @@ impl Importer {
                 "RateLimitingPlugin" => self.rate_limiting_plugin(doc, &settings, &mut unknown),
                 "RetryAfterPlugin" => self.retry_after_plugin(),
                 "LatencyPlugin" => self.latency_plugin(doc, &settings, &mut unknown),
+                "LanguageModelRateLimitingPlugin" => {
+                    self.llm_rate_limiting_plugin(doc, &settings, &mut unknown)
+                }
                 "MockResponsePlugin" => self.mocks_plugin(doc, &settings, &mut unknown),
                 name => {
                     let reason = unsupported(name);
@@ -660,6 +666,7 @@ fn is_mapped(name: &str) -> bool {
         name,
         "GenericRandomErrorPlugin"
             | "RateLimitingPlugin"
+            | "LanguageModelRateLimitingPlugin"
             | "LatencyPlugin"
             | "MockResponsePlugin"
             | "RetryAfterPlugin"
@@ -672,10 +679,6 @@ fn unsupported(name: &str) -> &'static str {
         "GraphRandomErrorPlugin" => {
             "it fails Microsoft Graph requests with Graph's own errors; list the errors you want \
              in a GenericRandomErrorPlugin errors file, or start from `--preset graph`"
-        }
-        "LanguageModelRateLimitingPlugin" => {
-            "holdoff counts requests, not language-model tokens; a RateLimitingPlugin can stand \
-             in"
         }
         "LanguageModelFailurePlugin" => {
             "holdoff does not make language-model answers go wrong, it fails requests"
