@@ -14,11 +14,15 @@ use crate::fault::plan::{FaultPlan, LlmRateLimitRule, Scope};
 use crate::fault::ratelimit::ceil_secs;
 use crate::fault::tokens::{BudgetCheck, Spent, TokenWindows, Usage};
 use crate::fault::usage::{Reader, Tap, prompt_estimate};
+use crate::judge::fail_closed_answer;
+use crate::shared::{CounterKey, OnFailure, SharedStore};
 use crate::{Action, Body, Notes, RequestMeta};
 
 /// The run-time state of a plan's token budgets: one set of windows per rule, in order.
 pub(super) struct Budgets {
     windows: Box<[Arc<TokenWindows>]>,
+    /// Each rule's budgets' name in a shared store.
+    names: Box<[String]>,
 }
 
 impl Budgets {
@@ -50,7 +54,8 @@ impl Budgets {
                 }
             })
             .collect();
-        Budgets { windows }
+        let names = plan.llm_rate_limits.iter().map(budget_name).collect();
+        Budgets { windows, names }
     }
 
     /// Forgets ended windows, and returns how many.
@@ -59,17 +64,43 @@ impl Budgets {
     }
 }
 
+/// The name of a rule's budgets in a shared store: a digest of what [`same_budget`]
+/// compares, so replicas with the same rule share them and an edited rule starts afresh.
+fn budget_name(rule: &LlmRateLimitRule) -> String {
+    let text = format!(
+        "tokens\n{}\n{}\n{}\n{}\n{:?}",
+        rule.budget.prompt,
+        rule.budget.completion,
+        rule.budget.window.as_nanos(),
+        rule.url.as_ref().map_or("*", |url| url.as_str()),
+        rule.scope,
+    );
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
+}
+
 /// Whether two budgets count the same thing the same way.
 fn same_budget(old: &LlmRateLimitRule, new: &LlmRateLimitRule) -> bool {
     old.budget == new.budget && old.url == new.url && old.scope == new.scope
 }
 
 /// What a counted request leaves for its response: its prompt's estimate, and the windows
-/// its tokens count in (windows, key, window).
+/// its tokens count in: this proxy's (windows, key, window) and a shared store's.
 #[derive(Clone)]
 struct Counted {
     prompt: u64,
     spends: Vec<(Arc<TokenWindows>, String, u64)>,
+    shared: Option<(Arc<SharedStore>, SharedSpends)>,
+}
+
+/// The shared store's budgets a request's tokens count in: (budget, window).
+type SharedSpends = Vec<(CounterKey, u64)>;
+
+/// One budget's verdict on a request: this proxy's, and the shared store's when there is one.
+struct Checked {
+    index: usize,
+    key: String,
+    local: BudgetCheck,
+    shared: Option<(CounterKey, BudgetCheck)>,
 }
 
 impl LlmRateLimitRule {
@@ -90,7 +121,7 @@ impl Inner {
     pub(super) fn llm_rate_limit(
         self: &Arc<Self>,
         armed: &Arc<Armed>,
-        mut request: Request<Body>,
+        request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
         read: &Read,
@@ -119,34 +150,107 @@ impl Inner {
         };
         let now = self.clock.now();
         let client = meta.client.to_string();
+        let checked: Vec<Checked> = matching
+            .map(|(index, rule)| {
+                let key = match rule.scope {
+                    Scope::Client => client.clone(),
+                    Scope::Shared => String::new(),
+                };
+                let local = armed.budgets.windows[index].check(&key, now);
+                Checked {
+                    index,
+                    key,
+                    local,
+                    shared: None,
+                }
+            })
+            .collect();
+        let Some(store) = self.shared.get().map(Arc::clone) else {
+            return self.conclude_budgets(armed, request, meta, prompt, checked, None);
+        };
+        let read = read.clone();
+        let (this, armed, meta, url) = self.keep(armed, meta, url);
+        Flow::Done(Action::later(async move {
+            let mut checked = checked;
+            for check in &mut checked {
+                let rule = &armed.plan.llm_rate_limits[check.index];
+                let counter = CounterKey {
+                    rule: armed.budgets.names[check.index].clone(),
+                    scope: check.key.clone(),
+                };
+                let outcome = store.state().budget_check(&counter, rule.budget).await;
+                match store.settle(outcome) {
+                    Some(theirs) => check.shared = Some((counter, theirs)),
+                    None => {
+                        if let OnFailure::FailClosed { hold } = store.on_failure() {
+                            return Action::Respond(fail_closed_answer(hold));
+                        }
+                    }
+                }
+            }
+            let flow = this.conclude_budgets(&armed, request, &meta, prompt, checked, Some(store));
+            match flow {
+                Flow::Next(request) => {
+                    let next = Step::At(position + 1);
+                    this.decide(&armed, request, &meta, &url, next, read)
+                }
+                Flow::Done(action) => action,
+            }
+        }))
+    }
+
+    /// The first budget used up answers (the shared store's verdict, where it gave one);
+    /// otherwise the request leaves where its tokens count, and goes on.
+    fn conclude_budgets(
+        &self,
+        armed: &Armed,
+        mut request: Request<Body>,
+        meta: &RequestMeta,
+        prompt: u64,
+        checked: Vec<Checked>,
+        store: Option<Arc<SharedStore>>,
+    ) -> Flow {
+        let plan = &armed.plan;
+        let verdict = |check: &Checked| check.shared.as_ref().map_or(check.local, |(_, c)| *c);
+        if let Some((check, spent, reset)) = checked.iter().find_map(|check| match verdict(check) {
+            BudgetCheck::Exhausted { spent, reset } => Some((check, spent, reset)),
+            BudgetCheck::Within { .. } => None,
+        }) {
+            let rule = &plan.llm_rate_limits[check.index];
+            let wall = self.clock.wall_now();
+            let response = self.token_refusal(plan.retry_after_form, rule, spent, reset, wall);
+            self.record(
+                Kind::RateLimited,
+                meta,
+                Some(response.status()),
+                Some(reset),
+            );
+            return Flow::Done(Action::Respond(response));
+        }
         let mut spends = Vec::new();
-        for (index, rule) in matching {
-            let key = match rule.scope {
-                Scope::Client => client.as_str(),
-                Scope::Shared => "",
-            };
-            let windows = &armed.budgets.windows[index];
-            match windows.check(key, now) {
-                BudgetCheck::Within { window } => {
-                    spends.push((Arc::clone(windows), key.to_owned(), window));
-                }
-                BudgetCheck::Exhausted { spent, reset } => {
-                    let wall = self.clock.wall_now();
-                    let response =
-                        self.token_refusal(plan.retry_after_form, rule, spent, reset, wall);
-                    self.record(
-                        Kind::RateLimited,
-                        meta,
-                        Some(response.status()),
-                        Some(reset),
-                    );
-                    return Flow::Done(Action::Respond(response));
-                }
+        let mut shared = Vec::new();
+        for check in checked {
+            if let BudgetCheck::Within { window } = check.local {
+                let windows = Arc::clone(&armed.budgets.windows[check.index]);
+                spends.push((windows, check.key, window));
+            }
+            if let Some((counter, BudgetCheck::Within { window })) = check.shared {
+                shared.push((counter, window));
             }
         }
         // The usage is read from the body as it passes: an encoded one could not be read.
         request.headers_mut().remove(header::ACCEPT_ENCODING);
-        Notes::leave(&mut request, Counted { prompt, spends });
+        let shared = store
+            .filter(|_| !shared.is_empty())
+            .map(|store| (store, shared));
+        Notes::leave(
+            &mut request,
+            Counted {
+                prompt,
+                spends,
+                shared,
+            },
+        );
         Flow::Next(request)
     }
 
@@ -197,7 +301,12 @@ impl Inner {
 /// Reads the response of a counted request as it passes, and counts the tokens it used once
 /// it is over: [`Stage::on_response`](crate::Stage::on_response)'s part.
 pub(super) fn tap(response: &mut Response<Body>) {
-    let Some(Counted { prompt, spends }) = Notes::take::<Counted>(response) else {
+    let Some(Counted {
+        prompt,
+        spends,
+        shared,
+    }) = Notes::take::<Counted>(response)
+    else {
         return;
     };
     let reader = Reader::new(response.headers());
@@ -217,6 +326,19 @@ pub(super) fn tap(response: &mut Response<Body>) {
                 "language-model tokens used"
             );
         }
+        let Some((store, counters)) = shared else {
+            return;
+        };
+        // The body is over, and nobody waits for the store: it is told in the background.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            for (counter, window) in counters {
+                let outcome = store.state().budget_spend(&counter, window, usage).await;
+                store.settle(outcome);
+            }
+        });
     });
     *response.body_mut() = Body::wrap(Tap::new(inner, reader, prompt, success, settle));
 }

@@ -121,6 +121,7 @@ enum Step {
 }
 
 /// The request body, as far as fragments are concerned.
+#[derive(Clone)]
 enum Read {
     /// Not needed yet.
     Unread,
