@@ -224,3 +224,33 @@ fn a_dev_proxy_file_with_the_plugin_imports_and_refuses_the_same() {
     );
     assert!(stderr.contains("1 rate-limited"), "{stderr}");
 }
+
+#[test]
+fn two_replicas_sharing_redis_spend_one_budget() {
+    let redis = holdoff_testkit::redis::RedisServer::start();
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/chat/completions", completion(60, 5));
+    let dir = TempDir::new("llm-shared");
+    let file = dir.write(
+        "holdoff.json",
+        &format!(
+            r#"{{
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "llmRateLimits": [{{ "promptTokenLimit": 100, "scope": "shared" }}],
+  "state": {{ "redis": "{}", "prefix": "holdoff-llm-test:" }}
+}}"#,
+            redis.url()
+        ),
+    );
+    let first = Proxy::start(&["--config", &file]);
+    let second = Proxy::start(&["--config", &file]);
+    assert_eq!(
+        client(&first, &upstream, "json", 2),
+        ["200 60 5", "200 60 5"]
+    );
+    // The other replica has counted nothing itself; the store has both.
+    let lines = client(&second, &upstream, "json", 1);
+    refused(&lines[0], 60);
+    assert_eq!(upstream.requests_to("/v1/chat/completions").len(), 2);
+}
