@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::fault::ratelimit::{Limit, Taken};
+use crate::fault::tokens::{BudgetCheck, TokenBudget, Usage};
 use crate::judge::{Penalty, WindowKey};
 
 /// Why a store operation failed (unreachable, timed out, a bad answer).
@@ -63,6 +64,26 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
     /// like [`RateLimiter::take`](crate::fault::ratelimit::RateLimiter::take), with fixed
     /// windows aligned to the Unix epoch on the store's clock.
     fn take(&self, counter: &CounterKey, limit: Limit) -> StateFuture<Taken>;
+
+    /// Checks a language-model request against the token budget `counter`: like
+    /// [`TokenWindows::check`](crate::fault::tokens::TokenWindows::check), windows on the
+    /// store's clock. A store without token budgets fails (the default).
+    fn budget_check(&self, counter: &CounterKey, budget: TokenBudget) -> StateFuture<BudgetCheck> {
+        let _ = (counter, budget);
+        Box::pin(std::future::ready(Err(
+            "this store keeps no token budgets".into()
+        )))
+    }
+
+    /// Counts `usage` in the window `window` of the token budget `counter`, unless that
+    /// window has ended: like [`TokenWindows::spend`](crate::fault::tokens::TokenWindows::spend).
+    /// A store without token budgets fails (the default).
+    fn budget_spend(&self, counter: &CounterKey, window: u64, usage: Usage) -> StateFuture<()> {
+        let _ = (counter, window, usage);
+        Box::pin(std::future::ready(Err(
+            "this store keeps no token budgets".into()
+        )))
+    }
 
     /// Where the state is, for logs: e.g. `redis://127.0.0.1:6379/0`, never with a password.
     fn location(&self) -> String;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use holdoff::clock::TokioClock;
 use holdoff_proxy::fault::ratelimit::{Algorithm, Limit, Taken};
+use holdoff_proxy::fault::tokens::{BudgetCheck, Spent, TokenBudget, Usage};
 use holdoff_proxy::judge::{Penalty, WindowKey};
 use holdoff_proxy::shared::{
     Circuit, CounterKey, OnFailure, SharedCheck, SharedState, StateFuture,
@@ -196,6 +197,45 @@ end
 return {0, div(present, window), div_ceil(missing, limit), div_ceil(need - present, limit)}
 ";
 
+/// Checks a token budget, as `TokenWindows::check` does, on Redis's clock.
+///
+/// KEYS[1]: the budget, a hash of `i` (the window's identity: when it started, µs since the
+/// epoch), `e` (when it ends, µs), `p` and `c` (prompt and completion tokens used). ARGV: the
+/// window in µs, the prompt and the completion limits. A window starts when there is none or
+/// the last has ended, and the key expires when it ends. Returns `{0, reset, id}` (within),
+/// `{1, reset, id}` (prompt used up) or `{2, reset, id}` (completion used up), reset in µs.
+const BUDGET_CHECK: &str = r"
+local now = now_us()
+local h = redis.call('HMGET', KEYS[1], 'i', 'e', 'p', 'c')
+local id, ends = tonumber(h[1]), tonumber(h[2])
+local prompt, completion = tonumber(h[3]) or 0, tonumber(h[4]) or 0
+if not (id and ends) or now >= ends then
+  id, ends, prompt, completion = now, now + tonumber(ARGV[1]), 0, 0
+  redis.call('HSET', KEYS[1], 'i', int(id), 'e', int(ends), 'p', 0, 'c', 0)
+  expire_at(KEYS[1], ends)
+end
+local verdict = 0
+if prompt >= tonumber(ARGV[2]) then
+  verdict = 1
+elseif completion >= tonumber(ARGV[3]) then
+  verdict = 2
+end
+return {verdict, ends - now, id}
+";
+
+/// Counts tokens in a budget's window, unless it has ended, as `TokenWindows::spend` does.
+///
+/// KEYS[1]: the budget (see [`BUDGET_CHECK`]). ARGV: the window's identity, the prompt and
+/// the completion tokens. Returns 1 if they were counted, 0 if the window is gone.
+const BUDGET_SPEND: &str = r"
+if redis.call('HGET', KEYS[1], 'i') ~= ARGV[1] then
+  return 0
+end
+redis.call('HINCRBY', KEYS[1], 'p', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'c', ARGV[3])
+return 1
+";
+
 /// The largest wait or retention in µs (about 35 years): times stay below 2^53 in Lua.
 const MAX_MICROS: u64 = 1 << 50;
 /// The largest product the scripts form (limit × window): exact in a double.
@@ -286,6 +326,8 @@ impl RedisStateBuilder {
                 open: script(OPEN),
                 check: script(CHECK),
                 take: script(TAKE),
+                budget_check: script(BUDGET_CHECK),
+                budget_spend: script(BUDGET_SPEND),
                 url,
                 prefix: self.prefix,
             }),
@@ -321,6 +363,8 @@ impl RedisStateBuilder {
 /// - `{prefix}rl:{rule}:{scope}`: a rate-limit counter, a hash. A fixed window's expires when
 ///   the window ends, a sliding window's when the next one ends, a bucket's when it would be
 ///   full again. A refused request creates no counter.
+/// - `{prefix}tk:{rule}:{scope}`: a token budget's window, a hash of its identity, its end
+///   and the tokens used; it expires when the window ends.
 ///
 /// # Time
 ///
@@ -359,6 +403,8 @@ struct Inner {
     open: Script,
     check: Script,
     take: Script,
+    budget_check: Script,
+    budget_spend: Script,
     url: String,
     prefix: String,
 }
@@ -413,6 +459,11 @@ impl RedisState {
     /// The Redis key of the counter `counter`: `{prefix}rl:{rule}:{scope}`.
     pub fn counter_key(&self, counter: &CounterKey) -> String {
         format!("{}rl:{}:{}", self.inner.prefix, counter.rule, counter.scope)
+    }
+
+    /// The Redis key of the token budget `counter`: `{prefix}tk:{rule}:{scope}`.
+    pub fn budget_key(&self, counter: &CounterKey) -> String {
+        format!("{}tk:{}:{}", self.inner.prefix, counter.rule, counter.scope)
     }
 
     /// Whether the circuit is open: from an operation that timed out or could not reach
@@ -593,6 +644,41 @@ impl SharedState for RedisState {
         })
     }
 
+    fn budget_check(&self, counter: &CounterKey, budget: TokenBudget) -> StateFuture<BudgetCheck> {
+        let inner = Arc::clone(&self.inner);
+        let key = self.budget_key(counter);
+        // Lua compares the limits as doubles: a limit above 2^52 is as good as none.
+        let args = [
+            micros_up(budget.window).max(1),
+            budget.prompt.min(MAX_EXACT),
+            budget.completion.min(MAX_EXACT),
+        ]
+        .map(|n| n.to_string());
+        Box::pin(async move {
+            let reply: Vec<i64> = inner
+                .run(&inner.budget_check, key, &[&args[0], &args[1], &args[2]])
+                .await?;
+            budget_checked(&reply).ok_or_else(|| Error::new(ErrorKind::Response).into())
+        })
+    }
+
+    fn budget_spend(&self, counter: &CounterKey, window: u64, usage: Usage) -> StateFuture<()> {
+        let inner = Arc::clone(&self.inner);
+        let key = self.budget_key(counter);
+        let args = [
+            window,
+            usage.prompt.min(MAX_EXACT),
+            usage.completion.min(MAX_EXACT),
+        ]
+        .map(|n| n.to_string());
+        Box::pin(async move {
+            let _counted: i64 = inner
+                .run(&inner.budget_spend, key, &[&args[0], &args[1], &args[2]])
+                .await?;
+            Ok(())
+        })
+    }
+
     fn location(&self) -> String {
         self.inner.url.clone()
     }
@@ -606,6 +692,27 @@ impl SharedState for RedisState {
 
     fn set_on_failure(&self, on_failure: OnFailure) {
         self.inner.breaker.set_meanwhile(on_failure.meanwhile());
+    }
+}
+
+/// A [`BUDGET_CHECK`] reply as a [`BudgetCheck`].
+fn budget_checked(reply: &[i64]) -> Option<BudgetCheck> {
+    let [verdict, reset, id] = *reply else {
+        return None;
+    };
+    let reset = Duration::from_micros(u64::try_from(reset).ok()?);
+    let window = u64::try_from(id).ok()?;
+    match verdict {
+        0 => Some(BudgetCheck::Within { window }),
+        1 => Some(BudgetCheck::Exhausted {
+            spent: Spent::Prompt,
+            reset,
+        }),
+        2 => Some(BudgetCheck::Exhausted {
+            spent: Spent::Completion,
+            reset,
+        }),
+        _ => None,
     }
 }
 

@@ -49,6 +49,10 @@ pub struct RawConfig {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<RawRateLimit>,
 
+    /// Token budgets of language-model APIs (Dev Proxy's LanguageModelRateLimitingPlugin).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub llm_rate_limits: Vec<RawLlmRateLimit>,
+
     /// Added latency (Dev Proxy's LatencyPlugin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<RawLatency>,
@@ -60,8 +64,9 @@ pub struct RawConfig {
     /// The order in which a watched request meets the faults that can answer it; the first
     /// that answers wins, and the later ones never see the request (so a rate limit after the
     /// mocks does not count mocked requests). Steps left out follow in the default order,
-    /// `["mocks", "rateLimits", "errors"]`. Latency always comes first: it delays a request
-    /// and never answers it. `import-devproxy` writes Dev Proxy's plugin order here.
+    /// `["mocks", "rateLimits", "llmRateLimits", "errors"]`. Latency always comes first: it
+    /// delays a request and never answers it. `import-devproxy` writes Dev Proxy's plugin
+    /// order here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<Vec<RawFaultStep>>,
 
@@ -113,6 +118,8 @@ pub enum RawFaultStep {
     Mocks,
     /// `rateLimits`.
     RateLimits,
+    /// `llmRateLimits`.
+    LlmRateLimits,
     /// `errors`.
     Errors,
 }
@@ -345,6 +352,42 @@ pub struct RawRateLimit {
     pub warning_threshold_percent: Option<u8>,
     /// The response past the limit, instead of 429 + `Retry-After` (e.g. GitHub's 403). A
     /// `@dynamic` `Retry-After` in it is the time until capacity returns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_exceeded: Option<RawResponse>,
+}
+
+/// A token budget of a language-model API: prompt and completion tokens per window, counted
+/// from each response's `usage` (or estimated, for a stream without one).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawLlmRateLimit {
+    /// A URL pattern for the requests counted; default every watched URL. Only `POST`s whose
+    /// body is a completion request (`messages`, `prompt`, or the Responses API's `input`)
+    /// are counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Prompt (input) tokens per window; no prompt limit when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub prompt_token_limit: Option<u64>,
+    /// Completion (output) tokens per window; no completion limit when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub completion_token_limit: Option<u64>,
+    /// How long a window lasts, in seconds, from the first request it counts; the first
+    /// request after it ends starts the next. Default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub reset_time_window_seconds: Option<u64>,
+    /// `client` (default: each client has its own budget) or `shared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<RawScope>,
+    /// The header the refusal's wait is sent in, in seconds. Default `Retry-After`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_retry_after: Option<String>,
+    /// The response once a budget is used up, instead of 429 with the wait and OpenAI's
+    /// `rate_limit_exceeded` error. A `@dynamic` header in it is the time until the window
+    /// ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_exceeded: Option<RawResponse>,
 }

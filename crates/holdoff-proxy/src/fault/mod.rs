@@ -7,5 +7,7 @@ pub mod plan;
 pub mod ratelimit;
 pub mod rng;
 pub mod stage;
+pub mod tokens;
+mod usage;
 
 pub use stage::{FaultCounts, FaultStage};

@@ -11,6 +11,7 @@ use http::Method;
 
 use super::error::{ErrorResponse, Rate, RetryAfterForm};
 use super::ratelimit::{HeaderStyle, Limit, ResetFormat};
+use super::tokens::TokenBudget;
 use crate::WatchPattern;
 
 /// Everything the faults do. A request meets latency first (it delays, and never answers),
@@ -33,6 +34,9 @@ pub struct FaultPlan {
     /// Rate limits; a request is counted by every limit it matches, and refused by the first
     /// that is exceeded.
     pub rate_limits: Vec<RateLimitRule>,
+    /// Token budgets of language-model APIs; a request is counted by every budget it
+    /// matches, and refused by the first that is used up.
+    pub llm_rate_limits: Vec<LlmRateLimitRule>,
     /// Error rules, first match decides.
     pub errors: Vec<ErrorRule>,
 }
@@ -45,19 +49,28 @@ pub enum FaultStep {
     Mocks,
     /// [`FaultPlan::rate_limits`]: counts every request that reaches it, refuses past a limit.
     RateLimits,
+    /// [`FaultPlan::llm_rate_limits`]: refuses a completion request once a token budget is
+    /// used up, and counts the tokens of the others from their responses.
+    LanguageModelRateLimits,
     /// [`FaultPlan::errors`]: the first rule whose request matches draws its rate.
     Errors,
 }
 
 impl FaultStep {
     /// Every step, in the default order.
-    pub const ALL: [FaultStep; 3] = [FaultStep::Mocks, FaultStep::RateLimits, FaultStep::Errors];
+    pub const ALL: [FaultStep; 4] = [
+        FaultStep::Mocks,
+        FaultStep::RateLimits,
+        FaultStep::LanguageModelRateLimits,
+        FaultStep::Errors,
+    ];
 
     /// The step's name in a configuration file (`order`): its section's key.
     pub fn key(self) -> &'static str {
         match self {
             FaultStep::Mocks => "mocks",
             FaultStep::RateLimits => "rateLimits",
+            FaultStep::LanguageModelRateLimits => "llmRateLimits",
             FaultStep::Errors => "errors",
         }
     }
@@ -73,7 +86,10 @@ impl FaultStep {
 /// // Dev Proxy's `apim-rate-limiting` lists its rate limit before its mocks: every mocked
 /// // request is counted, and the fourth in a window is refused instead of mocked.
 /// let order = FaultOrder::new([FaultStep::RateLimits]).unwrap();
-/// assert_eq!(order.steps(), [FaultStep::RateLimits, FaultStep::Mocks, FaultStep::Errors]);
+/// assert_eq!(
+///     order.steps(),
+///     [FaultStep::RateLimits, FaultStep::Mocks, FaultStep::LanguageModelRateLimits, FaultStep::Errors]
+/// );
 /// assert_eq!(FaultOrder::default().steps(), FaultStep::ALL);
 /// assert!(FaultOrder::new([FaultStep::Errors, FaultStep::Errors]).is_err());
 /// ```
@@ -177,6 +193,25 @@ pub struct RateLimitRule {
     pub reset_format: ResetFormat,
     /// The answer past the limit; `None` for `429` with `Retry-After`. A `@dynamic` header in
     /// it is the time until capacity returns, rounded up.
+    pub when_exceeded: Option<ErrorResponse>,
+}
+
+/// A token budget of a language-model API (Dev Proxy's LanguageModelRateLimitingPlugin):
+/// it counts `POST`s whose body is a completion-like request (`messages`, `prompt`, or the
+/// Responses API's `input`), the tokens each response says it used.
+#[derive(Clone, Debug)]
+pub struct LlmRateLimitRule {
+    /// Which requests are counted; `None` for every watched one.
+    pub url: Option<WatchPattern>,
+    /// The budget.
+    pub budget: TokenBudget,
+    /// Per client, or one budget for everyone.
+    pub scope: Scope,
+    /// The header the refusal's wait goes in, in seconds (Dev Proxy's `headerRetryAfter`).
+    pub retry_after_header: http::HeaderName,
+    /// The answer once a budget is used up; `None` for `429`, the wait in
+    /// `retry_after_header`, and OpenAI's error body. A `@dynamic` header in it is the time
+    /// until the window ends, rounded up.
     pub when_exceeded: Option<ErrorResponse>,
 }
 

@@ -8,6 +8,7 @@ mod data_files;
 mod errors;
 mod judge;
 mod latency;
+mod llm_rate_limits;
 mod matching;
 mod mocks;
 mod order;
@@ -173,6 +174,7 @@ impl Compiler {
             self.errors(at, errors, &shared, &mut plan.errors);
         }
         self.rate_limits(at, &raw.rate_limits, &shared, &mut plan.rate_limits);
+        self.llm_rate_limits(at, &raw.llm_rate_limits, &shared, &mut plan.llm_rate_limits);
         if let Some(latency) = &raw.latency {
             plan.latency = self.latency(at, "latency", latency);
         }

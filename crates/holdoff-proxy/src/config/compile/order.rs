@@ -21,7 +21,7 @@ impl Compiler {
                 index("order", again),
                 format!(
                     "`{}` is already in the list: name each step once (the ones left out \
-                     follow in the default order, mocks, rateLimits, errors)",
+                     follow in the default order, mocks, rateLimits, llmRateLimits, errors)",
                     twice.key()
                 ),
             );
@@ -35,6 +35,7 @@ impl From<RawFaultStep> for FaultStep {
         match raw {
             RawFaultStep::Mocks => FaultStep::Mocks,
             RawFaultStep::RateLimits => FaultStep::RateLimits,
+            RawFaultStep::LlmRateLimits => FaultStep::LanguageModelRateLimits,
             RawFaultStep::Errors => FaultStep::Errors,
         }
     }
@@ -45,6 +46,7 @@ impl From<FaultStep> for RawFaultStep {
         match step {
             FaultStep::Mocks => RawFaultStep::Mocks,
             FaultStep::RateLimits => RawFaultStep::RateLimits,
+            FaultStep::LanguageModelRateLimits => RawFaultStep::LlmRateLimits,
             FaultStep::Errors => RawFaultStep::Errors,
         }
     }

@@ -9,6 +9,7 @@
 //! | GenericRandomErrorPlugin and its errors file | `errors` (the rules inlined) |
 //! | GraphRandomErrorPlugin | `errors`: a rule per method, with Graph's error bodies |
 //! | RateLimitingPlugin (and its custom response file) | one of `rateLimits` |
+//! | LanguageModelRateLimitingPlugin (and its custom response file) | one of `llmRateLimits` |
 //! | RetryAfterPlugin | nothing: holdoff's judge is always on |
 //! | LatencyPlugin | `latency` |
 //! | MockResponsePlugin and its mocks file | `mocks` (the mocks inlined) |
@@ -21,16 +22,17 @@
 //! does.
 //!
 //! This file reads the main file and hands each enabled plugin to its own file: `errors`
-//! (GenericRandomErrorPlugin), `graph` (GraphRandomErrorPlugin), `rate_limit`, `retry_after`,
-//! `latency` and `mocks`. `doc` reads any of Dev Proxy's files and knows the keys its schemas
-//! allow; `response` carries a response of an errors, mocks or custom-response file over to
-//! holdoff's; `folders` expands Dev Proxy's path tokens.
+//! (GenericRandomErrorPlugin), `graph` (GraphRandomErrorPlugin), `rate_limit`,
+//! `llm_rate_limit`, `retry_after`, `latency` and `mocks`. `doc` reads any of Dev Proxy's files
+//! and knows the keys its schemas allow; `response` carries a response of an errors, mocks or
+//! custom-response file over to holdoff's; `folders` expands Dev Proxy's path tokens.
 
 mod doc;
 mod errors;
 mod folders;
 mod graph;
 mod latency;
+mod llm_rate_limit;
 mod mocks;
 mod rate_limit;
 mod response;
@@ -302,6 +304,9 @@ impl Importer {
                 "RateLimitingPlugin" => self.rate_limiting_plugin(doc, &settings, &mut unknown),
                 "RetryAfterPlugin" => self.retry_after_plugin(),
                 "LatencyPlugin" => self.latency_plugin(doc, &settings, &mut unknown),
+                "LanguageModelRateLimitingPlugin" => {
+                    self.llm_rate_limiting_plugin(doc, &settings, &mut unknown)
+                }
                 "MockResponsePlugin" => self.mocks_plugin(doc, &settings, &mut unknown),
                 name => {
                     let reason = unsupported(name);
@@ -726,6 +731,7 @@ fn is_mapped(name: &str) -> bool {
         "GenericRandomErrorPlugin"
             | "GraphRandomErrorPlugin"
             | "RateLimitingPlugin"
+            | "LanguageModelRateLimitingPlugin"
             | "LatencyPlugin"
             | "MockResponsePlugin"
             | "RetryAfterPlugin"
@@ -735,10 +741,6 @@ fn is_mapped(name: &str) -> bool {
 /// Why holdoff has no counterpart to the plugin.
 fn unsupported(name: &str) -> &'static str {
     match name {
-        "LanguageModelRateLimitingPlugin" => {
-            "holdoff counts requests, not language-model tokens; a RateLimitingPlugin can stand \
-             in"
-        }
         "LanguageModelFailurePlugin" => {
             "holdoff does not make language-model answers go wrong, it fails requests"
         }

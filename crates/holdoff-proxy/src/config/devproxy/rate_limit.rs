@@ -2,9 +2,7 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::{
-    DEFAULT_OK_STATUS, DpResponse, HEADER, framing_note, missing_bodies_note, raw_response,
-};
+use super::response::{DpResponse, HEADER};
 use super::{Data, FaultStep, Importer, Plugin, backquoted};
 use crate::config::error::{index, join, key};
 use crate::config::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
@@ -156,25 +154,7 @@ impl Importer {
             else {
                 return;
             };
-            if response.status_code.is_none() {
-                self.note(format!(
-                    "{file}: the response has no statusCode; Dev Proxy sends {DEFAULT_OK_STATUS} \
-                     then, and so does the import."
-                ));
-            }
-            let carried = raw_response(response, DEFAULT_OK_STATUS, &self.body_files(&base));
-            if let Some(note) = framing_note(&file, carried.framing) {
-                self.note(note);
-            }
-            let missing: Vec<_> = carried
-                .missing_body
-                .map(|body| ("its response".to_owned(), body))
-                .into_iter()
-                .collect();
-            if let Some(note) = missing_bodies_note(&file, &missing) {
-                self.note(note);
-            }
-            let response = carried.response;
+            let response = self.custom_response(&file, response, &base);
             Some((file, response))
         } else {
             None

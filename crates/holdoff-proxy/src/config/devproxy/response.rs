@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::Importer;
 use super::doc::{Leaf, List, Object, Shape};
 use super::folders::Folders;
 use crate::config::file::{RawHeader, RawHeaders, RawResponse};
@@ -124,6 +125,37 @@ pub(super) fn raw_response(
         response: raw,
         framing,
         missing_body,
+    }
+}
+
+impl Importer {
+    /// The response of a custom-response `file` (in `base`) as holdoff's, with a note for
+    /// what Dev Proxy fills in or leaves out of it.
+    pub(super) fn custom_response(
+        &mut self,
+        file: &str,
+        response: DpResponse,
+        base: &Path,
+    ) -> RawResponse {
+        if response.status_code.is_none() {
+            self.note(format!(
+                "{file}: the response has no statusCode; Dev Proxy sends {DEFAULT_OK_STATUS} \
+                 then, and so does the import."
+            ));
+        }
+        let carried = raw_response(response, DEFAULT_OK_STATUS, &self.body_files(base));
+        if let Some(note) = framing_note(file, carried.framing) {
+            self.note(note);
+        }
+        let missing: Vec<_> = carried
+            .missing_body
+            .map(|body| ("its response".to_owned(), body))
+            .into_iter()
+            .collect();
+        if let Some(note) = missing_bodies_note(file, &missing) {
+            self.note(note);
+        }
+        carried.response
     }
 }
 

@@ -16,7 +16,9 @@ impl Importer {
     }
 
     pub(super) fn judge_notes(&mut self) {
-        let throttles = self.config.errors.is_some() || !self.config.rate_limits.is_empty();
+        let throttles = self.config.errors.is_some()
+            || !self.config.rate_limits.is_empty()
+            || !self.config.llm_rate_limits.is_empty();
         if throttles && !self.retry_after_plugin {
             self.note(
                 "RetryAfterPlugin is not enabled, so Dev Proxy let early retries through; \

@@ -14,6 +14,7 @@
 
 mod counts;
 mod limits;
+mod llm;
 #[cfg(test)]
 mod tests;
 
@@ -95,6 +96,8 @@ struct Armed {
     counter_names: Box<[String]>,
     /// Matches so far, one per mock, in order (for `nth`).
     mock_hits: Box<[AtomicU64]>,
+    /// The token budgets' windows.
+    budgets: llm::Budgets,
     /// Whether the plan does nothing at all.
     idle: bool,
 }
@@ -118,6 +121,7 @@ enum Step {
 }
 
 /// The request body, as far as fragments are concerned.
+#[derive(Clone)]
 enum Read {
     /// Not needed yet.
     Unread,
@@ -197,7 +201,7 @@ impl FaultStage {
     /// ([`Stage::maintain`]), which the server runs.
     pub fn evict(&self, now: Instant) -> usize {
         let armed = self.inner.current();
-        armed.limiters.iter().map(|l| l.evict(now)).sum()
+        armed.limiters.iter().map(|l| l.evict(now)).sum::<usize>() + armed.budgets.evict(now)
     }
 }
 
@@ -225,6 +229,7 @@ impl Stage for FaultStage {
     }
 
     fn on_response(&self, response: &mut Response<Body>, _: &RequestMeta) {
+        llm::tap(response);
         let Some(left) = Notes::take::<Left>(response) else {
             return;
         };
@@ -299,16 +304,19 @@ impl Armed {
             .collect();
         let counter_names = plan.rate_limits.iter().map(counter_name).collect();
         let mock_hits = plan.mocks.iter().map(|_| AtomicU64::new(0)).collect();
+        let budgets = llm::Budgets::new(&plan, previous);
         let idle = plan.latency.is_none()
             && plan.mocks.is_empty()
             && !plan.block_unmocked
             && plan.rate_limits.is_empty()
+            && plan.llm_rate_limits.is_empty()
             && plan.errors.is_empty();
         Armed {
             plan,
             limiters,
             counter_names,
             mock_hits,
+            budgets,
             idle,
         }
     }
@@ -389,6 +397,9 @@ impl Inner {
                     }
                     let taken = self.take_local(armed, meta, url);
                     self.conclude_limits(armed, request, meta, taken)
+                }
+                FaultStep::LanguageModelRateLimits => {
+                    self.llm_rate_limit(armed, request, meta, url, &read, position)
                 }
                 FaultStep::Errors => self.error(armed, request, meta, url, &read, position),
             };
@@ -513,9 +524,11 @@ impl Inner {
                         Some(rendered.response.status()),
                         rendered.hint,
                     );
-                    // A rate limit that counted this request first: its headers go on the mock.
+                    // A rate limit that counted this request first: its headers go on the mock,
+                    // and a token budget counts the mock's usage.
                     let mut response = rendered.response.map(Body::full);
                     Notes::carry::<Left>(&mut request, &mut response);
+                    llm::carry(&mut request, &mut response);
                     Action::Respond(response)
                 }
                 FaultOutcome::Network(fault) => {
