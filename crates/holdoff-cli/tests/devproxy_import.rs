@@ -348,3 +348,102 @@ mod rate_limit_warning_threshold {
         drop(proxy);
     }
 }
+
+/// AuthPlugin in its API-key mode, before the mocks as the gallery's `api-key-protected-mock`
+/// lists it: no allowed key, no mock.
+mod api_key_auth {
+    use super::*;
+
+    fn protected_mock(dir: &TempDir) -> String {
+        dir.write(
+            "mocks.json",
+            r#"{
+  "mocks": [{
+    "request": { "url": "http://127.0.0.1:*/api/orders*" },
+    "response": { "statusCode": 200, "body": { "orders": [{ "id": 1 }] } }
+  }]
+}"#,
+        );
+        dir.write(
+            "devproxyrc.json",
+            r#"{
+  "$schema": "https://raw.githubusercontent.com/dotnet/dev-proxy/main/schemas/v2.0.0/rc.schema.json",
+  "plugins": [
+    { "name": "AuthPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "auth" },
+    { "name": "MockResponsePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "mocks" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/api/*"],
+  "auth": {
+    "type": "apiKey",
+    "apiKey": {
+      "parameters": [
+        { "in": "header", "name": "x-api-key" },
+        { "in": "query", "name": "code" },
+        { "in": "cookie", "name": "api_key" }
+      ],
+      "allowedKeys": ["key-one", "key-two"]
+    }
+  },
+  "mocks": { "mocksFile": "mocks.json" }
+}"#,
+        )
+    }
+
+    fn curl_status(proxy: &Proxy, extra: &[&str], url: &str) -> (String, String) {
+        let output = std::process::Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", "-x", &proxy.url()])
+            .args(extra)
+            .arg(url)
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (status.to_owned(), body.to_owned())
+    }
+
+    #[test]
+    fn refuses_without_an_allowed_key_and_mocks_with_one() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("api-key");
+        let proxy = Proxy::start(&["--devproxy-config", &protected_mock(&dir)]);
+        let url = upstream.url("/api/orders");
+
+        let (status, body) = curl_status(&proxy, &[], &url);
+        assert_eq!(status, "401");
+        assert_eq!(body, r#"{"error":{"message":"Unauthorized"}}"#);
+        let (status, _) = curl_status(&proxy, &["-H", "x-api-key: guess"], &url);
+        assert_eq!(status, "401", "a key that is not allowed");
+
+        let (status, body) = curl_status(&proxy, &["-H", "X-Api-Key: key-one"], &url);
+        assert_eq!(status, "200");
+        assert!(body.contains(r#""orders""#), "{body}");
+        let (status, _) = curl_status(&proxy, &[], &format!("{url}?code=key-two"));
+        assert_eq!(status, "200", "the key in the query");
+        let (status, _) = curl_status(&proxy, &["-b", "theme=dark; api_key=key-one"], &url);
+        assert_eq!(status, "200", "the key in a cookie");
+        assert!(
+            upstream.requests().is_empty(),
+            "the mock or the 401 answered"
+        );
+        drop(proxy);
+    }
+
+    #[test]
+    fn the_import_writes_the_rule_before_the_mocks() {
+        let dir = TempDir::new("api-key-import");
+        let rc = protected_mock(&dir);
+        let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+            .args(["config", "import-devproxy", &rc])
+            .output()
+            .expect("run holdoff");
+        assert!(output.status.success(), "{}", support::show(&output));
+        let imported: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("JSON on stdout");
+        assert_eq!(imported["order"], serde_json::json!(["auth", "mocks"]));
+        assert_eq!(
+            imported["auth"][0]["apiKey"]["parameters"][1],
+            serde_json::json!({ "in": "query", "name": "code" })
+        );
+    }
+}

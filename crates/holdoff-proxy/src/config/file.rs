@@ -49,6 +49,11 @@ pub struct RawConfig {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<RawRateLimit>,
 
+    /// API keys the watched API wants (Dev Proxy's AuthPlugin, API-key mode): a request without
+    /// an allowed one gets `401`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auth: Vec<RawAuth>,
+
     /// Token budgets of language-model APIs (Dev Proxy's LanguageModelRateLimitingPlugin).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub llm_rate_limits: Vec<RawLlmRateLimit>,
@@ -114,6 +119,8 @@ pub struct RawState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RawFaultStep {
+    /// `auth`.
+    Auth,
     /// `mocks` (and `blockUnmocked`).
     Mocks,
     /// `rateLimits`.
@@ -390,6 +397,50 @@ pub struct RawLlmRateLimit {
     /// ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when_exceeded: Option<RawResponse>,
+}
+
+/// Requests that must carry an API key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawAuth {
+    /// A URL pattern for the requests checked; default every watched URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The key, and where it is looked for.
+    pub api_key: RawApiKey,
+}
+
+/// An API key: where a request carries it, and the keys let through.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawApiKey {
+    /// Where the key is looked for, in order; the first one the request has decides.
+    pub parameters: Vec<RawKeyParameter>,
+    /// The keys let through.
+    pub allowed_keys: Vec<String>,
+}
+
+/// One place a request may carry its key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawKeyParameter {
+    /// `header`, `query` or `cookie`.
+    #[serde(rename = "in")]
+    pub location: RawKeyIn,
+    /// The header, query parameter or cookie name.
+    pub name: String,
+}
+
+/// Where a key is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RawKeyIn {
+    /// A request header.
+    Header,
+    /// A query parameter.
+    Query,
+    /// A cookie.
+    Cookie,
 }
 
 /// A rate-limiting algorithm.

@@ -1,6 +1,7 @@
 //! Faults the proxy injects: error responses, rate limiting, latency, mocks and network
 //! faults, compiled into a [`FaultPlan`](plan::FaultPlan) and run by [`FaultStage`].
 
+pub mod auth;
 mod body;
 pub mod error;
 pub mod plan;

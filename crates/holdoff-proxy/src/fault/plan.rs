@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use http::Method;
 
+use super::auth::AuthRule;
 use super::error::{ErrorResponse, Rate, RetryAfterForm};
 use super::ratelimit::{HeaderStyle, Limit, ResetFormat};
 use super::tokens::TokenBudget;
@@ -27,6 +28,8 @@ pub struct FaultPlan {
     pub order: FaultOrder,
     /// Added latency, if any.
     pub latency: Option<LatencyRule>,
+    /// API keys wanted, first rule whose URL matches decides.
+    pub auth: Vec<AuthRule>,
     /// Mocks, first match answers.
     pub mocks: Vec<MockRule>,
     /// Watched requests no mock matches get `502` instead of going upstream.
@@ -45,6 +48,8 @@ pub struct FaultPlan {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FaultStep {
+    /// [`FaultPlan::auth`]: refuses `401` a request without an allowed API key.
+    Auth,
     /// [`FaultPlan::mocks`] (and blocking the unmocked).
     Mocks,
     /// [`FaultPlan::rate_limits`]: counts every request that reaches it, refuses past a limit.
@@ -58,7 +63,8 @@ pub enum FaultStep {
 
 impl FaultStep {
     /// Every step, in the default order.
-    pub const ALL: [FaultStep; 4] = [
+    pub const ALL: [FaultStep; 5] = [
+        FaultStep::Auth,
         FaultStep::Mocks,
         FaultStep::RateLimits,
         FaultStep::LanguageModelRateLimits,
@@ -68,6 +74,7 @@ impl FaultStep {
     /// The step's name in a configuration file (`order`): its section's key.
     pub fn key(self) -> &'static str {
         match self {
+            FaultStep::Auth => "auth",
             FaultStep::Mocks => "mocks",
             FaultStep::RateLimits => "rateLimits",
             FaultStep::LanguageModelRateLimits => "llmRateLimits",
@@ -88,7 +95,13 @@ impl FaultStep {
 /// let order = FaultOrder::new([FaultStep::RateLimits]).unwrap();
 /// assert_eq!(
 ///     order.steps(),
-///     [FaultStep::RateLimits, FaultStep::Mocks, FaultStep::LanguageModelRateLimits, FaultStep::Errors]
+///     [
+///         FaultStep::RateLimits,
+///         FaultStep::Auth,
+///         FaultStep::Mocks,
+///         FaultStep::LanguageModelRateLimits,
+///         FaultStep::Errors
+///     ]
 /// );
 /// assert_eq!(FaultOrder::default().steps(), FaultStep::ALL);
 /// assert!(FaultOrder::new([FaultStep::Errors, FaultStep::Errors]).is_err());

@@ -4,6 +4,7 @@
 //! Every problem is collected, not just the first, each naming its file and key path and
 //! saying what is allowed.
 
+mod api_keys;
 mod data_files;
 mod errors;
 mod judge;
@@ -173,6 +174,7 @@ impl Compiler {
         if let Some(errors) = &raw.errors {
             self.errors(at, errors, &shared, &mut plan.errors);
         }
+        self.auth(at, &raw.auth, &mut plan.auth);
         self.rate_limits(at, &raw.rate_limits, &shared, &mut plan.rate_limits);
         self.llm_rate_limits(at, &raw.llm_rate_limits, &shared, &mut plan.llm_rate_limits);
         if let Some(latency) = &raw.latency {

@@ -21,7 +21,7 @@ impl Compiler {
                 index("order", again),
                 format!(
                     "`{}` is already in the list: name each step once (the ones left out \
-                     follow in the default order, mocks, rateLimits, llmRateLimits, errors)",
+                     follow in the default order, auth, mocks, rateLimits, llmRateLimits, errors)",
                     twice.key()
                 ),
             );
@@ -33,6 +33,7 @@ impl Compiler {
 impl From<RawFaultStep> for FaultStep {
     fn from(raw: RawFaultStep) -> FaultStep {
         match raw {
+            RawFaultStep::Auth => FaultStep::Auth,
             RawFaultStep::Mocks => FaultStep::Mocks,
             RawFaultStep::RateLimits => FaultStep::RateLimits,
             RawFaultStep::LlmRateLimits => FaultStep::LanguageModelRateLimits,
@@ -44,6 +45,7 @@ impl From<RawFaultStep> for FaultStep {
 impl From<FaultStep> for RawFaultStep {
     fn from(step: FaultStep) -> RawFaultStep {
         match step {
+            FaultStep::Auth => RawFaultStep::Auth,
             FaultStep::Mocks => RawFaultStep::Mocks,
             FaultStep::RateLimits => RawFaultStep::RateLimits,
             FaultStep::LanguageModelRateLimits => RawFaultStep::LlmRateLimits,

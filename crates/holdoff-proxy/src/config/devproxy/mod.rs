@@ -6,6 +6,7 @@
 //! | Dev Proxy | holdoff |
 //! |---|---|
 //! | `urlsToWatch` (and each plugin's own list) | `urlsToWatch` |
+//! | AuthPlugin, API-key mode | one of `auth` |
 //! | GenericRandomErrorPlugin and its errors file | `errors` (the rules inlined) |
 //! | GraphRandomErrorPlugin | `errors`: a rule per method, with Graph's error bodies |
 //! | RateLimitingPlugin (and its custom response file) | one of `rateLimits` |
@@ -27,6 +28,7 @@
 //! and knows the keys its schemas allow; `response` carries a response of an errors, mocks or
 //! custom-response file over to holdoff's; `folders` expands Dev Proxy's path tokens.
 
+mod auth;
 mod doc;
 mod errors;
 mod folders;
@@ -297,6 +299,7 @@ impl Importer {
                 continue;
             };
             match plugin.name.as_str() {
+                "AuthPlugin" => self.auth_plugin(doc, &settings, &mut unknown),
                 "GenericRandomErrorPlugin" => self.errors_plugin(doc, &settings, &mut unknown),
                 "GraphRandomErrorPlugin" => {
                     self.graph_errors_plugin(doc, &settings, &mut unknown);
@@ -728,7 +731,8 @@ fn label(plugins: &[DpPlugin], position: usize) -> String {
 fn is_mapped(name: &str) -> bool {
     matches!(
         name,
-        "GenericRandomErrorPlugin"
+        "AuthPlugin"
+            | "GenericRandomErrorPlugin"
             | "GraphRandomErrorPlugin"
             | "RateLimitingPlugin"
             | "LanguageModelRateLimitingPlugin"
@@ -747,8 +751,7 @@ fn unsupported(name: &str) -> &'static str {
         "GraphMockResponsePlugin"
         | "EntraMockResponsePlugin"
         | "OpenAIMockResponsePlugin"
-        | "CrudApiPlugin"
-        | "AuthPlugin" => {
+        | "CrudApiPlugin" => {
             "it builds its responses in code; MockResponsePlugin's mocks can stand in"
         }
         name if name.ends_with("GuidancePlugin") => {

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[serde(default)]
 #[non_exhaustive]
 pub struct FaultCounts {
-    /// Error responses from error rules, and `502`s to unmocked requests when blocking.
+    /// Error responses from error rules, `502`s to unmocked requests when blocking, and `401`s
+    /// to requests without an allowed API key.
     pub errors: u64,
     /// Requests refused by a rate limit.
     pub rate_limited: u64,
@@ -29,6 +30,7 @@ pub struct FaultCounts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
     Error,
+    Unauthorized,
     Blocked,
     RateLimited,
     Mocked,
@@ -43,6 +45,7 @@ impl Kind {
     pub(super) fn as_str(self) -> &'static str {
         match self {
             Kind::Error => "error",
+            Kind::Unauthorized => "unauthorized",
             Kind::Blocked => "blocked",
             Kind::RateLimited => "rate_limited",
             Kind::Mocked => "mock",
@@ -72,7 +75,7 @@ impl Counters {
     /// Counts one fault of `kind`.
     pub(super) fn add(&self, kind: Kind) {
         let counter = match kind {
-            Kind::Error | Kind::Blocked => &self.errors,
+            Kind::Error | Kind::Blocked | Kind::Unauthorized => &self.errors,
             Kind::RateLimited => &self.rate_limited,
             Kind::Mocked => &self.mocked,
             Kind::Delayed => &self.delayed,

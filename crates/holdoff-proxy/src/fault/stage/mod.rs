@@ -306,6 +306,7 @@ impl Armed {
         let mock_hits = plan.mocks.iter().map(|_| AtomicU64::new(0)).collect();
         let budgets = llm::Budgets::new(&plan, previous);
         let idle = plan.latency.is_none()
+            && plan.auth.is_empty()
             && plan.mocks.is_empty()
             && !plan.block_unmocked
             && plan.rate_limits.is_empty()
@@ -378,6 +379,7 @@ impl Inner {
         let order = armed.plan.order;
         for (position, step) in order.steps().iter().enumerate().skip(start) {
             let flow = match step {
+                FaultStep::Auth => self.auth(armed, request, meta, url),
                 FaultStep::Mocks => {
                     let wants_body = matches!(read, Read::Unread)
                         && armed
@@ -409,6 +411,31 @@ impl Inner {
             };
         }
         Action::Continue(request)
+    }
+
+    /// The first auth rule covering the request refuses it `401` without an allowed key, as
+    /// Dev Proxy's AuthPlugin answers: `{"error": {"message": "Unauthorized"}}`.
+    fn auth(&self, armed: &Armed, request: Request<Body>, meta: &RequestMeta, url: &str) -> Flow {
+        let Some(rule) = armed.plan.auth.iter().find(|rule| rule.covers(url)) else {
+            return Flow::Next(request);
+        };
+        let Err(why) = rule.authorizes(request.headers(), request.uri()) else {
+            return Flow::Next(request);
+        };
+        self.record(
+            Kind::Unauthorized,
+            meta,
+            Some(StatusCode::UNAUTHORIZED),
+            None,
+        );
+        tracing::debug!(target: "holdoff::fault", url = %meta.target, "401: {}", why.as_str());
+        let mut response = Response::new(Body::from(r#"{"error":{"message":"Unauthorized"}}"#));
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Flow::Done(Action::Respond(response))
     }
 
     /// What a future resuming the decision needs, owned.
