@@ -36,10 +36,11 @@ proxy instead: clients talk to it as if it were the upstream, and no CA is neede
 command through a proxy of its own, with a throwaway CA, see `holdoff run`.
 
 Watched requests meet the faults: error responses, rate limits, latency, mocks and network faults,
-from -c FILE, --preset NAME, --devproxy-config FILE, or holdoff.json / holdoff.yaml in the current
-directory; without any, the `throttle` preset answers half of them with 429 and a Retry-After of
-2-5 s (-f 0 turns that off). Every Retry-After a client receives, injected or from the upstream,
-opens a window; a retry before it ends is judged premature and answered 429 without reaching the
+from -c FILE (holdoff's or Dev Proxy's), --preset NAME, --devproxy-config FILE, or holdoff.json /
+holdoff.yaml in the current directory, else Dev Proxy's devproxyrc.json(c)/.yaml there or in
+.devproxy/ (the start says which); without any, the `throttle` preset answers half of them with
+429 and a Retry-After of 2-5 s (-f 0 turns that off). Every Retry-After a client receives,
+injected or from the upstream, opens a window; a retry before it ends is judged premature and answered 429 without reaching the
 upstream. Windows are kept per client: the proxy user name, else an X-Holdoff-Client header, else
 (--client-id auto) the process at the other end of a loopback connection, found under /proc on
 Linux, else the peer address.
@@ -220,10 +221,17 @@ pub(crate) struct Options {
     #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty", "judge_min_backoff", "judge_no_backoff"])]
     pass_through: bool,
 
-    /// The faults to inject, from a holdoff config file (JSON with comments, or YAML). Default:
-    /// holdoff.json, holdoff.jsonc, holdoff.yaml or holdoff.yml in the current directory, else
-    /// the `throttle` preset.
-    #[arg(short, long, value_name = "FILE", group = "faults")]
+    /// The faults to inject, from a holdoff config file (JSON with comments, or YAML), or a Dev
+    /// Proxy one (imported as --devproxy-config does). Default: holdoff.json, holdoff.jsonc,
+    /// holdoff.yaml or holdoff.yml in the current directory, else Dev Proxy's devproxyrc.jsonc,
+    /// .json, .yaml or .yml there or in .devproxy/, else the `throttle` preset.
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        group = "faults",
+        alias = "config-file"
+    )]
     config: Option<PathBuf>,
 
     /// A built-in preset instead of a config file: throttle, openai, github, graph or flaky

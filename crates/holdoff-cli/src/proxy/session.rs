@@ -37,6 +37,8 @@ pub(crate) struct Prepared {
     config: ProxyConfig,
     /// `None` with `--pass-through`.
     faults: Option<(faults::Source, faults::Loaded)>,
+    /// Which source was found, when none was asked for: logged at start.
+    found: Option<String>,
     judge_key: Option<KeyMode>,
     judge_penalty: Option<PenaltyArg>,
     judge_min_backoff: Duration,
@@ -71,6 +73,7 @@ pub(crate) fn prepare(
     config
         .validate()
         .map_err(|err| Failure::Usage(usage(&err)))?;
+    let mut found = None;
     let faults = match options.pass_through {
         true => None,
         false => {
@@ -81,6 +84,12 @@ pub(crate) fn prepare(
                 options.devproxy_config.as_deref(),
                 &cwd,
             );
+            let asked = options.config.is_some()
+                || options.preset.is_some()
+                || options.devproxy_config.is_some();
+            if !asked {
+                found = Some(source.found());
+            }
             let loaded = source.load().map_err(Failure::Usage)?;
             Some((source, loaded))
         }
@@ -117,6 +126,7 @@ pub(crate) fn prepare(
     let prepared = Prepared {
         config,
         faults,
+        found,
         judge_key: options.judge_key.clone(),
         judge_penalty: options.judge_penalty,
         judge_min_backoff: options.judge_min_backoff,
@@ -174,6 +184,7 @@ impl Prepared {
         let Prepared {
             config,
             faults,
+            found,
             judge_key,
             judge_penalty,
             judge_min_backoff,
@@ -357,6 +368,9 @@ impl Prepared {
         match &stages {
             None => tracing::info!("passing everything through: no faults, no judge"),
             Some(stages) => {
+                if let Some(found) = found {
+                    tracing::info!("{found}");
+                }
                 for note in notes {
                     tracing::warn!("{note}");
                 }
