@@ -55,6 +55,15 @@ pub(crate) fn is_devproxy(path: &Path) -> bool {
         })
 }
 
+/// The file's `logLevel`, if it sets one (as written: `information`, `Debug`, …).
+pub(crate) fn log_level(path: &Path) -> Option<String> {
+    let doc = top_level(path)?;
+    doc.iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case("logLevel"))
+        .and_then(|(_, value)| value.as_str())
+        .map(str::to_owned)
+}
+
 /// A Dev Proxy file imported and compiled, with the notes on what holdoff does differently.
 pub(crate) struct Imported {
     pub(crate) compiled: Compiled,
@@ -149,6 +158,22 @@ mod tests {
             for no in [&holdoff, &broken] {
                 assert!(!is_devproxy(Path::new(no)), "{no}");
             }
+        }
+    }
+
+    mod log_level {
+        use super::*;
+
+        #[test]
+        fn is_read_in_any_case_of_the_key() {
+            let dir = TempDir::new("devproxy-log-level");
+            let rc = dir.write(
+                "devproxyrc.json",
+                r#"{ "LogLevel": "Warning", "plugins": [] }"#,
+            );
+            assert_eq!(log_level(Path::new(&rc)).as_deref(), Some("Warning"));
+            let rc = dir.write("devproxyrc.yaml", "plugins: []\n");
+            assert_eq!(log_level(Path::new(&rc)), None);
         }
     }
 }

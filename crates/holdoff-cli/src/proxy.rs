@@ -123,10 +123,12 @@ pub(crate) struct Options {
     #[arg(long, value_name = "PEM")]
     upstream_ca: Vec<PathBuf>,
 
-    /// The log level (error, warn, info, debug, trace), or a filter such as
-    /// `info,holdoff::request=warn`.
-    #[arg(long, value_name = "LEVEL", default_value = "info")]
-    log_level: String,
+    /// The log level: error, warn, info, debug, trace or off, or Dev Proxy's names for them
+    /// (information, warning, critical, none; any case); or a filter such as
+    /// `info,holdoff::request=warn`. Notes on the config are shown at every level but off.
+    /// Default: the Dev Proxy file's logLevel, else info.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
 
     /// The log format: text for people, json for one JSON object per line.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Output::Text)]

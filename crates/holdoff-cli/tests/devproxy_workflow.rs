@@ -289,3 +289,62 @@ mod import_exit_code {
         assert!(stderr.contains("urlsToWatch"), "{stderr}");
     }
 }
+
+mod log_levels {
+    use super::*;
+
+    /// A run in a folder with a Dev Proxy file: one request, then its stderr.
+    fn run_with(extra: &str, args: &[&str]) -> String {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("log-levels");
+        write_rc(dir.path(), "devproxyrc.json", extra);
+        let proxy = Running::start(dir.path(), args);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "418");
+        proxy.stop()
+    }
+
+    #[test]
+    fn the_files_information_shows_the_notes_and_the_log() {
+        let stderr = run_with(r#""logLevel": "information","#, &[]);
+        assert!(
+            stderr.contains("Dev Proxy config devproxyrc.json: "),
+            "{stderr}"
+        );
+        assert!(stderr.contains("faults from Dev Proxy config"), "{stderr}");
+        assert!(stderr.contains("418"), "the request's line: {stderr}");
+    }
+
+    #[test]
+    fn dev_proxys_names_work_on_the_command_line_in_any_case() {
+        let stderr = run_with("", &["--log-level", "Warning"]);
+        assert!(stderr.contains("no holdoff.json here"), "{stderr}");
+        assert!(
+            !stderr.contains("faults from"),
+            "info is below warning: {stderr}"
+        );
+    }
+
+    #[test]
+    fn notes_are_shown_even_at_error() {
+        let stderr = run_with("", &["--log-level", "error"]);
+        assert!(
+            stderr.contains("no holdoff.json here: using Dev Proxy's devproxyrc.json"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn none_shows_nothing_in_the_file_or_on_the_command_line() {
+        let stderr = run_with(r#""logLevel": "none","#, &[]);
+        assert_eq!(stderr, "");
+        let stderr = run_with("", &["--log-level", "None"]);
+        assert_eq!(stderr, "");
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_file() {
+        let stderr = run_with(r#""logLevel": "none","#, &["--log-level", "information"]);
+        assert!(stderr.contains("faults from Dev Proxy config"), "{stderr}");
+    }
+}

@@ -48,6 +48,8 @@ pub(crate) struct Prepared {
     overrides: faults::Overrides,
     recorder: Arc<Recorder>,
     output: Output,
+    /// The log is off (`--log-level off`, Dev Proxy's `none`): no summaries on stderr either.
+    quiet: bool,
     /// `--control-port` and `--metrics-port`.
     control_port: Option<u16>,
     metrics_port: Option<u16>,
@@ -117,12 +119,18 @@ pub(crate) fn prepare(
             path.display()
         ))
     })?;
-    let logs = logging::init(
-        &options.log_level,
-        options.output,
-        options.log_file.as_deref(),
-    )
-    .map_err(Failure::Usage)?;
+    // A Dev Proxy file's own logLevel, unless the command line says.
+    let level = options
+        .log_level
+        .clone()
+        .or_else(|| match &faults {
+            Some((faults::Source::DevProxy(path), _)) => crate::devproxy::log_level(path),
+            _ => None,
+        })
+        .unwrap_or_else(|| "info".to_owned());
+    let level = logging::Level::parse(&level);
+    let logs = logging::init(&level, options.output, options.log_file.as_deref())
+        .map_err(Failure::Usage)?;
     let prepared = Prepared {
         config,
         faults,
@@ -138,6 +146,7 @@ pub(crate) fn prepare(
         },
         recorder: Arc::new(recorder),
         output: options.output,
+        quiet: level.is_off(),
         control_port: options.control_port,
         metrics_port: options.metrics_port,
         argv: None,
@@ -193,6 +202,7 @@ impl Prepared {
             overrides,
             recorder,
             output,
+            quiet,
             control_port,
             metrics_port,
             mut argv,
@@ -369,10 +379,10 @@ impl Prepared {
             None => tracing::info!("passing everything through: no faults, no judge"),
             Some(stages) => {
                 if let Some(found) = found {
-                    tracing::info!("{found}");
+                    tracing::info!(target: logging::NOTES, "{found}");
                 }
                 for note in notes {
-                    tracing::warn!("{note}");
+                    tracing::warn!(target: logging::NOTES, "{note}");
                 }
                 let seed = stages.faults.seed();
                 tracing::info!(
@@ -406,6 +416,7 @@ impl Prepared {
             tasks,
             recorder,
             output,
+            quiet,
         })
     }
 }
@@ -458,6 +469,7 @@ pub(crate) struct Serving {
     tasks: Vec<JoinHandle<()>>,
     recorder: Arc<Recorder>,
     output: Output,
+    quiet: bool,
 }
 
 impl Serving {
@@ -484,6 +496,7 @@ impl Serving {
             stages: self.stages,
             recorder: self.recorder,
             output: self.output,
+            quiet: self.quiet,
         }
     }
 }
@@ -494,6 +507,7 @@ pub(crate) struct Stopped {
     stages: Option<Stages>,
     recorder: Arc<Recorder>,
     output: Output,
+    quiet: bool,
 }
 
 impl Stopped {
@@ -511,6 +525,10 @@ impl Stopped {
         let counts = self.record_end(exit_code);
         // Built by the recorder from its bounded tally, the finish included.
         let report = self.recorder.report();
+        if self.quiet {
+            reports.write_all(&report);
+            return report;
+        }
         if let Some(stages) = &self.stages {
             report_faults(&counts, stages.faults.seed(), self.output, logs);
             report_verdicts(&report, self.output, logs);
