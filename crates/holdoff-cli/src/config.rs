@@ -97,7 +97,7 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), Failure> 
             let Some(found) = load::find_in(&cwd).or_else(|| devproxy::find_in(&cwd)) else {
                 return Err(Failure::Usage(format!(
                     "no configuration file given, and none in the current directory (looked \
-                     for {}, then Dev Proxy's {} here and in {}/); name the file to check",
+                     for {}), nor Dev Proxy's ({} here and in {}/); name the file to check",
                     load::FILE_NAMES.join(", "),
                     devproxy::FILE_NAMES.join(", "),
                     devproxy::DIR,
