@@ -12,6 +12,7 @@
 mod faults;
 pub(crate) mod logging;
 pub(crate) mod session;
+mod system_proxy;
 
 use std::future::Future;
 use std::io::{self, Write};
@@ -90,6 +91,17 @@ pub(crate) struct Args {
     /// Require these proxy credentials (Proxy-Authorization: Basic) on every request.
     #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_credentials)]
     proxy_auth: Option<Credentials>,
+
+    /// Stop after N seconds without a request (from the start, or the last request), writing
+    /// the reports as on Ctrl-C: Dev Proxy's --timeout.
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+
+    /// Dev Proxy's --as-system-proxy: holdoff does not change the system's settings, but
+    /// prints what to set (the proxy variables; on GNOME the gsettings commands; on macOS
+    /// networksetup) for the address it listens on.
+    #[arg(long)]
+    as_system_proxy: bool,
 
     #[command(flatten)]
     options: Options,
@@ -260,6 +272,29 @@ pub(crate) struct Options {
     /// Date header) or mixed. Default: as the config says, else delay.
     #[arg(long, value_name = "FORM", value_enum)]
     retry_after_form: Option<FormArg>,
+
+    /// Turn the config's mocks off: their requests go upstream (Dev Proxy's --no-mocks).
+    #[arg(long)]
+    no_mocks: bool,
+
+    /// Set NAME=VALUE in the environment of `holdoff run`'s command (Dev Proxy's --env).
+    /// Repeat for more.
+    #[arg(short, long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    pub(crate) env: Vec<(String, String)>,
+
+    /// Dev Proxy's --record: holdoff records every request from the start (the reports and
+    /// --events have them), so this changes nothing; the control API's /recording/stop and
+    /// /recording/start pause and resume it.
+    #[arg(long)]
+    record: bool,
+}
+
+/// `NAME=VALUE`, split at the first `=`.
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err("expected NAME=VALUE, with a non-empty name".to_owned()),
+    }
 }
 
 /// How a `@dynamic` Retry-After is written.
@@ -417,6 +452,9 @@ pub(crate) fn run(
 ) -> Result<(), Failure> {
     let (mut prepared, logs) = session::prepare(&args.options, args.config())?;
     prepared.reproducible_as(session::reproducible_argv(argv));
+    if let Some(seconds) = args.timeout {
+        prepared.stop_when_idle(Duration::from_secs(seconds));
+    }
     let runtime = session::runtime()?;
     let result = runtime.block_on(async {
         let signal = shutdown_signal()
@@ -427,7 +465,27 @@ pub(crate) fn run(
             writeln!(out, "{what} on http://{addr}/")?;
         }
         out.flush()?;
-        let stopped = serving.stop_when(signal).await;
+        if !args.options.env.is_empty() {
+            tracing::warn!(
+                target: logging::NOTES,
+                "--env: holdoff proxy has no plugins to read variables, so they change nothing \
+                 here; set them for your app (holdoff run --env NAME=VALUE sets them for its \
+                 command)"
+            );
+        }
+        if args.as_system_proxy {
+            for line in system_proxy::instructions(serving.local_addr()).lines() {
+                tracing::warn!(target: logging::NOTES, "{line}");
+            }
+        }
+        let idle = serving.when_idle();
+        let stop = async {
+            tokio::select! {
+                () = signal => {}
+                () = idle => {}
+            }
+        };
+        let stopped = serving.stop_when(stop).await;
         stopped.report(None, &args.reports, &logs);
         Ok(())
     });

@@ -348,3 +348,127 @@ mod log_levels {
         assert!(stderr.contains("faults from Dev Proxy config"), "{stderr}");
     }
 }
+
+/// `holdoff ARGS…` in `dir`, run to its end (killed after a minute, for a test that would
+/// otherwise hang).
+fn run_to_end(dir: &Path, args: &[&str]) -> Output {
+    assert_cmd::Command::cargo_bin("holdoff")
+        .expect("the holdoff binary")
+        .args(args)
+        .current_dir(dir)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("run holdoff")
+}
+
+mod dev_proxy_options {
+    use super::*;
+
+    #[test]
+    fn timeout_stops_the_proxy_on_its_own_and_writes_the_report() {
+        let dir = TempDir::new("timeout");
+        let output = run_to_end(
+            dir.path(),
+            &[
+                "proxy",
+                "--port",
+                "0",
+                "-t",
+                "1",
+                "--report-json",
+                "report.json",
+            ],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("no request for 1 s (--timeout)"),
+            "{stderr}"
+        );
+        let report = support::json_report(&dir.join("report.json"));
+        assert_eq!(report["requests"], 0, "{report}");
+    }
+
+    #[test]
+    fn record_and_as_system_proxy_are_taken_and_say_what_they_do() {
+        let dir = TempDir::new("record");
+        let output = run_to_end(
+            dir.path(),
+            &[
+                "proxy",
+                "--port",
+                "0",
+                "--timeout",
+                "1",
+                "--record",
+                "--as-system-proxy",
+            ],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let addr = stdout
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("listening on http://"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--record: holdoff records every request"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("export http_proxy=http://{addr} ")),
+            "{stderr}"
+        );
+        let port = addr.rsplit(':').next().unwrap_or_default();
+        assert!(
+            stderr.contains(&format!(
+                "gsettings set org.gnome.system.proxy.http port {port}"
+            )),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn no_mocks_sends_the_mocked_requests_upstream() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("no-mocks");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        let proxy = Running::start(dir.path(), &["--no-mocks", "--log-level", "warn"]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "200");
+        assert_eq!(upstream.requests_to("/mocked").len(), 1);
+        drop(proxy);
+    }
+
+    #[test]
+    fn env_reaches_the_command_of_holdoff_run() {
+        let dir = TempDir::new("env");
+        let output = run_to_end(
+            dir.path(),
+            &[
+                "run",
+                "--allow-no-traffic",
+                "--env",
+                "GREETING=hello=world",
+                "-e",
+                "HTTP_PROXY=mine",
+                "--",
+                "sh",
+                "-c",
+                "printf '%s %s' \"$GREETING\" \"$HTTP_PROXY\"",
+            ],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "hello=world mine");
+    }
+
+    #[test]
+    fn env_without_a_name_is_a_usage_error() {
+        let dir = TempDir::new("env-bad");
+        let output = run_to_end(dir.path(), &["run", "--env", "=x", "--", "true"]);
+        assert_eq!(output.status.code(), Some(2), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("expected NAME=VALUE"), "{stderr}");
+    }
+}

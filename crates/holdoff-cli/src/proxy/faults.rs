@@ -149,6 +149,8 @@ pub(crate) struct Overrides {
     pub(crate) failure_rate: Option<Rate>,
     /// `--retry-after-form`.
     pub(crate) retry_after_form: Option<RetryAfterForm>,
+    /// `--no-mocks`.
+    pub(crate) no_mocks: bool,
 }
 
 impl Overrides {
@@ -158,6 +160,9 @@ impl Overrides {
         }
         if let Some(form) = self.retry_after_form {
             plan.retry_after_form = form;
+        }
+        if self.no_mocks {
+            plan.mocks.clear();
         }
         plan
     }

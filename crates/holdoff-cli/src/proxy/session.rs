@@ -57,6 +57,8 @@ pub(crate) struct Prepared {
     argv: Option<Vec<String>>,
     /// `holdoff run --allow-no-traffic`.
     allow_no_traffic: bool,
+    /// `holdoff proxy --timeout`: stop after this long without a request.
+    idle_timeout: Option<Duration>,
 }
 
 /// Checks `config` (the proxy's settings from `options` and the command's own), loads the
@@ -131,6 +133,13 @@ pub(crate) fn prepare(
     let level = logging::Level::parse(&level);
     let logs = logging::init(&level, options.output, options.log_file.as_deref())
         .map_err(Failure::Usage)?;
+    if options.record {
+        tracing::info!(
+            target: logging::NOTES,
+            "--record: holdoff records every request from the start, into its reports (and \
+             --events); the control API's /recording/stop and /recording/start pause and resume it"
+        );
+    }
     let prepared = Prepared {
         config,
         faults,
@@ -143,6 +152,7 @@ pub(crate) fn prepare(
         overrides: faults::Overrides {
             failure_rate: options.failure_rate,
             retry_after_form: options.retry_after_form.map(Into::into),
+            no_mocks: options.no_mocks,
         },
         recorder: Arc::new(recorder),
         output: options.output,
@@ -151,6 +161,7 @@ pub(crate) fn prepare(
         metrics_port: options.metrics_port,
         argv: None,
         allow_no_traffic: false,
+        idle_timeout: None,
     };
     Ok((prepared, logs))
 }
@@ -173,6 +184,11 @@ impl Prepared {
     /// Records that the run allows no request to reach the proxy (`--allow-no-traffic`).
     pub(crate) fn allow_no_traffic(&mut self, allow: bool) {
         self.allow_no_traffic = allow;
+    }
+
+    /// Stops serving after `timeout` without a request ([`Serving::when_idle`]).
+    pub(crate) fn stop_when_idle(&mut self, timeout: Duration) {
+        self.idle_timeout = Some(timeout);
     }
 
     /// Watches `patterns` when neither the command line nor the config named any.
@@ -207,6 +223,7 @@ impl Prepared {
             metrics_port,
             mut argv,
             allow_no_traffic,
+            idle_timeout,
         } = self;
         let port = config.listen.port();
         let upstream = config.upstream.clone();
@@ -283,7 +300,9 @@ impl Prepared {
                 .judge(Arc::clone(&stages.judge))
                 .faults(Arc::clone(&stages.faults));
         }
-        let observed = (control_port.is_some() || metrics_port.is_some()).then(|| {
+        // The metrics stage sees every request first, so it also tells when the proxy is idle.
+        let counted = control_port.is_some() || metrics_port.is_some() || idle_timeout.is_some();
+        let observed = counted.then(|| {
             let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
             let book = stages
                 .as_ref()
@@ -325,6 +344,7 @@ impl Prepared {
                 "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
             ),
         }
+        let idle = idle_timeout.zip(observed.as_ref().map(|(metrics, _)| Arc::clone(metrics)));
         let mut endpoints = Vec::new();
         if let Some((metrics, book)) = observed {
             let mut control = Control::new(metrics).recording(recorder.clone());
@@ -417,6 +437,8 @@ impl Prepared {
             recorder,
             output,
             quiet,
+            idle,
+            clock,
         })
     }
 }
@@ -470,7 +492,13 @@ pub(crate) struct Serving {
     recorder: Arc<Recorder>,
     output: Output,
     quiet: bool,
+    /// `--timeout` and the stage that counts the requests.
+    idle: Option<(Duration, Arc<MetricsStage>)>,
+    clock: Arc<dyn Clock>,
 }
+
+/// How often an idle proxy looks at its request count: the precision of `--timeout`.
+const IDLE_POLL: Duration = Duration::from_millis(100);
 
 impl Serving {
     /// Where it listens.
@@ -482,6 +510,35 @@ impl Serving {
     /// "127.0.0.1:PORT")`, `("metrics", …)`.
     pub(crate) fn endpoints(&self) -> &[(&'static str, String)] {
         &self.endpoints
+    }
+
+    /// Completes once no request has come for the `--timeout` given
+    /// ([`Prepared::stop_when_idle`]), counted from the start or the last request; never
+    /// without one.
+    pub(crate) fn when_idle(&self) -> impl Future<Output = ()> + use<> {
+        let idle = self.idle.clone();
+        let clock = Arc::clone(&self.clock);
+        async move {
+            let Some((timeout, metrics)) = idle else {
+                return std::future::pending().await;
+            };
+            let (mut seen, mut since) = (metrics.requests(), clock.now());
+            loop {
+                let now = clock.now();
+                let count = metrics.requests();
+                if count != seen {
+                    (seen, since) = (count, now);
+                } else if now.saturating_duration_since(since) >= timeout {
+                    tracing::info!(
+                        "no request for {} s (--timeout): shutting down",
+                        timeout.as_secs()
+                    );
+                    return;
+                }
+                let next = (since + timeout).min(now + IDLE_POLL);
+                clock.sleep_until(next.max(now)).await;
+            }
+        }
     }
 
     /// Serves until `signal` completes, then stops accepting and lets the requests in flight
