@@ -103,6 +103,11 @@ pub(crate) struct Args {
     #[arg(long)]
     as_system_proxy: bool,
 
+    /// Install the CA (--ca-dir's, created if needed) into the system's trust store before
+    /// starting, as `holdoff ca trust` does (Dev Proxy's --install-cert).
+    #[arg(long)]
+    install_cert: bool,
+
     #[command(flatten)]
     options: Options,
 
@@ -450,6 +455,15 @@ pub(crate) fn run(
     argv: Vec<std::ffi::OsString>,
     out: &mut impl Write,
 ) -> Result<(), Failure> {
+    if args.install_cert {
+        let dir = match &args.ca_dir {
+            Some(dir) => dir.clone(),
+            None => holdoff_proxy::tls::CertificateAuthority::default_dir()
+                .ok_or_else(|| Failure::Usage(usage(&ConfigError::NoCaDir)))?,
+        };
+        // On stderr: stdout's first line is the address, for scripts.
+        crate::ca::install(&dir, &mut io::stderr())?;
+    }
     let (mut prepared, logs) = session::prepare(&args.options, args.config())?;
     prepared.reproducible_as(session::reproducible_argv(argv));
     if let Some(seconds) = args.timeout {
