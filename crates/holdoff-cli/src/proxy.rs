@@ -11,6 +11,7 @@
 
 mod faults;
 pub(crate) mod logging;
+mod process_tree;
 pub(crate) mod session;
 mod system_proxy;
 
@@ -286,6 +287,17 @@ pub(crate) struct Options {
     /// Repeat for more.
     #[arg(short, long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
     pub(crate) env: Vec<(String, String)>,
+
+    /// Handle only the traffic of these processes and those they start (Dev Proxy's
+    /// --watch-pids; Linux, loopback clients): other clients pass through untouched, neither
+    /// intercepted nor judged.
+    #[arg(long, value_name = "PID", num_args = 1..)]
+    watch_pids: Vec<u32>,
+
+    /// Handle only the traffic of processes with these names (their command name, or their
+    /// executable's file name) and those they start; as --watch-pids.
+    #[arg(long, value_name = "NAME", num_args = 1..)]
+    watch_process_names: Vec<String>,
 
     /// Dev Proxy's --record: holdoff records every request from the start (the reports and
     /// --events have them), so this changes nothing; the control API's /recording/stop and

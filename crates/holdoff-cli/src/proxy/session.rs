@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::logging::{self, Guard};
+use super::process_tree::ProcessTree;
 use super::{NoBackoffArg, Options, Output, PenaltyArg, faults, usage};
 use crate::Failure;
 use crate::report::ReportArgs;
@@ -59,6 +60,8 @@ pub(crate) struct Prepared {
     allow_no_traffic: bool,
     /// `holdoff proxy --timeout`: stop after this long without a request.
     idle_timeout: Option<Duration>,
+    /// `--watch-pids`, `--watch-process-names`.
+    processes: Option<ProcessTree>,
 }
 
 /// Checks `config` (the proxy's settings from `options` and the command's own), loads the
@@ -77,6 +80,14 @@ pub(crate) fn prepare(
     config
         .validate()
         .map_err(|err| Failure::Usage(usage(&err)))?;
+    let processes = ProcessTree::new(&options.watch_pids, &options.watch_process_names);
+    if processes.is_some() && !cfg!(target_os = "linux") {
+        return Err(Failure::Usage(
+            "--watch-pids and --watch-process-names need Linux, where /proc tells which \
+             process a connection comes from; leave them out to handle every client"
+                .to_owned(),
+        ));
+    }
     let mut found = None;
     let faults = match options.pass_through {
         true => None,
@@ -162,6 +173,7 @@ pub(crate) fn prepare(
         argv: None,
         allow_no_traffic: false,
         idle_timeout: None,
+        processes,
     };
     Ok((prepared, logs))
 }
@@ -224,6 +236,7 @@ impl Prepared {
             mut argv,
             allow_no_traffic,
             idle_timeout,
+            processes,
         } = self;
         let port = config.listen.port();
         let upstream = config.upstream.clone();
@@ -326,6 +339,13 @@ impl Prepared {
             }
         };
 
+        if let Some(processes) = processes {
+            tracing::info!(
+                "handling only the traffic of {}; other clients pass through untouched",
+                processes.describe()
+            );
+            server.filter_connections(Arc::new(processes));
+        }
         match (&upstream, server.ca()) {
             (Some(upstream), _) => {
                 tracing::info!("reverse proxy: every request goes to {upstream}")
