@@ -118,7 +118,9 @@ mod openai_throttling {
                  `errors[0].responses[3]`.",
                 "A bare `@dynamic` Retry-After waits 5 s, as Dev Proxy's retryAfterInSeconds \
                  says (errors.dynamicRange is [5, 5]).",
-                "Settings without a counterpart in holdoff were ignored: `logLevel`, \
+                "logLevel information: holdoff proxy and run log at it when they read this \
+                 file; a holdoff file has no log level: pass --log-level information.",
+                "Settings without a counterpart in holdoff were ignored: \
                  `newVersionNotification`, `showSkipMessages`.",
             ]
         );
@@ -265,8 +267,8 @@ mod yaml_config_with_its_own_watch_lists {
                  (GenericRandomErrorPlugin's section has the rate), and was ignored; pass \
                  --failure-rate 30 if you meant it.",
                 "watchProcessNames [\"msedge\"]: Dev Proxy handled only these processes' \
-                 traffic; holdoff cannot tell processes apart, and handles every client that \
-                 uses it as its proxy.",
+                 traffic; a holdoff file has no such setting: pass --watch-process-names msedge \
+                 (Linux).",
                 NO_RETRY_AFTER_PLUGIN_NOTE,
             ]
         );
