@@ -1,6 +1,9 @@
 //! `holdoff ca`: the local certificate authority that `holdoff proxy` signs the certificates of
 //! intercepted hosts with — where it is, creating it, exporting it, removing it, and how to
-//! trust it. Nothing here installs or trusts anything; it prints the commands that would.
+//! trust it. Only `trust` and `untrust` ([`trust`]) change the system's trust store; the
+//! others print the commands that would.
+
+mod trust;
 
 use std::borrow::Cow;
 use std::error::Error as _;
@@ -25,6 +28,7 @@ Examples:
   holdoff ca ensure
   curl --cacert \"$(holdoff ca path)\" -x http://127.0.0.1:8000 https://api.example.com/
   holdoff ca export --out holdoff-ca.pem
+  sudo holdoff ca trust --ca-dir ~/.local/share/holdoff
   holdoff ca remove";
 
 const PATH_AFTER_HELP: &str = "\
@@ -71,6 +75,12 @@ enum Action {
     },
     /// Delete the CA's certificate and key.
     Remove,
+    /// Install the CA certificate (created if there is none) into the system's trust store:
+    /// Debian/Ubuntu (update-ca-certificates) and Fedora/RHEL (update-ca-trust), as root; on
+    /// macOS and Windows, print the command that does it.
+    Trust,
+    /// Remove the CA certificate from the system's trust store (undoes `trust`).
+    Untrust,
 }
 
 /// Runs `holdoff ca`: results on `out`, problems on standard error.
@@ -95,7 +105,34 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         Action::Ensure => ensure(&target, out),
         Action::Export { out: file } => export(&target, file.as_deref(), out),
         Action::Remove => remove(&target, out),
+        Action::Trust => install(&target.dir, out),
+        Action::Untrust => trust::untrust(
+            &CertificateAuthority::cert_file(&target.dir),
+            &again("untrust", &target.dir),
+            out,
+        ),
     }
+}
+
+/// Creates the CA in `dir` if there is none, and installs it into the system's trust store
+/// (`holdoff ca trust`, `holdoff proxy --install-cert`).
+pub(crate) fn install(dir: &Path, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Target {
+        flag: format!(" --ca-dir {}", shell_quote(&dir.to_string_lossy())),
+        dir: dir.to_owned(),
+    };
+    let ca = CertificateAuthority::load_or_create(dir).map_err(|err| report(&err, &target))?;
+    let cert = CertificateAuthority::cert_file(dir);
+    trust::trust(ca.cert_pem(), &cert, &again("trust", dir), out)
+}
+
+/// `holdoff ca ACTION --ca-dir DIR`: the command to repeat as root, where HOME (and so the
+/// default directory) is root's.
+fn again(action: &str, dir: &Path) -> String {
+    format!(
+        "holdoff ca {action} --ca-dir {}",
+        shell_quote(&dir.to_string_lossy())
+    )
 }
 
 /// The CA directory a command works on.

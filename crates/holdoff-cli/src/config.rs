@@ -7,15 +7,17 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems};
-use holdoff_proxy::config::{devproxy, load, preset, schema};
+use holdoff_proxy::config::devproxy as holdoff_devproxy;
+use holdoff_proxy::config::{load, preset, schema};
 use holdoff_proxy::shared::OnFailure;
 
-use crate::Failure;
+use crate::{Failure, devproxy};
 
 const AFTER_HELP: &str = "\
 A configuration file is holdoff.json (comments allowed), holdoff.jsonc, holdoff.yaml or
-holdoff.yml; `holdoff proxy` reads the first of these it finds in the current directory, or
-the file given with --config.
+holdoff.yml; `holdoff proxy` reads the first of these it finds in the current directory, else
+Dev Proxy's devproxyrc.jsonc, .json, .yaml or .yml there or in .devproxy/ (imported), or the
+file given with --config. `validate` takes Dev Proxy files too, printing the import's notes.
 
 Exit status: 0 on success, 1 when the file has problems (each is printed as
 FILE:LINE:COL: KEY.PATH: message) or cannot be read or written, 2 for a usage error.
@@ -40,8 +42,9 @@ enum Action {
     Schema,
     /// Check a configuration file and the files it names; print every problem found.
     Validate {
-        /// The file to check. Default: holdoff.json, holdoff.jsonc, holdoff.yaml or
-        /// holdoff.yml in the current directory, the first that exists.
+        /// The file to check, holdoff's or Dev Proxy's. Default: the first that exists of
+        /// holdoff.json, holdoff.jsonc, holdoff.yaml or holdoff.yml in the current directory,
+        /// else of Dev Proxy's devproxyrc.* there or in .devproxy/.
         file: Option<PathBuf>,
     },
     /// Print a built-in preset (a commented configuration file), or list the presets.
@@ -54,7 +57,8 @@ enum Action {
         list: bool,
     },
     /// Convert Microsoft Dev Proxy's configuration (devproxyrc.json) to a holdoff
-    /// configuration, printing what could not be carried over.
+    /// configuration, printing what could not be carried over; exit 1 if the result does not
+    /// compile.
     #[command(name = "import-devproxy")]
     ImportDevproxy {
         /// Dev Proxy's configuration file.
@@ -90,11 +94,13 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), Failure> 
                     "cannot tell the current directory ({err}); name the file to check"
                 ))
             })?;
-            let Some(found) = load::find_in(&cwd) else {
+            let Some(found) = load::find_in(&cwd).or_else(|| devproxy::find_in(&cwd)) else {
                 return Err(Failure::Usage(format!(
                     "no configuration file given, and none in the current directory (looked \
-                     for {}); name the file to check",
-                    load::FILE_NAMES.join(", ")
+                     for {}), nor Dev Proxy's ({} here and in {}/); name the file to check",
+                    load::FILE_NAMES.join(", "),
+                    devproxy::FILE_NAMES.join(", "),
+                    devproxy::DIR,
                 )));
             };
             // Shown relative to where the user is, as they would have typed it.
@@ -104,6 +110,9 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), Failure> 
                 .unwrap_or(found)
         }
     };
+    if devproxy::is_devproxy(&path) {
+        return validate_devproxy(&path, out);
+    }
     match compile::load_and_compile(&path) {
         Ok(compiled) => {
             writeln!(out, "{}: valid — {}", path.display(), summary(&compiled))?;
@@ -114,6 +123,33 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), Failure> 
             Ok(())
         }
         Err(errors) => Err(report(&errors)),
+    }
+}
+
+/// `validate` for a Dev Proxy file: imported as `holdoff proxy -c FILE` would, its notes on
+/// standard error.
+fn validate_devproxy(path: &Path, out: &mut impl Write) -> Result<(), Failure> {
+    let imported = devproxy::import_and_compile(path).map_err(|errors| report(&errors))?;
+    print_notes(&imported.notes);
+    writeln!(
+        out,
+        "{}: valid Dev Proxy configuration — imported as {}",
+        path.display(),
+        summary(&imported.compiled)
+    )?;
+    let mut stderr = io::stderr().lock();
+    for warning in &imported.compiled.warnings {
+        let _ = writeln!(stderr, "warning: {}: {warning}", path.display());
+    }
+    Ok(())
+}
+
+/// The import's notes, one `note: …` line each on standard error.
+fn print_notes(notes: &[String]) {
+    let mut stderr = io::stderr().lock();
+    for note in notes {
+        // If standard error is gone there is nobody to tell.
+        let _ = writeln!(stderr, "note: {note}");
     }
 }
 
@@ -167,15 +203,15 @@ fn print_preset(name: &str, out: &mut impl Write) -> Result<(), Failure> {
 }
 
 fn import(file: &Path, target: Option<&Path>, out: &mut impl Write) -> Result<(), Failure> {
-    let imported = match devproxy::import(file) {
+    let imported = match holdoff_devproxy::import(file) {
         Ok(imported) => imported,
         Err(errors) => return Err(report(&errors)),
     };
-    let mut stderr = io::stderr().lock();
-    for note in &imported.notes {
-        // If standard error is gone there is nobody to tell.
-        let _ = writeln!(stderr, "note: {note}");
-    }
+    print_notes(&imported.notes);
+    // What is written must run: checked as `holdoff proxy` would, relative paths from the Dev
+    // Proxy file's directory, where they were written.
+    let base = file.parent().unwrap_or(Path::new("."));
+    let compiled = compile::compile(&imported.config, &file.display().to_string(), base);
     let mut config = imported.config;
     if config.schema.is_none() {
         config.schema = Some(schema::SCHEMA_URL.to_owned());
@@ -201,7 +237,19 @@ fn import(file: &Path, target: Option<&Path>, out: &mut impl Write) -> Result<()
             writeln!(out, "Wrote {}.", path.display())?;
         }
     }
-    Ok(())
+    match compiled {
+        Ok(_) => Ok(()),
+        Err(errors) => {
+            let mut stderr = io::stderr().lock();
+            let _ = writeln!(
+                stderr,
+                "holdoff: the imported configuration does not compile; fix these in the Dev \
+                 Proxy files (or in the written file) before running it:"
+            );
+            drop(stderr);
+            Err(report(&errors))
+        }
+    }
 }
 
 /// Every error on standard error, one `holdoff: …` line each.

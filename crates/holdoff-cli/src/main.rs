@@ -9,6 +9,7 @@
 mod ca;
 mod config;
 mod demo;
+mod devproxy;
 mod duration;
 mod exit_codes;
 mod explain;

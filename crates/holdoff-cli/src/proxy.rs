@@ -11,7 +11,9 @@
 
 mod faults;
 pub(crate) mod logging;
+mod process_tree;
 pub(crate) mod session;
+mod system_proxy;
 
 use std::future::Future;
 use std::io::{self, Write};
@@ -36,10 +38,11 @@ proxy instead: clients talk to it as if it were the upstream, and no CA is neede
 command through a proxy of its own, with a throwaway CA, see `holdoff run`.
 
 Watched requests meet the faults: error responses, rate limits, latency, mocks and network faults,
-from -c FILE, --preset NAME, --devproxy-config FILE, or holdoff.json / holdoff.yaml in the current
-directory; without any, the `throttle` preset answers half of them with 429 and a Retry-After of
-2-5 s (-f 0 turns that off). Every Retry-After a client receives, injected or from the upstream,
-opens a window; a retry before it ends is judged premature and answered 429 without reaching the
+from -c FILE (holdoff's or Dev Proxy's), --preset NAME, --devproxy-config FILE, or holdoff.json /
+holdoff.yaml in the current directory, else Dev Proxy's devproxyrc.json(c)/.yaml there or in
+.devproxy/ (the start says which); without any, the `throttle` preset answers half of them with
+429 and a Retry-After of 2-5 s (-f 0 turns that off). Every Retry-After a client receives,
+injected or from the upstream, opens a window; a retry before it ends is judged premature and answered 429 without reaching the
 upstream. Windows are kept per client: the proxy user name, else an X-Holdoff-Client header, else
 (--client-id auto) the process at the other end of a loopback connection, found under /proc on
 Linux, else the peer address.
@@ -90,6 +93,22 @@ pub(crate) struct Args {
     #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_credentials)]
     proxy_auth: Option<Credentials>,
 
+    /// Stop after N seconds without a request (from the start, or the last request), writing
+    /// the reports as on Ctrl-C: Dev Proxy's --timeout.
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+
+    /// Dev Proxy's --as-system-proxy: holdoff does not change the system's settings, but
+    /// prints what to set (the proxy variables; on GNOME the gsettings commands; on macOS
+    /// networksetup) for the address it listens on.
+    #[arg(long)]
+    as_system_proxy: bool,
+
+    /// Install the CA (--ca-dir's, created if needed) into the system's trust store before
+    /// starting, as `holdoff ca trust` does (Dev Proxy's --install-cert).
+    #[arg(long)]
+    install_cert: bool,
+
     #[command(flatten)]
     options: Options,
 
@@ -122,10 +141,12 @@ pub(crate) struct Options {
     #[arg(long, value_name = "PEM")]
     upstream_ca: Vec<PathBuf>,
 
-    /// The log level (error, warn, info, debug, trace), or a filter such as
-    /// `info,holdoff::request=warn`.
-    #[arg(long, value_name = "LEVEL", default_value = "info")]
-    log_level: String,
+    /// The log level: error, warn, info, debug, trace or off, or Dev Proxy's names for them
+    /// (information, warning, critical, none; any case); or a filter such as
+    /// `info,holdoff::request=warn`. Notes on the config are shown at every level but off.
+    /// Default: the Dev Proxy file's logLevel, else info.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
 
     /// The log format: text for people, json for one JSON object per line.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Output::Text)]
@@ -220,10 +241,17 @@ pub(crate) struct Options {
     #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty", "judge_min_backoff", "judge_no_backoff"])]
     pass_through: bool,
 
-    /// The faults to inject, from a holdoff config file (JSON with comments, or YAML). Default:
-    /// holdoff.json, holdoff.jsonc, holdoff.yaml or holdoff.yml in the current directory, else
-    /// the `throttle` preset.
-    #[arg(short, long, value_name = "FILE", group = "faults")]
+    /// The faults to inject, from a holdoff config file (JSON with comments, or YAML), or a Dev
+    /// Proxy one (imported as --devproxy-config does). Default: holdoff.json, holdoff.jsonc,
+    /// holdoff.yaml or holdoff.yml in the current directory, else Dev Proxy's devproxyrc.jsonc,
+    /// .json, .yaml or .yml there or in .devproxy/, else the `throttle` preset.
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        group = "faults",
+        alias = "config-file"
+    )]
     config: Option<PathBuf>,
 
     /// A built-in preset instead of a config file: throttle, openai, github, graph or flaky
@@ -250,6 +278,40 @@ pub(crate) struct Options {
     /// Date header) or mixed. Default: as the config says, else delay.
     #[arg(long, value_name = "FORM", value_enum)]
     retry_after_form: Option<FormArg>,
+
+    /// Turn the config's mocks off: their requests go upstream (Dev Proxy's --no-mocks).
+    #[arg(long)]
+    no_mocks: bool,
+
+    /// Set NAME=VALUE in the environment of `holdoff run`'s command (Dev Proxy's --env).
+    /// Repeat for more.
+    #[arg(short, long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    pub(crate) env: Vec<(String, String)>,
+
+    /// Handle only the traffic of these processes and those they start (Dev Proxy's
+    /// --watch-pids; Linux, loopback clients): other clients pass through untouched, neither
+    /// intercepted nor judged.
+    #[arg(long, value_name = "PID", num_args = 1..)]
+    watch_pids: Vec<u32>,
+
+    /// Handle only the traffic of processes with these names (their command name, or their
+    /// executable's file name) and those they start; as --watch-pids.
+    #[arg(long, value_name = "NAME", num_args = 1..)]
+    watch_process_names: Vec<String>,
+
+    /// Dev Proxy's --record: holdoff records every request from the start (the reports and
+    /// --events have them), so this changes nothing; the control API's /recording/stop and
+    /// /recording/start pause and resume it.
+    #[arg(long)]
+    record: bool,
+}
+
+/// `NAME=VALUE`, split at the first `=`.
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err("expected NAME=VALUE, with a non-empty name".to_owned()),
+    }
 }
 
 /// How a `@dynamic` Retry-After is written.
@@ -405,8 +467,20 @@ pub(crate) fn run(
     argv: Vec<std::ffi::OsString>,
     out: &mut impl Write,
 ) -> Result<(), Failure> {
+    if args.install_cert {
+        let dir = match &args.ca_dir {
+            Some(dir) => dir.clone(),
+            None => holdoff_proxy::tls::CertificateAuthority::default_dir()
+                .ok_or_else(|| Failure::Usage(usage(&ConfigError::NoCaDir)))?,
+        };
+        // On stderr: stdout's first line is the address, for scripts.
+        crate::ca::install(&dir, &mut io::stderr())?;
+    }
     let (mut prepared, logs) = session::prepare(&args.options, args.config())?;
     prepared.reproducible_as(session::reproducible_argv(argv));
+    if let Some(seconds) = args.timeout {
+        prepared.stop_when_idle(Duration::from_secs(seconds));
+    }
     let runtime = session::runtime()?;
     let result = runtime.block_on(async {
         let signal = shutdown_signal()
@@ -417,7 +491,27 @@ pub(crate) fn run(
             writeln!(out, "{what} on http://{addr}/")?;
         }
         out.flush()?;
-        let stopped = serving.stop_when(signal).await;
+        if !args.options.env.is_empty() {
+            tracing::warn!(
+                target: logging::NOTES,
+                "--env: holdoff proxy has no plugins to read variables, so they change nothing \
+                 here; set them for your app (holdoff run --env NAME=VALUE sets them for its \
+                 command)"
+            );
+        }
+        if args.as_system_proxy {
+            for line in system_proxy::instructions(serving.local_addr()).lines() {
+                tracing::warn!(target: logging::NOTES, "{line}");
+            }
+        }
+        let idle = serving.when_idle();
+        let stop = async {
+            tokio::select! {
+                () = signal => {}
+                () = idle => {}
+            }
+        };
+        let stopped = serving.stop_when(stop).await;
         stopped.report(None, &args.reports, &logs);
         Ok(())
     });

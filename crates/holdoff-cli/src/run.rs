@@ -380,6 +380,10 @@ fn environment(args: &Args, proxy_url: &str, trust: &Trust) -> Command {
         "JAVA_TOOL_OPTIONS",
         java_tool_options(existing.as_deref(), proxy_url, &trust.trust_store),
     );
+    // Last: what the user asked for wins.
+    for (name, value) in &args.options.env {
+        command.env(name, value);
+    }
     command
 }
 

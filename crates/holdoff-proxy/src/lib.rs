@@ -97,6 +97,6 @@ pub use config::{
 };
 pub use error::{ErrorKind, ProxyError};
 pub use proxy::{
-    Action, ClientId, Finish, Mode, Notes, Pipeline, PipelineBuilder, ProxyServer, RequestMeta,
-    ShutdownHandle, Stage, Summary, Target, UPKEEP_EVERY, default_port,
+    Action, ClientId, ConnectionFilter, Finish, Mode, Notes, Pipeline, PipelineBuilder,
+    ProxyServer, RequestMeta, ShutdownHandle, Stage, Summary, Target, UPKEEP_EVERY, default_port,
 };

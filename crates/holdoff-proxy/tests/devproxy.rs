@@ -66,12 +66,14 @@ fn error(file: &str, path: &str, message: &str, line: Option<(usize, usize)>) ->
 const RETRY_AFTER_PLUGIN_NOTE: &str = "RetryAfterPlugin needs no setting: holdoff's judge is \
     always on. It keys its windows by client, method and URL, and judges every Retry-After a \
     client receives, the upstream's too, not only the ones holdoff sends; Dev Proxy kept one \
-    wait per host. For Dev Proxy's behaviour set judge.key to `host` (or pass --judge-key \
-    host).";
+    wait per host, and started it over on a retry that came too soon. For Dev Proxy's \
+    behaviour set judge.key to `host` and judge.penalty to `sliding` (or pass --judge-key host \
+    --judge-penalty sliding).";
 
 const NO_RETRY_AFTER_PLUGIN_NOTE: &str = "RetryAfterPlugin is not enabled, so Dev Proxy let \
     early retries through; holdoff's judge is always on, and answers a retry that comes before \
-    its Retry-After again without forwarding it.";
+    its Retry-After again without forwarding it (--judge-key host --judge-penalty sliding \
+    judge as Dev Proxy's RetryAfterPlugin does).";
 
 mod openai_throttling {
     use super::*;
@@ -107,15 +109,18 @@ mod openai_throttling {
             notes(&imported(CASE)),
             [
                 RETRY_AFTER_PLUGIN_NOTE,
-                "GenericRandomErrorPlugin: rate 90 became errors.rate. holdoff fails exactly 90 \
-                 % of the requests a rule matches; Dev Proxy failed 90.9 % (it draws from 1 to \
-                 99, so its 99 fails every request).",
+                "GenericRandomErrorPlugin: rate 90 became errors.rate. It is a probability per \
+                 request: holdoff fails each request a rule matches with a chance of 90 %, so a \
+                 run shows about that share, not exactly it; Dev Proxy failed 90.9 % (it draws \
+                 from 1 to 99, so its 99 fails every request).",
                 "openai/openai-errors.json: Dev Proxy fills in a `@dynamic` Retry-After only on \
                  a 429 and sends it as written otherwise; holdoff fills it in on any status: \
                  `errors[0].responses[3]`.",
                 "A bare `@dynamic` Retry-After waits 5 s, as Dev Proxy's retryAfterInSeconds \
                  says (errors.dynamicRange is [5, 5]).",
-                "Settings without a counterpart in holdoff were ignored: `logLevel`, \
+                "logLevel information: holdoff proxy and run log at it when they read this \
+                 file; a holdoff file has no log level: pass --log-level information.",
+                "Settings without a counterpart in holdoff were ignored: \
                  `newVersionNotification`, `showSkipMessages`.",
             ]
         );
@@ -260,8 +265,8 @@ mod yaml_config_with_its_own_watch_lists {
                  (GenericRandomErrorPlugin's section has the rate), and was ignored; pass \
                  --failure-rate 30 if you meant it.",
                 "watchProcessNames [\"msedge\"]: Dev Proxy handled only these processes' \
-                 traffic; holdoff cannot tell processes apart, and handles every client that \
-                 uses it as its proxy.",
+                 traffic; a holdoff file has no such setting: pass --watch-process-names msedge \
+                 (Linux).",
                 NO_RETRY_AFTER_PLUGIN_NOTE,
             ]
         );
@@ -473,12 +478,14 @@ mod yaml_errors_file_and_several_error_plugins {
              request that one plugin let through could still fail in the next; in holdoff the \
              first rule that matches it decides.",
             "GenericRandomErrorPlugin `graphErrors`: rate is not set, and Dev Proxy's default 50 \
-             became the rate of its rules. holdoff fails exactly 50 % of the requests a rule \
-             matches; Dev Proxy failed 50.5 % (it draws from 1 to 99, so its 99 fails every \
+             became the rate of its rules. It is a probability per request: holdoff fails each \
+             request a rule matches with a chance of 50 %, so a run shows about that share, not \
+             exactly it; Dev Proxy failed 50.5 % (it draws from 1 to 99, so its 99 fails every \
              request).",
-            "GenericRandomErrorPlugin `contosoErrors`: rate 20 became the rate of its rules. \
-             holdoff fails exactly 20 % of the requests a rule matches; Dev Proxy failed 20.2 % \
-             (it draws from 1 to 99, so its 99 fails every request).",
+            "GenericRandomErrorPlugin `contosoErrors`: rate 20 became the rate of its rules. It \
+             is a probability per request: holdoff fails each request a rule matches with a \
+             chance of 20 %, so a run shows about that share, not exactly it; Dev Proxy failed \
+             20.2 % (it draws from 1 to 99, so its 99 fails every request).",
             NO_RETRY_AFTER_PLUGIN_NOTE,
         ] {
             assert!(

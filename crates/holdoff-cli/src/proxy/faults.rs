@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use holdoff::clock::Clock;
 use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems, StateConfig};
-use holdoff_proxy::config::{devproxy, load, preset};
+use holdoff_proxy::config::{load, preset};
 use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
 use holdoff_proxy::fault::plan::FaultPlan;
 use holdoff_proxy::fault::stage::FaultStage;
@@ -29,8 +29,9 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    /// The source the options ask for; with none, a config file in `cwd`, else the default
-    /// preset.
+    /// The source the options ask for (`-c` naming a Dev Proxy file imports it, as
+    /// `--devproxy-config` does); with none, holdoff's config file in `cwd`, else Dev Proxy's
+    /// where Dev Proxy looks for it ([`crate::devproxy::find_in`]), else the default preset.
     pub(crate) fn pick(
         config: Option<&Path>,
         preset: Option<&str>,
@@ -41,14 +42,40 @@ impl Source {
             return Source::DevProxy(path.to_owned());
         }
         if let Some(path) = config {
+            if crate::devproxy::is_devproxy(path) {
+                return Source::DevProxy(path.to_owned());
+            }
             return Source::File(path.to_owned());
         }
         if let Some(name) = preset {
             return Source::Preset(name.to_owned());
         }
-        match load::find_in(cwd) {
-            Some(path) => Source::File(path),
+        // Shown as the user would have typed them.
+        let here = |path: PathBuf| path.strip_prefix(cwd).map(Path::to_owned).unwrap_or(path);
+        if let Some(path) = load::find_in(cwd) {
+            return Source::File(here(path));
+        }
+        match crate::devproxy::find_in(cwd) {
+            Some(path) => Source::DevProxy(here(path)),
             None => Source::Preset(DEFAULT_PRESET.to_owned()),
+        }
+    }
+
+    /// The line that says which source was found when none was asked for.
+    pub(crate) fn found(&self) -> String {
+        match self {
+            Source::File(path) => {
+                format!("using {}, found in the current directory", path.display())
+            }
+            Source::DevProxy(path) => format!(
+                "no holdoff.json here: using Dev Proxy's {}, imported as --devproxy-config \
+                 imports it",
+                path.display()
+            ),
+            Source::Preset(name) => format!(
+                "no holdoff.json or devproxyrc.json here: using the `{name}` preset (choose \
+                 with -c FILE or --preset NAME)"
+            ),
         }
     }
 
@@ -75,11 +102,8 @@ impl Source {
                 )),
             },
             Source::DevProxy(path) => {
-                let imported = devproxy::import(path).map_err(shown)?;
-                let base = path.parent().unwrap_or(Path::new("."));
-                let file = path.display().to_string();
-                let compiled = compile::compile(&imported.config, &file, base).map_err(shown)?;
-                Ok(Loaded::new(compiled, Some(path), imported.notes))
+                let imported = crate::devproxy::import_and_compile(path).map_err(shown)?;
+                Ok(Loaded::new(imported.compiled, Some(path), imported.notes))
             }
         }
     }
@@ -125,6 +149,8 @@ pub(crate) struct Overrides {
     pub(crate) failure_rate: Option<Rate>,
     /// `--retry-after-form`.
     pub(crate) retry_after_form: Option<RetryAfterForm>,
+    /// `--no-mocks`.
+    pub(crate) no_mocks: bool,
 }
 
 impl Overrides {
@@ -134,6 +160,9 @@ impl Overrides {
         }
         if let Some(form) = self.retry_after_form {
             plan.retry_after_form = form;
+        }
+        if self.no_mocks {
+            plan.mocks.clear();
         }
         plan
     }
@@ -253,6 +282,33 @@ mod tests {
         assert_eq!(
             Source::pick(None, None, Some(Path::new("rc.json")), here),
             Source::DevProxy("rc.json".into())
+        );
+    }
+
+    #[test]
+    fn a_holdoff_file_here_wins_over_dev_proxys_which_wins_over_the_preset() {
+        let dir = holdoff_testkit::TempDir::new("pick-devproxy");
+        fs::create_dir(dir.join(".devproxy")).unwrap();
+        dir.write(".devproxy/devproxyrc.json", r#"{ "plugins": [] }"#);
+        assert_eq!(
+            Source::pick(None, None, None, dir.path()),
+            Source::DevProxy(PathBuf::from(".devproxy/devproxyrc.json"))
+        );
+        dir.write("devproxyrc.yaml", "plugins: []\n");
+        assert_eq!(
+            Source::pick(None, None, None, dir.path()),
+            Source::DevProxy(PathBuf::from("devproxyrc.yaml"))
+        );
+        dir.write("holdoff.json", "{}");
+        assert_eq!(
+            Source::pick(None, None, None, dir.path()),
+            Source::File(PathBuf::from("holdoff.json"))
+        );
+        // -c naming Dev Proxy's file imports it.
+        let rc = dir.join("devproxyrc.yaml");
+        assert_eq!(
+            Source::pick(Some(&rc), None, None, dir.path()),
+            Source::DevProxy(rc.clone())
         );
     }
 

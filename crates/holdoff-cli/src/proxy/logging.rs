@@ -46,17 +46,70 @@ enum Message {
     Flush(SyncSender<()>),
 }
 
-/// Installs the global subscriber: `level` is a level or an `EnvFilter` directive; the lines
-/// go to `file` (created or truncated) if given, else to stderr.
+/// The target of the notes on the configuration (what a Dev Proxy file asked for that holdoff
+/// does differently, which file was found): shown at every level but off.
+pub(crate) const NOTES: &str = "holdoff::notes";
+
+/// What `--log-level` (or a Dev Proxy file's `logLevel`) asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Level {
+    /// As given, for messages.
+    given: String,
+    /// The `EnvFilter` directives it means.
+    filter: String,
+}
+
+impl Level {
+    /// A level by holdoff's name or Dev Proxy's (`trace`, `debug`, `information`, `warning`,
+    /// `error`, `critical`, `none`), in any case; anything else is kept as an `EnvFilter`
+    /// directive (`info,holdoff::request=warn`). Dev Proxy's names matter: `EnvFilter` would
+    /// read `information` as a target, and so silence every other line.
+    pub(crate) fn parse(given: &str) -> Level {
+        let filter = match given.trim().to_ascii_lowercase().as_str() {
+            "trace" => "trace",
+            "debug" => "debug",
+            "info" | "information" => "info",
+            "warn" | "warning" => "warn",
+            "error" | "critical" => "error",
+            "off" | "none" => "off",
+            _ => given,
+        };
+        Level {
+            given: given.to_owned(),
+            filter: filter.to_owned(),
+        }
+    }
+
+    /// Nothing is to be logged.
+    pub(crate) fn is_off(&self) -> bool {
+        self.filter == "off"
+    }
+
+    /// The filter: the level's, with the notes shown unless it is off.
+    fn env_filter(&self) -> Result<EnvFilter, String> {
+        let directives = match self.is_off() {
+            true => self.filter.clone(),
+            false => format!("{},{NOTES}=info", self.filter),
+        };
+        EnvFilter::try_new(&directives).map_err(|err| {
+            format!(
+                "invalid --log-level `{}`: {err} (use error, warn, info, debug, trace or off, \
+                 or Dev Proxy's information, warning, critical or none)",
+                self.given
+            )
+        })
+    }
+}
+
+/// Installs the global subscriber at `level`; the lines go to `file` (created or truncated) if
+/// given, else to stderr.
 ///
 /// # Errors
 ///
 /// A message for the user when `level` is not a valid filter, `file` cannot be created, or
 /// logging cannot be set up.
-pub(super) fn init(level: &str, output: Output, file: Option<&Path>) -> Result<Guard, String> {
-    let filter = EnvFilter::try_new(level).map_err(|err| {
-        format!("invalid --log-level `{level}`: {err} (use error, warn, info, debug or trace)")
-    })?;
+pub(super) fn init(level: &Level, output: Output, file: Option<&Path>) -> Result<Guard, String> {
+    let filter = level.env_filter()?;
     let sink: Box<dyn Write + Send> = match file {
         Some(path) => Box::new(File::create(path).map_err(|err| {
             format!(
@@ -149,6 +202,50 @@ impl Drop for Line<'_> {
             let _ = self
                 .queue
                 .send(Message::Line(std::mem::take(&mut self.buf)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod level {
+        use super::*;
+
+        #[test]
+        fn reads_dev_proxys_names_in_any_case() {
+            for (given, filter) in [
+                ("trace", "trace"),
+                ("Debug", "debug"),
+                ("information", "info"),
+                ("Information", "info"),
+                ("WARNING", "warn"),
+                ("warn", "warn"),
+                ("Error", "error"),
+                ("critical", "error"),
+                ("None", "off"),
+                ("off", "off"),
+                ("info,holdoff::request=warn", "info,holdoff::request=warn"),
+            ] {
+                assert_eq!(Level::parse(given).filter, filter, "{given}");
+            }
+            assert!(Level::parse("none").is_off());
+            assert!(!Level::parse("error").is_off());
+        }
+
+        #[test]
+        fn shows_the_notes_at_every_level_but_off() {
+            let filter = Level::parse("error").env_filter().unwrap().to_string();
+            assert!(filter.contains("holdoff::notes=info"), "{filter}");
+            let filter = Level::parse("none").env_filter().unwrap().to_string();
+            assert!(!filter.contains("holdoff::notes"), "{filter}");
+        }
+
+        #[test]
+        fn says_what_it_takes_when_a_filter_is_invalid() {
+            let err = Level::parse("info,=bogus[").env_filter().unwrap_err();
+            assert!(err.contains("Dev Proxy's information"), "{err}");
         }
     }
 }

@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::logging::{self, Guard};
+use super::process_tree::ProcessTree;
 use super::{NoBackoffArg, Options, Output, PenaltyArg, faults, usage};
 use crate::Failure;
 use crate::report::ReportArgs;
@@ -37,6 +38,8 @@ pub(crate) struct Prepared {
     config: ProxyConfig,
     /// `None` with `--pass-through`.
     faults: Option<(faults::Source, faults::Loaded)>,
+    /// Which source was found, when none was asked for: logged at start.
+    found: Option<String>,
     judge_key: Option<KeyMode>,
     judge_penalty: Option<PenaltyArg>,
     judge_min_backoff: Duration,
@@ -46,6 +49,8 @@ pub(crate) struct Prepared {
     overrides: faults::Overrides,
     recorder: Arc<Recorder>,
     output: Output,
+    /// The log is off (`--log-level off`, Dev Proxy's `none`): no summaries on stderr either.
+    quiet: bool,
     /// `--control-port` and `--metrics-port`.
     control_port: Option<u16>,
     metrics_port: Option<u16>,
@@ -53,6 +58,10 @@ pub(crate) struct Prepared {
     argv: Option<Vec<String>>,
     /// `holdoff run --allow-no-traffic`.
     allow_no_traffic: bool,
+    /// `holdoff proxy --timeout`: stop after this long without a request.
+    idle_timeout: Option<Duration>,
+    /// `--watch-pids`, `--watch-process-names`.
+    processes: Option<ProcessTree>,
 }
 
 /// Checks `config` (the proxy's settings from `options` and the command's own), loads the
@@ -71,6 +80,15 @@ pub(crate) fn prepare(
     config
         .validate()
         .map_err(|err| Failure::Usage(usage(&err)))?;
+    let processes = ProcessTree::new(&options.watch_pids, &options.watch_process_names);
+    if processes.is_some() && !cfg!(target_os = "linux") {
+        return Err(Failure::Usage(
+            "--watch-pids and --watch-process-names need Linux, where /proc tells which \
+             process a connection comes from; leave them out to handle every client"
+                .to_owned(),
+        ));
+    }
+    let mut found = None;
     let faults = match options.pass_through {
         true => None,
         false => {
@@ -81,6 +99,12 @@ pub(crate) fn prepare(
                 options.devproxy_config.as_deref(),
                 &cwd,
             );
+            let asked = options.config.is_some()
+                || options.preset.is_some()
+                || options.devproxy_config.is_some();
+            if !asked {
+                found = Some(source.found());
+            }
             let loaded = source.load().map_err(Failure::Usage)?;
             Some((source, loaded))
         }
@@ -108,15 +132,29 @@ pub(crate) fn prepare(
             path.display()
         ))
     })?;
-    let logs = logging::init(
-        &options.log_level,
-        options.output,
-        options.log_file.as_deref(),
-    )
-    .map_err(Failure::Usage)?;
+    // A Dev Proxy file's own logLevel, unless the command line says.
+    let level = options
+        .log_level
+        .clone()
+        .or_else(|| match &faults {
+            Some((faults::Source::DevProxy(path), _)) => crate::devproxy::log_level(path),
+            _ => None,
+        })
+        .unwrap_or_else(|| "info".to_owned());
+    let level = logging::Level::parse(&level);
+    let logs = logging::init(&level, options.output, options.log_file.as_deref())
+        .map_err(Failure::Usage)?;
+    if options.record {
+        tracing::info!(
+            target: logging::NOTES,
+            "--record: holdoff records every request from the start, into its reports (and \
+             --events); the control API's /recording/stop and /recording/start pause and resume it"
+        );
+    }
     let prepared = Prepared {
         config,
         faults,
+        found,
         judge_key: options.judge_key.clone(),
         judge_penalty: options.judge_penalty,
         judge_min_backoff: options.judge_min_backoff,
@@ -125,13 +163,17 @@ pub(crate) fn prepare(
         overrides: faults::Overrides {
             failure_rate: options.failure_rate,
             retry_after_form: options.retry_after_form.map(Into::into),
+            no_mocks: options.no_mocks,
         },
         recorder: Arc::new(recorder),
         output: options.output,
+        quiet: level.is_off(),
         control_port: options.control_port,
         metrics_port: options.metrics_port,
         argv: None,
         allow_no_traffic: false,
+        idle_timeout: None,
+        processes,
     };
     Ok((prepared, logs))
 }
@@ -156,6 +198,11 @@ impl Prepared {
         self.allow_no_traffic = allow;
     }
 
+    /// Stops serving after `timeout` without a request ([`Serving::when_idle`]).
+    pub(crate) fn stop_when_idle(&mut self, timeout: Duration) {
+        self.idle_timeout = Some(timeout);
+    }
+
     /// Watches `patterns` when neither the command line nor the config named any.
     pub(crate) fn watch_by_default(&mut self, patterns: Vec<holdoff_proxy::WatchPattern>) {
         if self.config.urls_to_watch.is_empty() {
@@ -174,6 +221,7 @@ impl Prepared {
         let Prepared {
             config,
             faults,
+            found,
             judge_key,
             judge_penalty,
             judge_min_backoff,
@@ -182,10 +230,13 @@ impl Prepared {
             overrides,
             recorder,
             output,
+            quiet,
             control_port,
             metrics_port,
             mut argv,
             allow_no_traffic,
+            idle_timeout,
+            processes,
         } = self;
         let port = config.listen.port();
         let upstream = config.upstream.clone();
@@ -262,7 +313,9 @@ impl Prepared {
                 .judge(Arc::clone(&stages.judge))
                 .faults(Arc::clone(&stages.faults));
         }
-        let observed = (control_port.is_some() || metrics_port.is_some()).then(|| {
+        // The metrics stage sees every request first, so it also tells when the proxy is idle.
+        let counted = control_port.is_some() || metrics_port.is_some() || idle_timeout.is_some();
+        let observed = counted.then(|| {
             let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
             let book = stages
                 .as_ref()
@@ -286,6 +339,13 @@ impl Prepared {
             }
         };
 
+        if let Some(processes) = processes {
+            tracing::info!(
+                "handling only the traffic of {}; other clients pass through untouched",
+                processes.describe()
+            );
+            server.filter_connections(Arc::new(processes));
+        }
         match (&upstream, server.ca()) {
             (Some(upstream), _) => {
                 tracing::info!("reverse proxy: every request goes to {upstream}")
@@ -304,6 +364,7 @@ impl Prepared {
                 "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
             ),
         }
+        let idle = idle_timeout.zip(observed.as_ref().map(|(metrics, _)| Arc::clone(metrics)));
         let mut endpoints = Vec::new();
         if let Some((metrics, book)) = observed {
             let mut control = Control::new(metrics).recording(recorder.clone());
@@ -357,8 +418,11 @@ impl Prepared {
         match &stages {
             None => tracing::info!("passing everything through: no faults, no judge"),
             Some(stages) => {
+                if let Some(found) = found {
+                    tracing::info!(target: logging::NOTES, "{found}");
+                }
                 for note in notes {
-                    tracing::warn!("{note}");
+                    tracing::warn!(target: logging::NOTES, "{note}");
                 }
                 let seed = stages.faults.seed();
                 tracing::info!(
@@ -392,6 +456,9 @@ impl Prepared {
             tasks,
             recorder,
             output,
+            quiet,
+            idle,
+            clock,
         })
     }
 }
@@ -444,7 +511,14 @@ pub(crate) struct Serving {
     tasks: Vec<JoinHandle<()>>,
     recorder: Arc<Recorder>,
     output: Output,
+    quiet: bool,
+    /// `--timeout` and the stage that counts the requests.
+    idle: Option<(Duration, Arc<MetricsStage>)>,
+    clock: Arc<dyn Clock>,
 }
+
+/// How often an idle proxy looks at its request count: the precision of `--timeout`.
+const IDLE_POLL: Duration = Duration::from_millis(100);
 
 impl Serving {
     /// Where it listens.
@@ -456,6 +530,35 @@ impl Serving {
     /// "127.0.0.1:PORT")`, `("metrics", …)`.
     pub(crate) fn endpoints(&self) -> &[(&'static str, String)] {
         &self.endpoints
+    }
+
+    /// Completes once no request has come for the `--timeout` given
+    /// ([`Prepared::stop_when_idle`]), counted from the start or the last request; never
+    /// without one.
+    pub(crate) fn when_idle(&self) -> impl Future<Output = ()> + use<> {
+        let idle = self.idle.clone();
+        let clock = Arc::clone(&self.clock);
+        async move {
+            let Some((timeout, metrics)) = idle else {
+                return std::future::pending().await;
+            };
+            let (mut seen, mut since) = (metrics.requests(), clock.now());
+            loop {
+                let now = clock.now();
+                let count = metrics.requests();
+                if count != seen {
+                    (seen, since) = (count, now);
+                } else if now.saturating_duration_since(since) >= timeout {
+                    tracing::info!(
+                        "no request for {} s (--timeout): shutting down",
+                        timeout.as_secs()
+                    );
+                    return;
+                }
+                let next = (since + timeout).min(now + IDLE_POLL);
+                clock.sleep_until(next.max(now)).await;
+            }
+        }
     }
 
     /// Serves until `signal` completes, then stops accepting and lets the requests in flight
@@ -470,6 +573,7 @@ impl Serving {
             stages: self.stages,
             recorder: self.recorder,
             output: self.output,
+            quiet: self.quiet,
         }
     }
 }
@@ -480,6 +584,7 @@ pub(crate) struct Stopped {
     stages: Option<Stages>,
     recorder: Arc<Recorder>,
     output: Output,
+    quiet: bool,
 }
 
 impl Stopped {
@@ -497,6 +602,10 @@ impl Stopped {
         let counts = self.record_end(exit_code);
         // Built by the recorder from its bounded tally, the finish included.
         let report = self.recorder.report();
+        if self.quiet {
+            reports.write_all(&report);
+            return report;
+        }
         if let Some(stages) = &self.stages {
             report_faults(&counts, stages.faults.seed(), self.output, logs);
             report_verdicts(&report, self.output, logs);

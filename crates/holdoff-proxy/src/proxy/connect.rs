@@ -273,7 +273,9 @@ async fn handle(conn: &Arc<Conn>, mut parts: Parts, received: Receipt) -> Respon
         return asked.refuse(&parts, refusal, "tunnel");
     };
 
-    let watched = leaves.zip(shared.watch.intercepting(authority.host()));
+    let watched = leaves
+        .filter(|_| conn.handled)
+        .zip(shared.watch.intercepting(authority.host()));
     let config = match watched {
         Some((leaves, _pattern)) => match leaves.server_config(authority.host()) {
             Ok(config) => Some(config),

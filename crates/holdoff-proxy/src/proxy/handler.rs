@@ -144,7 +144,11 @@ pub(crate) async fn handle(
         meta: &meta,
     };
 
-    let (decision, seen, notes) = run_stages(shared, request, &meta).await;
+    let (decision, seen, notes) = match conn.handled {
+        true => run_stages(shared, request, &meta).await,
+        // A connection the filter turned down: untouched, seen by no stage.
+        false => (Decision::Forward(request), 0, Notes::default()),
+    };
     let (mut response, failure) = match decision {
         Decision::Forward(request) => {
             // The body went upstream: whatever becomes of it there, nobody waits for it here.

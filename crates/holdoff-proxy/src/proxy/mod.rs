@@ -12,6 +12,7 @@
 
 mod affinity;
 mod connect;
+mod filter;
 mod handler;
 mod headers;
 mod io;
@@ -39,6 +40,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use filter::ConnectionFilter;
 pub use pipeline::{Pipeline, PipelineBuilder, UPKEEP_EVERY};
 pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
@@ -122,6 +124,8 @@ pub(crate) struct Shared {
     send_timeout: Duration,
     max_header_bytes: usize,
     client_id: ClientIdMode,
+    /// Which connections are handled (see `ProxyServer::filter_connections`).
+    filter: filter::Filter,
     http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,
     /// Every connection and tunnel task, to wait for at shutdown.
@@ -246,6 +250,7 @@ impl ProxyServer {
             send_timeout: config.send_timeout,
             max_header_bytes: config.max_header_bytes,
             client_id: config.client_id,
+            filter: filter::Filter::default(),
             http1,
             http2,
             tasks: TaskTracker::new(),
@@ -280,6 +285,13 @@ impl ProxyServer {
     /// through the proxy, nor the proxy itself. Only addresses added before it runs count.
     pub fn add_own_address(&mut self, addr: SocketAddr) {
         self.also_own.push(addr);
+    }
+
+    /// Handles only the client connections `filter` accepts; the others pass through
+    /// untouched (no stage sees their requests, their tunnels are blind). Only the first
+    /// filter set before the server runs counts.
+    pub fn filter_connections(&mut self, filter: Arc<dyn ConnectionFilter>) {
+        self.shared.filter.set(filter);
     }
 
     /// The interception CA, when something can be intercepted.

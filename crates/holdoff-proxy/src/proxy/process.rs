@@ -45,6 +45,18 @@ pub(crate) async fn identity(
     by_peer
 }
 
+/// The pid of the process at the other end of the loopback connection from `peer` to
+/// `local` (Linux), for [`filter`](super::filter); `None` when it cannot be told.
+pub(crate) fn pid_of(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    if !cfg!(target_os = "linux") || !is_loopback(peer.ip()) {
+        return None;
+    }
+    owner(Path::new("/proc"), peer, local)
+        .ok()
+        .flatten()
+        .map(|(pid, _)| pid)
+}
+
 /// Loopback, including an IPv4-mapped IPv6 loopback address.
 fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()

@@ -76,6 +76,8 @@ pub(crate) struct Conn {
     /// Who its requests come from unless they name their client: its process, or its peer
     /// address (see `process`). Found before the first request.
     pub(crate) identity: ClientId,
+    /// Whether the proxy handles it (see `filter`): if not, it passes through untouched.
+    pub(crate) handled: bool,
     /// Its own upstream connection, once it has one: HTTP/1.1 only, whose requests come one
     /// at a time.
     pub(crate) affinity: Affinity,
@@ -97,6 +99,7 @@ impl Conn {
             shared: Arc::clone(&self.shared),
             peer: self.peer,
             identity: self.identity.clone(),
+            handled: self.handled,
             affinity: Affinity::default(),
             h2,
             calls: AtomicU64::new(0),
@@ -455,10 +458,15 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
             return;
         }
     };
+    let handled = shared
+        .filter
+        .handles(peer, stream.local_addr(), &identity)
+        .await;
     let conn = Arc::new(Conn {
         shared: Arc::clone(&shared),
         peer,
         identity,
+        handled,
         affinity: Affinity::default(),
         h2,
         calls: AtomicU64::new(0),

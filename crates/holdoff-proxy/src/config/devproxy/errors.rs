@@ -264,9 +264,10 @@ pub(super) fn rate_note(label: &str, rate: f64, defaulted: bool, target: &str) -
         "rate"
     };
     format!(
-        "{label}: {how} {rate} became {target}. holdoff fails exactly {rate} % of the requests \
-         a rule matches; Dev Proxy failed {} (it draws from 1 to 99, so its 99 fails every \
-         request).",
+        "{label}: {how} {rate} became {target}. It is a probability per request: holdoff \
+         fails each request a rule matches with a chance of {rate} %, so a run shows about that \
+         share, not exactly it; Dev Proxy failed {} (it draws from 1 to 99, so its 99 fails \
+         every request).",
         dev_proxy_share(rate)
     )
 }

@@ -127,14 +127,14 @@ struct DpPlugin {
     urls_to_watch: Vec<String>,
 }
 
-/// Top-level settings that change nothing holdoff does.
-const NO_EFFECT_SETTINGS: [&str; 12] = [
+/// Top-level settings that change nothing holdoff does (`record`, `asSystemProxy` and
+/// `installCert` when false: holdoff does not do those unasked).
+const NO_EFFECT_SETTINGS: [&str; 11] = [
     "apiPort",
     "asSystemProxy",
     "installCert",
     "labelMode",
     "languageModel",
-    "logLevel",
     "newVersionNotification",
     "noFirstRun",
     "record",
@@ -635,10 +635,34 @@ impl Importer {
                      --failure-rate {shown} if you meant it."
                 )),
                 "watchPids" | "watchProcessNames" => self.note(format!(
-                    "{key} {shown}: Dev Proxy handled only these processes' traffic; holdoff \
-                     cannot tell processes apart, and handles every client that uses it as its \
-                     proxy."
+                    "{key} {shown}: Dev Proxy handled only these processes' traffic; a holdoff \
+                     file has no such setting: pass --{} {} (Linux).",
+                    if key == "watchPids" {
+                        "watch-pids"
+                    } else {
+                        "watch-process-names"
+                    },
+                    words(value)
                 )),
+                "logLevel" => self.note(format!(
+                    "logLevel {shown}: holdoff proxy and run log at it when they read this file; \
+                     a holdoff file has no log level: pass --log-level {shown}."
+                )),
+                "record" | "asSystemProxy" | "installCert" if value.as_bool() == Some(true) => self
+                    .note(match key {
+                        "record" => {
+                            "record: holdoff records every request from the start; \
+                                     --record is taken and changes nothing."
+                        }
+                        "asSystemProxy" => {
+                            "asSystemProxy: holdoff does not change system \
+                                            settings; pass --as-system-proxy for what to set."
+                        }
+                        _ => {
+                            "installCert: pass --install-cert (or run `holdoff ca trust`) to \
+                              trust holdoff's CA system-wide."
+                        }
+                    }),
                 "filterByHeaders" => self.note(
                     "filterByHeaders: Dev Proxy handled only requests with these headers; \
                      holdoff handles every watched request.",
@@ -800,6 +824,18 @@ fn has_or_have(count: usize, noun: &str) -> String {
 }
 
 /// `a`, `b`, `c`.
+/// A list's items (or a single value) as command-line words: `msedge 1234`.
+fn words(value: &Value) -> String {
+    let word = |item: &Value| {
+        item.as_str()
+            .map_or_else(|| item.to_string(), str::to_owned)
+    };
+    match value {
+        Value::Array(items) => items.iter().map(word).collect::<Vec<_>>().join(" "),
+        other => word(other),
+    }
+}
+
 fn backquoted<S: AsRef<str>>(items: &[S]) -> String {
     items
         .iter()

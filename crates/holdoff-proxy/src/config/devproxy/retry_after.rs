@@ -10,8 +10,9 @@ impl Importer {
             "RetryAfterPlugin needs no setting: holdoff's judge is always on. It keys its \
              windows by client, method and URL, and judges every Retry-After a client \
              receives, the upstream's too, not only the ones holdoff sends; Dev Proxy kept one \
-             wait per host. For Dev Proxy's behaviour set judge.key to `host` (or pass \
-             --judge-key host).",
+             wait per host, and started it over on a retry that came too soon. For Dev \
+             Proxy's behaviour set judge.key to `host` and judge.penalty to `sliding` (or pass \
+             --judge-key host --judge-penalty sliding).",
         );
     }
 
@@ -23,7 +24,8 @@ impl Importer {
             self.note(
                 "RetryAfterPlugin is not enabled, so Dev Proxy let early retries through; \
                  holdoff's judge is always on, and answers a retry that comes before its \
-                 Retry-After again without forwarding it.",
+                 Retry-After again without forwarding it (--judge-key host --judge-penalty \
+                 sliding judge as Dev Proxy's RetryAfterPlugin does).",
             );
         }
     }

@@ -1,0 +1,474 @@
+//! A Dev Proxy user's workflow, carried over: `holdoff proxy` and `holdoff run` in a folder
+//! with a devproxyrc.json, Dev Proxy's options on the command line. The real binary, driven
+//! with curl against a test upstream on loopback.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use holdoff_testkit::TestServer;
+use support::{TempDir, curl, runtime, show};
+
+fn holdoff() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+}
+
+/// A Dev Proxy configuration in `dir` (at `name`, inside it) whose one plugin mocks
+/// `http://127.0.0.1:*/mocked` with 418, and its mocks file beside it; `extra` goes at its
+/// top level (e.g. `"logLevel": "none",`).
+fn write_rc(dir: &Path, name: &str, extra: &str) -> String {
+    let rc = dir.join(name);
+    let folder = rc.parent().expect("a folder");
+    std::fs::create_dir_all(folder).expect("create the folder");
+    std::fs::write(
+        folder.join("mocks.json"),
+        r#"{
+  "mocks": [{
+    "request": { "url": "http://127.0.0.1:*/mocked" },
+    "response": { "statusCode": 418, "body": "a teapot, from the mocks file" }
+  }]
+}"#,
+    )
+    .expect("write the mocks file");
+    std::fs::write(
+        &rc,
+        format!(
+            r#"{{
+  // Written as a Dev Proxy user would.
+  "$schema": "https://raw.githubusercontent.com/dotnet/dev-proxy/main/schemas/v2.0.0/rc.schema.json",
+  "plugins": [
+    {{ "name": "MockResponsePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "mocking" }}
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  {extra}
+  "mocking": {{ "mocksFile": "mocks.json" }}
+}}"#
+        ),
+    )
+    .expect("write the Dev Proxy file");
+    rc.display().to_string()
+}
+
+/// `holdoff proxy --port 0 ARGS…` in `dir`, at its default log level unless `args` says.
+struct Running {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Running {
+    fn start(dir: &Path, args: &[&str]) -> Running {
+        let mut child = holdoff()
+            .args(["proxy", "--port", "0"])
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start holdoff proxy");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("read stdout");
+        let Some(addr) = line
+            .strip_prefix("listening on http://")
+            .and_then(|rest| rest.trim_end().parse().ok())
+        else {
+            let output = child.wait_with_output().expect("wait for holdoff");
+            panic!("unexpected first line {line:?}; {}", show(&output));
+        };
+        Running { child, addr }
+    }
+
+    /// SIGTERM, then its stderr.
+    fn stop(mut self) -> String {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        self.stderr()
+    }
+
+    /// Waits for it to exit on its own; its stderr.
+    fn stderr(&mut self) -> String {
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = pipe.read_to_string(&mut stderr);
+        }
+        let _ = self.child.wait();
+        stderr
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+mod discovery {
+    use super::*;
+
+    #[test]
+    fn a_devproxyrc_json_in_the_folder_is_imported_and_named() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("discover-here");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        let proxy = Running::start(dir.path(), &[]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "418");
+        assert!(upstream.requests().is_empty(), "the mock answered");
+        let stderr = proxy.stop();
+        assert!(
+            stderr.contains("no holdoff.json here: using Dev Proxy's devproxyrc.json"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn one_in_dot_devproxy_is_found_too() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("discover-dot-devproxy");
+        write_rc(dir.path(), ".devproxy/devproxyrc.json", "");
+        let proxy = Running::start(dir.path(), &[]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "418");
+        let stderr = proxy.stop();
+        assert!(
+            stderr.contains("using Dev Proxy's .devproxy/devproxyrc.json"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn holdoffs_own_file_comes_first() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("discover-holdoff-first");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        dir.write(
+            "holdoff.json",
+            r#"{ "errors": { "rate": 0, "errors": [] } }"#,
+        );
+        let proxy = Running::start(dir.path(), &[]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "200");
+        let stderr = proxy.stop();
+        assert!(
+            stderr.contains("using holdoff.json, found in the current directory"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn without_either_the_preset_in_use_is_named() {
+        let dir = TempDir::new("discover-none");
+        let proxy = Running::start(dir.path(), &[]);
+        let stderr = proxy.stop();
+        assert!(
+            stderr.contains("no holdoff.json or devproxyrc.json here: using the `throttle` preset"),
+            "{stderr}"
+        );
+    }
+}
+
+mod config_flag {
+    use super::*;
+
+    #[test]
+    fn dash_c_imports_a_dev_proxy_file() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dash-c");
+        // Not named like Dev Proxy's: its plugins and $schema tell.
+        let rc = write_rc(dir.path(), "proxy-settings.json", "");
+        let proxy = Running::start(dir.path(), &["-c", &rc, "--log-level", "warn"]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "418");
+        let stderr = proxy.stop();
+        assert!(!stderr.contains("unknown key"), "{stderr}");
+    }
+
+    #[test]
+    fn dev_proxys_own_spelling_config_file_works_too() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("config-file");
+        let rc = write_rc(dir.path(), "devproxyrc.json", "");
+        let proxy = Running::start(dir.path(), &["--config-file", &rc, "--log-level", "warn"]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "418");
+        drop(proxy);
+    }
+}
+
+mod validate {
+    use super::*;
+
+    fn validate(dir: &Path, args: &[&str]) -> Output {
+        holdoff()
+            .args(["config", "validate"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run holdoff")
+    }
+
+    #[test]
+    fn accepts_a_dev_proxy_file_and_prints_the_notes() {
+        let dir = TempDir::new("validate-devproxy");
+        write_rc(
+            dir.path(),
+            "devproxyrc.json",
+            r#""logLevel": "information","#,
+        );
+        let output = validate(dir.path(), &["devproxyrc.json"]);
+        assert!(output.status.success(), "{}", show(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.starts_with("devproxyrc.json: valid Dev Proxy configuration — imported as"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("1 mock"), "{stdout}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("note: "), "{stderr}");
+    }
+
+    #[test]
+    fn finds_one_in_dot_devproxy_without_a_file_named() {
+        let dir = TempDir::new("validate-found");
+        write_rc(dir.path(), ".devproxy/devproxyrc.json", "");
+        let output = validate(dir.path(), &[]);
+        assert!(output.status.success(), "{}", show(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.starts_with(".devproxy/devproxyrc.json: valid"),
+            "{stdout}"
+        );
+    }
+
+    #[test]
+    fn reports_what_does_not_import() {
+        let dir = TempDir::new("validate-broken");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        std::fs::remove_file(dir.join("mocks.json")).expect("remove the mocks file");
+        let output = validate(dir.path(), &["devproxyrc.json"]);
+        assert_eq!(output.status.code(), Some(1), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("mocks.json"), "{stderr}");
+    }
+}
+
+mod import_exit_code {
+    use super::*;
+
+    #[test]
+    fn is_0_when_the_result_compiles_and_1_when_it_does_not() {
+        let dir = TempDir::new("import-exit");
+        let rc = write_rc(dir.path(), "devproxyrc.json", "");
+        let output = holdoff()
+            .args(["config", "import-devproxy", &rc])
+            .output()
+            .expect("run holdoff");
+        assert!(output.status.success(), "{}", show(&output));
+
+        // A watch pattern holdoff cannot read imports, but does not compile.
+        let text = std::fs::read_to_string(&rc).expect("read it back");
+        let bad = text.replace(r#""http://127.0.0.1:*/*""#, r#""http://127.0.0.1:*/*", """#);
+        std::fs::write(&rc, bad).expect("write it");
+        let output = holdoff()
+            .args(["config", "import-devproxy", &rc])
+            .output()
+            .expect("run holdoff");
+        assert_eq!(output.status.code(), Some(1), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("does not compile"), "{stderr}");
+        assert!(stderr.contains("urlsToWatch"), "{stderr}");
+    }
+}
+
+mod log_levels {
+    use super::*;
+
+    /// A run in a folder with a Dev Proxy file: one request, then its stderr.
+    fn run_with(extra: &str, args: &[&str]) -> String {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("log-levels");
+        write_rc(dir.path(), "devproxyrc.json", extra);
+        let proxy = Running::start(dir.path(), args);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "418");
+        proxy.stop()
+    }
+
+    #[test]
+    fn the_files_information_shows_the_notes_and_the_log() {
+        let stderr = run_with(r#""logLevel": "information","#, &[]);
+        assert!(
+            stderr.contains("Dev Proxy config devproxyrc.json: "),
+            "{stderr}"
+        );
+        assert!(stderr.contains("faults from Dev Proxy config"), "{stderr}");
+        assert!(stderr.contains("418"), "the request's line: {stderr}");
+    }
+
+    #[test]
+    fn dev_proxys_names_work_on_the_command_line_in_any_case() {
+        let stderr = run_with("", &["--log-level", "Warning"]);
+        assert!(stderr.contains("no holdoff.json here"), "{stderr}");
+        assert!(
+            !stderr.contains("faults from"),
+            "info is below warning: {stderr}"
+        );
+    }
+
+    #[test]
+    fn notes_are_shown_even_at_error() {
+        let stderr = run_with("", &["--log-level", "error"]);
+        assert!(
+            stderr.contains("no holdoff.json here: using Dev Proxy's devproxyrc.json"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn none_shows_nothing_in_the_file_or_on_the_command_line() {
+        let stderr = run_with(r#""logLevel": "none","#, &[]);
+        assert_eq!(stderr, "");
+        let stderr = run_with("", &["--log-level", "None"]);
+        assert_eq!(stderr, "");
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_file() {
+        let stderr = run_with(r#""logLevel": "none","#, &["--log-level", "information"]);
+        assert!(stderr.contains("faults from Dev Proxy config"), "{stderr}");
+    }
+}
+
+/// `holdoff ARGS…` in `dir`, run to its end (killed after a minute, for a test that would
+/// otherwise hang).
+fn run_to_end(dir: &Path, args: &[&str]) -> Output {
+    assert_cmd::Command::cargo_bin("holdoff")
+        .expect("the holdoff binary")
+        .args(args)
+        .current_dir(dir)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("run holdoff")
+}
+
+mod dev_proxy_options {
+    use super::*;
+
+    #[test]
+    fn timeout_stops_the_proxy_on_its_own_and_writes_the_report() {
+        let dir = TempDir::new("timeout");
+        let output = run_to_end(
+            dir.path(),
+            &[
+                "proxy",
+                "--port",
+                "0",
+                "-t",
+                "1",
+                "--report-json",
+                "report.json",
+            ],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("no request for 1 s (--timeout)"),
+            "{stderr}"
+        );
+        let report = support::json_report(&dir.join("report.json"));
+        assert_eq!(report["requests"], 0, "{report}");
+    }
+
+    #[test]
+    fn record_and_as_system_proxy_are_taken_and_say_what_they_do() {
+        let dir = TempDir::new("record");
+        let output = run_to_end(
+            dir.path(),
+            &[
+                "proxy",
+                "--port",
+                "0",
+                "--timeout",
+                "1",
+                "--record",
+                "--as-system-proxy",
+            ],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let addr = stdout
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("listening on http://"))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--record: holdoff records every request"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("export http_proxy=http://{addr} ")),
+            "{stderr}"
+        );
+        let port = addr.rsplit(':').next().unwrap_or_default();
+        assert!(
+            stderr.contains(&format!(
+                "gsettings set org.gnome.system.proxy.http port {port}"
+            )),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn no_mocks_sends_the_mocked_requests_upstream() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("no-mocks");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        let proxy = Running::start(dir.path(), &["--no-mocks", "--log-level", "warn"]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "200");
+        assert_eq!(upstream.requests_to("/mocked").len(), 1);
+        drop(proxy);
+    }
+
+    #[test]
+    fn env_reaches_the_command_of_holdoff_run() {
+        let dir = TempDir::new("env");
+        let output = run_to_end(
+            dir.path(),
+            &[
+                "run",
+                "--allow-no-traffic",
+                "--env",
+                "GREETING=hello=world",
+                "-e",
+                "HTTP_PROXY=mine",
+                "--",
+                "sh",
+                "-c",
+                "printf '%s %s' \"$GREETING\" \"$HTTP_PROXY\"",
+            ],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "hello=world mine");
+    }
+
+    #[test]
+    fn env_without_a_name_is_a_usage_error() {
+        let dir = TempDir::new("env-bad");
+        let output = run_to_end(dir.path(), &["run", "--env", "=x", "--", "true"]);
+        assert_eq!(output.status.code(), Some(2), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("expected NAME=VALUE"), "{stderr}");
+    }
+}
