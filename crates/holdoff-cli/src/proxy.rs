@@ -254,8 +254,8 @@ pub(crate) struct Options {
     )]
     config: Option<PathBuf>,
 
-    /// A built-in preset instead of a config file: throttle, openai, github, graph or flaky
-    /// (`holdoff config preset NAME` prints one).
+    /// A built-in preset instead of a config file: openai, anthropic, github, graph, stripe
+    /// and more (`holdoff config preset` lists them, `holdoff config preset NAME` prints one).
     #[arg(long, value_name = "NAME", group = "faults")]
     preset: Option<String>,
 

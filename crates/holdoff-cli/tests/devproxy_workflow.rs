@@ -254,7 +254,9 @@ mod validate {
     fn reports_what_does_not_import() {
         let dir = TempDir::new("validate-broken");
         write_rc(dir.path(), "devproxyrc.json", "");
-        std::fs::remove_file(dir.join("mocks.json")).expect("remove the mocks file");
+        // A missing mocks file is only a note (Dev Proxy loads no mocks then); a broken one is
+        // an error.
+        std::fs::write(dir.join("mocks.json"), "{ \"mocks\": [ oops ] }").expect("break it");
         let output = validate(dir.path(), &["devproxyrc.json"]);
         assert_eq!(output.status.code(), Some(1), "{}", show(&output));
         let stderr = String::from_utf8_lossy(&output.stderr);
