@@ -151,9 +151,10 @@ mod validate {
 mod preset {
     use super::*;
 
-    const NAMES: [&str; 16] = [
+    const NAMES: [&str; 17] = [
         "throttle",
         "openai",
+        "openai-tokens",
         "azure-openai",
         "anthropic",
         "github",

@@ -254,3 +254,18 @@ fn two_replicas_sharing_redis_spend_one_budget() {
     refused(&lines[0], 60);
     assert_eq!(upstream.requests_to("/v1/chat/completions").len(), 2);
 }
+
+#[test]
+fn the_openai_tokens_preset_refuses_once_the_completion_budget_is_spent() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    // 1,500 completion tokens a call: the third call finds 3,000 of 4,000 spent, the fourth
+    // 4,500.
+    upstream.set_default("/v1/chat/completions", completion(20, 1500));
+    let proxy = Proxy::start(&["--preset", "openai-tokens", "-u", "http://127.0.0.1:*/*"]);
+    let lines = client(&proxy, &upstream, "json", 4);
+    assert_eq!(lines[..3], ["200 20 1500", "200 20 1500", "200 20 1500"]);
+    refused(&lines[3], 60);
+    assert_eq!(upstream.requests_to("/v1/chat/completions").len(), 3);
+    drop(proxy);
+}

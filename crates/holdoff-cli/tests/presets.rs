@@ -143,9 +143,10 @@ mod listing {
     use super::*;
 
     /// What the brief for the presets asked for, by name; the old names keep working.
-    const EXPECTED: [&str; 16] = [
+    const EXPECTED: [&str; 17] = [
         "throttle",
         "openai",
+        "openai-tokens",
         "azure-openai",
         "anthropic",
         "github",

@@ -541,6 +541,20 @@ mod errors {
     }
 
     #[test]
+    fn say_a_mocks_file_named_like_a_configuration_is_a_mocks_file() {
+        assert_eq!(
+            errors("broken/mocks-as-config/devproxyrc.json"),
+            [error(
+                "broken/mocks-as-config/devproxyrc.json",
+                "",
+                "there is no `plugins` list: this is a MockResponsePlugin mocks file, not a \
+                 configuration; name it in a MockResponsePlugin's `mocksFile`",
+                None,
+            )]
+        );
+    }
+
+    #[test]
     fn give_the_line_and_column_of_bad_json() {
         assert_eq!(
             errors("broken/bad-json/devproxyrc.json"),

@@ -21,6 +21,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         "api.openai.com: 25% get 429 rate_limit_exceeded, Retry-After and x-ratelimit-*",
     ),
     (
+        "openai-tokens",
+        "api.openai.com: 30,000 prompt and 4,000 completion tokens a minute, then 429",
+    ),
+    (
         "azure-openai",
         "*.openai.azure.com: 25% get 429 with retry-after and retry-after-ms",
     ),
@@ -91,6 +95,7 @@ pub fn text(name: &str) -> Option<&'static str> {
     Some(match name {
         "throttle" => include_str!("../../presets/throttle.json"),
         "openai" => include_str!("../../presets/openai.json"),
+        "openai-tokens" => include_str!("../../presets/openai-tokens.json"),
         "azure-openai" => include_str!("../../presets/azure-openai.json"),
         "anthropic" => include_str!("../../presets/anthropic.json"),
         "github" => include_str!("../../presets/github.json"),
@@ -152,7 +157,9 @@ mod tests {
                 let compiled = compile(name).unwrap_or_else(|err| panic!("{name}: {err}"));
                 let plan = &compiled.plan;
                 assert!(
-                    !plan.errors.is_empty() || !plan.rate_limits.is_empty(),
+                    !plan.errors.is_empty()
+                        || !plan.rate_limits.is_empty()
+                        || !plan.llm_rate_limits.is_empty(),
                     "{name} injects something"
                 );
                 assert!(compiled.data_files.is_empty(), "{name} reads no files");
@@ -211,7 +218,10 @@ mod tests {
                     names().join(", ")
                 )
             );
-            assert!(err.to_string().contains("throttle, openai, azure-openai,"));
+            assert!(
+                err.to_string()
+                    .contains("throttle, openai, openai-tokens, azure-openai,")
+            );
         }
 
         #[test]

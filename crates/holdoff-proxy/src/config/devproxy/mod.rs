@@ -256,11 +256,26 @@ impl Importer {
             }
         }
         if doc.value.get("plugins").is_none() {
-            self.error(
-                "",
-                "there is no `plugins` list: a Dev Proxy configuration file names the plugins \
-                 it runs there",
-            );
+            // Dev Proxy's data files are sometimes named like its configuration (the gallery's
+            // `microsoft-graph-connector` keeps its mocks in a devproxyrc.json).
+            let message = match ["mocks", "errors"]
+                .iter()
+                .find(|key| doc.value.get(**key).is_some())
+            {
+                Some(&"mocks") => {
+                    "there is no `plugins` list: this is a MockResponsePlugin mocks file, not a \
+                     configuration; name it in a MockResponsePlugin's `mocksFile`"
+                }
+                Some(_) => {
+                    "there is no `plugins` list: this is a GenericRandomErrorPlugin errors file, \
+                     not a configuration; name it in a GenericRandomErrorPlugin's `errorsFile`"
+                }
+                None => {
+                    "there is no `plugins` list: a Dev Proxy configuration file names the \
+                     plugins it runs there"
+                }
+            };
+            self.error("", message);
             return;
         }
         let mut unknown = Vec::new();
