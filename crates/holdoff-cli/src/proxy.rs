@@ -208,8 +208,8 @@ pub(crate) struct Options {
     threads: Option<usize>,
 
     /// What a throttle's window is keyed by: client-method-url (the default: each client
-    /// judged on its own), method-url, url, host (Dev Proxy's one wait per host) or
-    /// header:NAME
+    /// judged on its own), method-url, url, host (Dev Proxy's one wait per host), workload
+    /// (Dev Proxy's one wait per Microsoft Graph workload, /v1.0/users/…) or header:NAME
     #[arg(long, value_name = "MODE")]
     judge_key: Option<KeyMode>,
 

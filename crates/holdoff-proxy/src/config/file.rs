@@ -158,7 +158,8 @@ pub enum RawRetryAfterForm {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawJudge {
     /// What a window is keyed by: `client-method-url` (default), `method-url`, `url`, `host`
-    /// (Dev Proxy's one wait per host) or `header:NAME`.
+    /// (Dev Proxy's one wait per host), `workload` (Dev Proxy's one wait per Microsoft Graph
+    /// workload: the path's second segment, `users` in `/v1.0/users/42`) or `header:NAME`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// What a premature retry does to its window: `none` (default) or `sliding` (the full

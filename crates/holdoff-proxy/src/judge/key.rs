@@ -22,6 +22,10 @@ pub enum KeyMode {
     Url,
     /// Scheme + host + port only (Dev Proxy's per-host key).
     Host,
+    /// Scheme + host + port and the path's second segment: Microsoft Graph's workload
+    /// (`users` in `/v1.0/users/42`), whoever the client is, as Dev Proxy keys Graph's
+    /// throttles. A path with fewer segments keys by the host alone.
+    Workload,
     /// The value of this request header (lowercase name), plus method and URL; requests
     /// without it fall back to the client identity.
     Header(String),
@@ -36,6 +40,7 @@ impl KeyMode {
             KeyMode::MethodUrl => "method-url".into(),
             KeyMode::Url => "url".into(),
             KeyMode::Host => "host".into(),
+            KeyMode::Workload => "workload".into(),
             KeyMode::Header(name) => format!("header:{name}"),
         }
     }
@@ -44,21 +49,23 @@ impl KeyMode {
 impl std::str::FromStr for KeyMode {
     type Err = String;
 
-    /// Reads a [`KeyMode::name`]: `client-method-url`, `method-url`, `url`, `host` or
-    /// `header:<name>`.
+    /// Reads a [`KeyMode::name`]: `client-method-url`, `method-url`, `url`, `host`,
+    /// `workload` or `header:<name>`.
     fn from_str(s: &str) -> Result<KeyMode, String> {
         Ok(match s {
             "client-method-url" => KeyMode::ClientMethodUrl,
             "method-url" => KeyMode::MethodUrl,
             "url" => KeyMode::Url,
             "host" => KeyMode::Host,
+            "workload" => KeyMode::Workload,
             _ => match s.strip_prefix("header:") {
                 Some(name) if http::HeaderName::from_bytes(name.as_bytes()).is_ok() => {
                     KeyMode::Header(name.to_ascii_lowercase())
                 }
                 _ => {
                     return Err(format!(
-                        "expected client-method-url, method-url, url, host or header:NAME, not `{s}`"
+                        "expected client-method-url, method-url, url, host, workload or header:NAME, \
+                         not `{s}`"
                     ));
                 }
             },
@@ -184,6 +191,13 @@ fn feed(text: &mut InlineText, mode: &KeyMode, parts: &KeyText<'_>) {
         }
         KeyMode::Url => text.part_url(&parts.url),
         KeyMode::Host => text.part_display(parts.origin),
+        KeyMode::Workload => {
+            text.part_display(parts.origin);
+            match &parts.url {
+                KeyUrl::Target(target) => text.part(workload(target.path_and_query())),
+                KeyUrl::Text(url) => text.part(workload(&url.to_string())),
+            }
+        }
         KeyMode::Header(_) => {
             match parts.header {
                 Some(value) => {
@@ -199,6 +213,23 @@ fn feed(text: &mut InlineText, mode: &KeyMode, parts: &KeyText<'_>) {
             text.part_url(&parts.url);
         }
     }
+}
+
+/// The second segment of the path of `url` (a whole URL, or a path with its query): the
+/// workload of a Microsoft Graph URL (`/v1.0/users/42` → `users`); empty when there is none.
+fn workload(url: &str) -> &str {
+    let path = match url.find("://") {
+        Some(scheme) => {
+            let rest = &url[scheme + 3..];
+            rest.find('/').map_or("", |slash| &rest[slash..])
+        }
+        None => url,
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    path.split('/')
+        .filter(|segment| !segment.is_empty())
+        .nth(1)
+        .unwrap_or("")
 }
 
 /// Writing a key's parts, each followed by its separator.
@@ -271,6 +302,7 @@ mod tests {
                 KeyMode::MethodUrl,
                 KeyMode::Url,
                 KeyMode::Host,
+                KeyMode::Workload,
                 KeyMode::Header("x-tenant".into()),
             ] {
                 assert_eq!(mode.name().parse::<KeyMode>(), Ok(mode));
@@ -311,6 +343,37 @@ mod tests {
         }
 
         #[test]
+        fn workload_mode_shares_a_window_per_graph_workload() {
+            let h = KeyHasher::new();
+            let key = |client, method, url| h.key(&KeyMode::Workload, &parts(client, method, url));
+            let users = key(
+                "alice",
+                "GET",
+                "https://graph.example/v1.0/users/42?$select=id",
+            );
+            assert_eq!(
+                users,
+                key("bob", "PATCH", "https://graph.example/v1.0/users")
+            );
+            assert_eq!(
+                users,
+                key("bob", "GET", "https://graph.example/beta/users/7/manager")
+            );
+            assert_ne!(
+                users,
+                key("alice", "GET", "https://graph.example/v1.0/groups/42")
+            );
+            // Without a workload segment: the host alone.
+            assert_eq!(
+                key("alice", "GET", "https://graph.example/v1.0"),
+                key("bob", "GET", "https://graph.example/")
+            );
+            assert_eq!(workload("/v1.0/me/messages"), "me");
+            assert_eq!(workload("https://graph.example/v1.0/sites?x=/a/b"), "sites");
+            assert_eq!(workload("https://graph.example"), "");
+        }
+
+        #[test]
         fn method_url_mode_ignores_the_client_but_not_the_method() {
             let h = KeyHasher::new();
             let mode = KeyMode::MethodUrl;
@@ -345,6 +408,7 @@ mod tests {
                 KeyMode::MethodUrl,
                 KeyMode::Url,
                 KeyMode::Host,
+                KeyMode::Workload,
                 KeyMode::Header("x-tenant".into()),
             ] {
                 let text = KeyText {
@@ -390,6 +454,23 @@ mod tests {
                     };
                     let display = key(KeyUrl::Text(&target));
                     assert_eq!(key(KeyUrl::Target(&target)), display, "{url}");
+                    let workload = |url: KeyUrl<'_>| {
+                        h.key_of(
+                            &KeyMode::Workload,
+                            &KeyText {
+                                client: &"127.0.0.1",
+                                method: "GET",
+                                url,
+                                origin: &"",
+                                header: None,
+                            },
+                        )
+                    };
+                    assert_eq!(
+                        workload(KeyUrl::Target(&target)),
+                        workload(KeyUrl::Text(&target)),
+                        "{url}"
+                    );
                 }
             }
         }

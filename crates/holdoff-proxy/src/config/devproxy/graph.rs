@@ -127,7 +127,9 @@ impl Importer {
             "{label}: fails GET, POST, PUT, PATCH and DELETE requests with Graph's JSON error \
              body (its `code` the status's reason phrase, as Dev Proxy writes it); a 429 says \
              Retry-After: {retry_after}. A JSON batch ($batch) fails as a whole, where Dev Proxy \
-             fails each request inside it with a 200; the body carries no request-id or date."
+             fails each request inside it with a 200; the body carries no request-id or date. \
+             Dev Proxy keys a Graph throttle by workload (`users` in /v1.0/users/42), for every \
+             client: --judge-key workload does the same."
         ));
         let target = if self.error_plugins > 1 {
             "the rate of its rules"
