@@ -162,3 +162,36 @@ fn a_missing_data_file_is_a_note_and_the_api_starts_empty() {
     let stderr = proxy.stop();
     assert!(stderr.contains("starts with no data"), "{stderr}");
 }
+
+#[test]
+fn the_import_leaves_out_a_regular_expression_query_and_says_why() {
+    let dir = TempDir::new("crud-api-regex");
+    let rc = crud_config(&dir, "https://api.contoso.com/v1/customers");
+    dir.write(
+        "apis/customers-api.json",
+        r#"{
+  "baseUrl": "https://api.contoso.com/v1/customers",
+  "dataFile": "data/customers.json",
+  "auth": "entra",
+  "actions": [
+    { "action": "getAll" },
+    { "action": "getMany", "url": "?name={name}", "query": "$[?(@.name =~ /^{name}.*/i)]" }
+  ]
+}"#,
+    );
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args(["config", "import-devproxy", &rc])
+        .output()
+        .expect("run holdoff");
+    assert!(output.status.success(), "{}", support::show(&output));
+    let notes = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        notes.contains("were left out") && notes.contains("`actions[1]`"),
+        "{notes}"
+    );
+    assert!(notes.contains("Entra authentication"), "{notes}");
+    let imported: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let api = &imported["crudApis"][0];
+    assert_eq!(api["actions"], json!([{"action": "getAll"}]));
+    assert_eq!(api["dataFile"], json!("apis/data/customers.json"));
+}

@@ -92,6 +92,7 @@ impl Importer {
         };
 
         let mut actions = Vec::with_capacity(api.actions.len());
+        let mut regex = Vec::new();
         let mut entra = api.auth.as_deref().is_some_and(is_entra);
         let mut api_key = api.auth.as_deref().is_some_and(is_api_key);
         for (i, action) in api.actions.into_iter().enumerate() {
@@ -109,12 +110,29 @@ impl Importer {
                 ));
                 continue;
             };
+            if action
+                .query
+                .as_deref()
+                .is_some_and(|query| query.contains("=~"))
+            {
+                // Json.NET's `=~ /re/flags` has no RFC 9535 spelling with the same flags.
+                regex.push(index("actions", i));
+                continue;
+            }
             actions.push(RawCrudAction {
                 action: kind,
                 url: action.url,
                 method: action.method,
                 query: action.query,
             });
+        }
+        if !regex.is_empty() {
+            self.note(format!(
+                "{file}: queries with `=~` (a Json.NET regular expression) have no RFC 9535 \
+                 form with the same flags, so these actions were left out; write them with \
+                 `search(@.name, 'regex')` in holdoff's crudApis: {}.",
+                backquoted(&regex)
+            ));
         }
         if entra {
             self.note(format!(
