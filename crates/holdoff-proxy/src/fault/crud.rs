@@ -348,14 +348,12 @@ impl CrudApi {
             let all: Vec<Value> = nodes.iter().map(|node| node.node().clone()).collect();
             (first, all)
         });
-        if !guard.is_array() {
-            *guard = Value::Array(Vec::new());
-        }
+        let not_found = Ok((StatusCode::NOT_FOUND, Some(error_body("Not found"))));
+        // Always an array: `new` makes it one and nothing here replaces it.
         let Value::Array(data) = &mut *guard else {
-            return Ok((StatusCode::NOT_FOUND, Some(error_body("Not found"))));
+            return not_found;
         };
         let (first, all) = located.unwrap_or_default();
-        let not_found = Ok((StatusCode::NOT_FOUND, Some(error_body("Not found"))));
         Ok(match action.kind {
             CrudActionKind::GetAll => (StatusCode::OK, Some(Value::Array(data.clone()))),
             CrudActionKind::GetMany => (StatusCode::OK, Some(Value::Array(all))),
