@@ -218,3 +218,57 @@ fn covers(url: &str, base_url: &str) -> bool {
                 || pattern.matches_url(&format!("{}/x", base_url.trim_end_matches('/'))))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod action_kind {
+        use super::*;
+
+        #[test]
+        fn reads_the_names_in_any_case_and_defaults_to_get_all() {
+            assert_eq!(action_kind(Some("GetOne")), Some(RawCrudActionKind::GetOne));
+            assert_eq!(action_kind(Some("merge")), Some(RawCrudActionKind::Merge));
+            assert_eq!(action_kind(None), Some(RawCrudActionKind::GetAll));
+            assert_eq!(action_kind(Some("patch")), None);
+        }
+    }
+
+    mod relative_to {
+        use super::*;
+
+        #[test]
+        fn names_the_data_file_beside_the_api_file() {
+            assert_eq!(
+                relative_to(Path::new("apis"), "data.json"),
+                "apis/data.json"
+            );
+            assert_eq!(relative_to(Path::new(""), "data.json"), "data.json");
+            assert_eq!(
+                relative_to(Path::new("apis"), "/srv/data.json"),
+                "/srv/data.json"
+            );
+        }
+    }
+
+    mod covers {
+        use super::*;
+
+        #[test]
+        fn sees_a_base_url_under_a_watched_pattern() {
+            assert!(covers(
+                "https://api.contoso.com/*",
+                "https://api.contoso.com/v1/customers"
+            ));
+            assert!(!covers(
+                "https://graph.microsoft.com/*",
+                "https://api.contoso.com/v1"
+            ));
+            assert!(!covers(
+                "!https://api.contoso.com/*",
+                "https://api.contoso.com/v1"
+            ));
+        }
+    }
+}
