@@ -3,6 +3,7 @@
 
 pub mod auth;
 mod body;
+pub mod crud;
 pub mod error;
 pub mod plan;
 pub mod ratelimit;

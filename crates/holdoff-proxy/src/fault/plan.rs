@@ -10,14 +10,15 @@ use std::time::Duration;
 use http::Method;
 
 use super::auth::AuthRule;
+use super::crud::CrudApi;
 use super::error::{ErrorResponse, Rate, RetryAfterForm};
 use super::ratelimit::{HeaderStyle, Limit, ResetFormat};
 use super::tokens::TokenBudget;
 use crate::WatchPattern;
 
 /// Everything the faults do. A request meets latency first (it delays, and never answers),
-/// then the steps that can answer in [`order`](FaultPlan::order) — mocks, rate limits and
-/// error rules unless the configuration says otherwise — and the first step that answers
+/// then the steps that can answer in [`order`](FaultPlan::order) — auth, mocks, CRUD APIs,
+/// rate limits and error rules unless the configuration says otherwise — and the first step that answers
 /// wins: later ones never see the request.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
@@ -34,6 +35,9 @@ pub struct FaultPlan {
     pub mocks: Vec<MockRule>,
     /// Watched requests no mock matches get `502` instead of going upstream.
     pub block_unmocked: bool,
+    /// REST APIs over in-memory data, the first with an action matching answers. Their data
+    /// is shared by the plan's clones.
+    pub crud_apis: Vec<CrudApi>,
     /// Rate limits; a request is counted by every limit it matches, and refused by the first
     /// that is exceeded.
     pub rate_limits: Vec<RateLimitRule>,
@@ -52,6 +56,8 @@ pub enum FaultStep {
     Auth,
     /// [`FaultPlan::mocks`] (and blocking the unmocked).
     Mocks,
+    /// [`FaultPlan::crud_apis`]: answers from the data when an action matches.
+    CrudApis,
     /// [`FaultPlan::rate_limits`]: counts every request that reaches it, refuses past a limit.
     RateLimits,
     /// [`FaultPlan::llm_rate_limits`]: refuses a completion request once a token budget is
@@ -63,9 +69,10 @@ pub enum FaultStep {
 
 impl FaultStep {
     /// Every step, in the default order.
-    pub const ALL: [FaultStep; 5] = [
+    pub const ALL: [FaultStep; 6] = [
         FaultStep::Auth,
         FaultStep::Mocks,
+        FaultStep::CrudApis,
         FaultStep::RateLimits,
         FaultStep::LanguageModelRateLimits,
         FaultStep::Errors,
@@ -76,6 +83,7 @@ impl FaultStep {
         match self {
             FaultStep::Auth => "auth",
             FaultStep::Mocks => "mocks",
+            FaultStep::CrudApis => "crudApis",
             FaultStep::RateLimits => "rateLimits",
             FaultStep::LanguageModelRateLimits => "llmRateLimits",
             FaultStep::Errors => "errors",
@@ -99,6 +107,7 @@ impl FaultStep {
 ///         FaultStep::RateLimits,
 ///         FaultStep::Auth,
 ///         FaultStep::Mocks,
+///         FaultStep::CrudApis,
 ///         FaultStep::LanguageModelRateLimits,
 ///         FaultStep::Errors
 ///     ]

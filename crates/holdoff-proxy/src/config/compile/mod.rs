@@ -5,6 +5,7 @@
 //! saying what is allowed.
 
 mod api_keys;
+mod crud_apis;
 mod data_files;
 mod errors;
 mod judge;
@@ -184,6 +185,7 @@ impl Compiler {
             plan.block_unmocked = mocks.block_unmocked.unwrap_or(false);
             self.mocks(at, mocks, &shared, &mut plan.mocks);
         }
+        self.crud_apis(at, &raw.crud_apis, &mut plan.crud_apis);
         if let Some(order) = &raw.order {
             plan.order = self.order(at, order);
         }

@@ -21,7 +21,8 @@ impl Compiler {
                 index("order", again),
                 format!(
                     "`{}` is already in the list: name each step once (the ones left out \
-                     follow in the default order, auth, mocks, rateLimits, llmRateLimits, errors)",
+                     follow in the default order, auth, mocks, crudApis, rateLimits, \
+                     llmRateLimits, errors)",
                     twice.key()
                 ),
             );
@@ -35,6 +36,7 @@ impl From<RawFaultStep> for FaultStep {
         match raw {
             RawFaultStep::Auth => FaultStep::Auth,
             RawFaultStep::Mocks => FaultStep::Mocks,
+            RawFaultStep::CrudApis => FaultStep::CrudApis,
             RawFaultStep::RateLimits => FaultStep::RateLimits,
             RawFaultStep::LlmRateLimits => FaultStep::LanguageModelRateLimits,
             RawFaultStep::Errors => FaultStep::Errors,
@@ -47,6 +49,7 @@ impl From<FaultStep> for RawFaultStep {
         match step {
             FaultStep::Auth => RawFaultStep::Auth,
             FaultStep::Mocks => RawFaultStep::Mocks,
+            FaultStep::CrudApis => RawFaultStep::CrudApis,
             FaultStep::RateLimits => RawFaultStep::RateLimits,
             FaultStep::LanguageModelRateLimits => RawFaultStep::LlmRateLimits,
             FaultStep::Errors => RawFaultStep::Errors,

@@ -29,6 +29,7 @@
 //! custom-response file over to holdoff's; `folders` expands Dev Proxy's path tokens.
 
 mod auth;
+mod crud_api;
 mod doc;
 mod errors;
 mod folders;
@@ -326,6 +327,7 @@ impl Importer {
                     self.llm_rate_limiting_plugin(doc, &settings, &mut unknown)
                 }
                 "MockResponsePlugin" => self.mocks_plugin(doc, &settings, &mut unknown),
+                "CrudApiPlugin" => self.crud_api_plugin(doc, &settings, &mut unknown),
                 name => {
                     let reason = unsupported(name);
                     let note = match &settings.section {
@@ -777,6 +779,7 @@ fn is_mapped(name: &str) -> bool {
             | "LanguageModelRateLimitingPlugin"
             | "LatencyPlugin"
             | "MockResponsePlugin"
+            | "CrudApiPlugin"
             | "RetryAfterPlugin"
     )
 }
@@ -787,10 +790,7 @@ fn unsupported(name: &str) -> &'static str {
         "LanguageModelFailurePlugin" => {
             "holdoff does not make language-model answers go wrong, it fails requests"
         }
-        "GraphMockResponsePlugin"
-        | "EntraMockResponsePlugin"
-        | "OpenAIMockResponsePlugin"
-        | "CrudApiPlugin" => {
+        "GraphMockResponsePlugin" | "EntraMockResponsePlugin" | "OpenAIMockResponsePlugin" => {
             "it builds its responses in code; MockResponsePlugin's mocks can stand in"
         }
         name if name.ends_with("GuidancePlugin") => {

@@ -1,5 +1,5 @@
-//! The stage that runs a [`FaultPlan`] on every watched request: latency, mocks, rate limits,
-//! error rules and network faults, in that order.
+//! The stage that runs a [`FaultPlan`] on every watched request: latency, auth, mocks, CRUD
+//! APIs, rate limits, error rules and network faults, in that order.
 //!
 //! Each request is decided by a chain of steps, each drawing from the seeded generator only
 //! when a rule of its own matches (one draw for an error rule's rate, one more for the
@@ -309,6 +309,7 @@ impl Armed {
             && plan.auth.is_empty()
             && plan.mocks.is_empty()
             && !plan.block_unmocked
+            && plan.crud_apis.is_empty()
             && plan.rate_limits.is_empty()
             && plan.llm_rate_limits.is_empty()
             && plan.errors.is_empty();
@@ -391,6 +392,19 @@ impl Inner {
                         return self.read_body(armed, request, meta, url, Step::At(position));
                     }
                     self.mock(armed, request, meta, url, &read)
+                }
+                FaultStep::CrudApis => {
+                    let wants_body = matches!(read, Read::Unread)
+                        && armed
+                            .plan
+                            .crud_apis
+                            .iter()
+                            .find_map(|api| api.action(&meta.method, url))
+                            .is_some_and(|action| action.kind().reads_body());
+                    if wants_body {
+                        return self.read_body(armed, request, meta, url, Step::At(position));
+                    }
+                    self.crud_api(armed, request, meta, url, &read)
                 }
                 FaultStep::RateLimits => {
                     if self.shared.get().is_some() {
@@ -577,6 +591,48 @@ impl Inner {
             return Flow::Done(Action::Respond(refusal.into_response()));
         }
         Flow::Next(request)
+    }
+
+    /// The first CRUD API with an action for the request (or a CORS preflight under its base
+    /// URL) answers from its data.
+    fn crud_api(
+        &self,
+        armed: &Armed,
+        mut request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        read: &Read,
+    ) -> Flow {
+        let headers = request.headers();
+        let Some(api) = armed
+            .plan
+            .crud_apis
+            .iter()
+            .find(|api| api.answers(&meta.method, url, headers))
+        else {
+            return Flow::Next(request);
+        };
+        if matches!(read, Read::TooLarge) {
+            self.record(
+                Kind::Mocked,
+                meta,
+                Some(StatusCode::PAYLOAD_TOO_LARGE),
+                None,
+            );
+            let refusal = Refusal::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is larger than the CRUD API reads ({BODY_LIMIT} bytes)"),
+            );
+            return Flow::Done(Action::Respond(refusal.into_response()));
+        }
+        let Some(answer) = api.answer(&meta.method, url, headers, read.body()) else {
+            return Flow::Next(request);
+        };
+        self.record(Kind::Mocked, meta, Some(answer.status()), None);
+        // A rate limit that counted this request first: its headers go on the answer.
+        let mut response = answer.map(Body::full);
+        Notes::carry::<Left>(&mut request, &mut response);
+        Flow::Done(Action::Respond(response))
     }
 
     /// The first error rule whose request matches decides: one draw for its rate, and on a
