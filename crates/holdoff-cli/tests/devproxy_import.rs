@@ -447,3 +447,68 @@ mod api_key_auth {
         );
     }
 }
+
+/// AuthPlugin in its OAuth2 mode: a bearer token's claims, checked (its signature is not).
+mod bearer_auth {
+    use super::*;
+
+    /// An unsigned JWT with `claims`, as base64url parts.
+    fn jwt(claims: &str) -> String {
+        let part = |text: &str| {
+            let output = std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import base64,sys; print(base64.urlsafe_b64encode(sys.argv[1].encode()).decode().rstrip('='))",
+                    text,
+                ])
+                .output()
+                .expect("python3");
+            String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        };
+        format!("{}.{}.unsigned", part(r#"{"alg":"none"}"#), part(claims))
+    }
+
+    #[test]
+    fn a_token_with_the_audience_and_scope_passes_and_others_get_401() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        upstream.set_default("/api/orders", Reply::ok("[]"));
+        let dir = TempDir::new("bearer");
+        let rc = dir.write(
+            "devproxyrc.json",
+            r#"{
+  "plugins": [
+    { "name": "AuthPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "auth" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/api/*"],
+  "auth": {
+    "type": "oAuth2",
+    "oAuth2": {
+      "metadataUrl": "https://login.example.invalid/common/v2.0/.well-known/openid-configuration",
+      "allowedAudiences": ["api://contoso"],
+      "scopes": ["Orders.Read"],
+      "validateLifetime": true
+    }
+  }
+}"#,
+        );
+        let proxy = Proxy::start(&["--devproxy-config", &rc]);
+        let url = upstream.url("/api/orders");
+        let good = jwt(r#"{"aud":"api://contoso","scp":"Orders.Read","exp":4102444800}"#);
+        let expired = jwt(r#"{"aud":"api://contoso","scp":"Orders.Read","exp":1000}"#);
+        let wrong_scope = jwt(r#"{"aud":"api://contoso","scp":"Orders.Write","exp":4102444800}"#);
+        let status = |token: Option<&str>| {
+            let header = token.map(|token| format!("Authorization: Bearer {token}"));
+            let args: Vec<&str> = header.iter().flat_map(|h| ["-H", h.as_str()]).collect();
+            curl(proxy.addr, &args, &url)
+        };
+        assert_eq!(status(Some(&good)), "200");
+        assert_eq!(status(None), "401");
+        assert_eq!(status(Some(&expired)), "401");
+        assert_eq!(status(Some(&wrong_scope)), "401");
+        assert_eq!(status(Some("not-a-jwt")), "401");
+        assert_eq!(upstream.requests_to("/api/orders").len(), 1);
+        let stderr = proxy.stop();
+        assert!(stderr.contains("not for their signature"), "{stderr}");
+    }
+}

@@ -1,10 +1,10 @@
-//! `auth`: the API keys a watched API wants.
+//! `auth`: the API keys or bearer tokens a watched API wants.
 
 use super::matching::Exclusion;
 use super::{Compiler, WrittenIn, optional};
 use crate::config::error::key;
-use crate::config::file::{RawAuth, RawKeyIn};
-use crate::fault::auth::{AuthRule, KeyIn, KeyParameter};
+use crate::config::file::{RawApiKey, RawAuth, RawKeyIn};
+use crate::fault::auth::{AuthCheck, AuthRule, BearerCheck, KeyIn, KeyParameter};
 
 impl Compiler {
     /// Every rule of `auth`, added to `rules`.
@@ -18,28 +18,53 @@ impl Compiler {
         let url = optional(raw.url.as_deref(), |url| {
             self.pattern(at, key(path, "url"), url, Exclusion::Refused)
         });
-        let api_key = key(path, "apiKey");
+        let check = match (&raw.api_key, &raw.bearer) {
+            (Some(api_key), None) => self.api_key(at, &key(path, "apiKey"), api_key)?,
+            (None, Some(bearer)) => AuthCheck::Bearer(BearerCheck {
+                issuer: bearer.issuer.clone(),
+                audiences: bearer.allowed_audiences.clone(),
+                tenants: bearer.allowed_tenants.clone(),
+                applications: bearer.allowed_applications.clone(),
+                principals: bearer.allowed_principals.clone(),
+                roles: bearer.roles.clone(),
+                scopes: bearer.scopes.clone(),
+                validate_lifetime: bearer.validate_lifetime.unwrap_or(true),
+            }),
+            _ => {
+                self.error(
+                    at,
+                    path,
+                    "give one of `apiKey` (a key in a header, query parameter or cookie) or \
+                     `bearer` (a token's claims)",
+                );
+                return None;
+            }
+        };
+        Some(AuthRule { url: url?, check })
+    }
+
+    fn api_key(&mut self, at: WrittenIn<'_>, api_key: &str, raw: &RawApiKey) -> Option<AuthCheck> {
         let mut valid = true;
-        if raw.api_key.parameters.is_empty() {
+        if raw.parameters.is_empty() {
             self.error(
                 at,
-                key(&api_key, "parameters"),
+                key(api_key, "parameters"),
                 "there are no parameters: name where a request carries its key, such as \
                  {\"in\": \"header\", \"name\": \"x-api-key\"}",
             );
             valid = false;
         }
-        if raw.api_key.allowed_keys.is_empty() {
+        if raw.allowed_keys.is_empty() {
             self.error(
                 at,
-                key(&api_key, "allowedKeys"),
+                key(api_key, "allowedKeys"),
                 "there are no allowed keys: every request would be refused; list the keys to \
                  let through",
             );
             valid = false;
         }
-        let mut parameters = Vec::with_capacity(raw.api_key.parameters.len());
-        for (i, parameter) in raw.api_key.parameters.iter().enumerate() {
+        let mut parameters = Vec::with_capacity(raw.parameters.len());
+        for (i, parameter) in raw.parameters.iter().enumerate() {
             let location = match parameter.location {
                 RawKeyIn::Header => KeyIn::Header,
                 RawKeyIn::Query => KeyIn::Query,
@@ -51,7 +76,7 @@ impl Compiler {
                 self.error(
                     at,
                     key(
-                        &crate::config::error::index(&key(&api_key, "parameters"), i),
+                        &crate::config::error::index(&key(api_key, "parameters"), i),
                         "name",
                     ),
                     format!("`{}` is not a header name", parameter.name),
@@ -66,10 +91,9 @@ impl Compiler {
         if !valid {
             return None;
         }
-        Some(AuthRule {
-            url: url?,
+        Some(AuthCheck::ApiKey {
             parameters,
-            allowed_keys: raw.api_key.allowed_keys.clone(),
+            allowed_keys: raw.allowed_keys.clone(),
         })
     }
 }

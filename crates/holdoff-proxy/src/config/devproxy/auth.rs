@@ -1,11 +1,11 @@
-//! AuthPlugin: in its API-key mode, one of holdoff's `auth` rules.
+//! AuthPlugin: in its API-key and OAuth2 modes, one of holdoff's `auth` rules.
 
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
 use super::{FaultStep, Importer, Plugin, backquoted, same_set};
 use crate::config::error::join;
-use crate::config::file::{RawApiKey, RawAuth, RawKeyIn, RawKeyParameter};
+use crate::config::file::{RawApiKey, RawAuth, RawBearer, RawKeyIn, RawKeyParameter};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -13,6 +13,28 @@ struct DpAuthPlugin {
     #[serde(rename = "type")]
     kind: Option<String>,
     api_key: Option<DpApiKey>,
+    o_auth2: Option<DpOAuth2>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DpOAuth2 {
+    #[serde(default)]
+    allowed_applications: Vec<String>,
+    #[serde(default)]
+    allowed_audiences: Vec<String>,
+    #[serde(default)]
+    allowed_principals: Vec<String>,
+    #[serde(default)]
+    allowed_tenants: Vec<String>,
+    issuer: Option<String>,
+    metadata_url: Option<String>,
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
+    validate_lifetime: Option<bool>,
+    validate_signing_key: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -39,8 +61,21 @@ const SECTION: Shape = Object(&[
         "apiKey",
         Object(&[("allowedKeys", Leaf), ("parameters", List(&PARAMETER))]),
     ),
-    // OAuth2 mode: read only to say it is not carried over.
-    ("oAuth2", Leaf),
+    (
+        "oAuth2",
+        Object(&[
+            ("allowedApplications", Leaf),
+            ("allowedAudiences", Leaf),
+            ("allowedPrincipals", Leaf),
+            ("allowedTenants", Leaf),
+            ("issuer", Leaf),
+            ("metadataUrl", Leaf),
+            ("roles", Leaf),
+            ("scopes", Leaf),
+            ("validateLifetime", Leaf),
+            ("validateSigningKey", Leaf),
+        ]),
+    ),
 ]);
 
 impl Importer {
@@ -63,11 +98,44 @@ impl Importer {
         };
         let kind = settings.kind.as_deref().unwrap_or("");
         if kind.eq_ignore_ascii_case("oAuth2") {
-            self.note(format!(
-                "{label}: its oAuth2 mode validates bearer tokens against an identity provider's \
-                 metadata, which holdoff does not fetch; no request is checked. Its apiKey mode \
-                 is supported."
-            ));
+            let Some(oauth) = settings.o_auth2 else {
+                self.note(disabled("it has no `oAuth2` settings"));
+                return;
+            };
+            if oauth
+                .metadata_url
+                .as_deref()
+                .is_none_or(|url| url.trim().is_empty())
+            {
+                self.note(disabled("oAuth2.metadataUrl is not set"));
+                return;
+            }
+            let mut note = format!(
+                "{label}: bearer tokens are checked for their claims (issuer, audience, \
+                 lifetime, and the tenants, applications, principals, roles and scopes listed), \
+                 not for their signature: that needs the keys at metadataUrl, which holdoff \
+                 does not fetch."
+            );
+            if oauth.validate_signing_key == Some(false) {
+                note.push_str(" (Dev Proxy skips the signature too: validateSigningKey is false.)");
+            }
+            self.note(note);
+            let url = self.auth_url(plugin);
+            self.order.push((FaultStep::Auth, plugin.name.to_owned()));
+            self.config.auth.push(RawAuth {
+                url,
+                api_key: None,
+                bearer: Some(RawBearer {
+                    issuer: oauth.issuer.filter(|issuer| !issuer.is_empty()),
+                    allowed_audiences: oauth.allowed_audiences,
+                    allowed_tenants: oauth.allowed_tenants,
+                    allowed_applications: oauth.allowed_applications,
+                    allowed_principals: oauth.allowed_principals,
+                    roles: oauth.roles,
+                    scopes: oauth.scopes,
+                    validate_lifetime: oauth.validate_lifetime,
+                }),
+            });
             return;
         }
         if !kind.eq_ignore_ascii_case("apiKey") {
@@ -115,24 +183,31 @@ impl Importer {
             self.note(disabled("apiKey.allowedKeys is empty"));
             return;
         }
-        let url = if same_set(plugin.urls, &self.watched) {
+        let url = self.auth_url(plugin);
+        self.order.push((FaultStep::Auth, plugin.name.to_owned()));
+        self.config.auth.push(RawAuth {
+            url,
+            api_key: Some(RawApiKey {
+                parameters,
+                allowed_keys: api_key.allowed_keys,
+            }),
+            bearer: None,
+        });
+    }
+
+    /// The `url` of the plugin's auth rule: `None` when it sees every watched URL.
+    fn auth_url(&mut self, plugin: &Plugin<'_>) -> Option<String> {
+        if same_set(plugin.urls, &self.watched) {
             None
         } else if let [url] = plugin.urls {
             Some(url.clone())
         } else {
             self.note(format!(
-                "{label}: Dev Proxy checked the keys only of {}; holdoff checks every watched URL.",
+                "{}: Dev Proxy checked only {}; holdoff checks every watched URL.",
+                plugin.label,
                 backquoted(plugin.urls)
             ));
             None
-        };
-        self.order.push((FaultStep::Auth, plugin.name.to_owned()));
-        self.config.auth.push(RawAuth {
-            url,
-            api_key: RawApiKey {
-                parameters,
-                allowed_keys: api_key.allowed_keys,
-            },
-        });
+        }
     }
 }

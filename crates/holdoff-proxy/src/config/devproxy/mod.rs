@@ -6,7 +6,7 @@
 //! | Dev Proxy | holdoff |
 //! |---|---|
 //! | `urlsToWatch` (and each plugin's own list) | `urlsToWatch` |
-//! | AuthPlugin, API-key mode | one of `auth` |
+//! | AuthPlugin (API-key and OAuth2 modes) | one of `auth` |
 //! | GenericRandomErrorPlugin and its errors file | `errors` (the rules inlined) |
 //! | GraphRandomErrorPlugin | `errors`: a rule per method, with Graph's error bodies |
 //! | RateLimitingPlugin (and its custom response file) | one of `rateLimits` |

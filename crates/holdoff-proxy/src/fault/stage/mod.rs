@@ -433,7 +433,8 @@ impl Inner {
         let Some(rule) = armed.plan.auth.iter().find(|rule| rule.covers(url)) else {
             return Flow::Next(request);
         };
-        let Err(why) = rule.authorizes(request.headers(), request.uri()) else {
+        let Err(why) = rule.authorizes(request.headers(), request.uri(), self.clock.wall_now())
+        else {
             return Flow::Next(request);
         };
         self.record(
