@@ -80,14 +80,9 @@ impl Importer {
         else {
             return;
         };
-        let rate = settings.rate.unwrap_or(DEFAULT_RATE);
-        if !(0.0..=100.0).contains(&rate) {
-            self.error(
-                &join(&plugin.at, "rate"),
-                format!("{rate} is not a percentage: the rate is from 0 (never) to 100 (always)"),
-            );
+        let Some(rate) = self.error_rate(plugin, settings.rate) else {
             return;
-        }
+        };
         let retry_after = settings
             .retry_after_in_seconds
             .unwrap_or(DEFAULT_RETRY_AFTER);
@@ -159,12 +154,7 @@ impl Importer {
         }
 
         let label = &plugin.label;
-        let target = if self.error_plugins > 1 {
-            "the rate of its rules"
-        } else {
-            "errors.rate"
-        };
-        self.note(rate_note(label, rate, settings.rate.is_none(), target));
+        self.rate_note(label, rate, settings.rate.is_none());
         if let Some(note) = framing_note(&file, framing) {
             self.note(note);
         }
@@ -199,6 +189,31 @@ impl Importer {
             bare_dynamic,
             rules,
         });
+    }
+
+    /// An error plugin's `rate` (Dev Proxy's default, 50, when unset); `None`, with an error,
+    /// when it is not a percentage.
+    pub(super) fn error_rate(&mut self, plugin: &Plugin<'_>, rate: Option<f64>) -> Option<f64> {
+        let rate = rate.unwrap_or(DEFAULT_RATE);
+        if (0.0..=100.0).contains(&rate) {
+            return Some(rate);
+        }
+        self.error(
+            &join(&plugin.at, "rate"),
+            format!("{rate} is not a percentage: the rate is from 0 (never) to 100 (always)"),
+        );
+        None
+    }
+
+    /// The note on an error plugin's rate, which becomes `errors.rate`, or each rule's with
+    /// several error plugins.
+    pub(super) fn rate_note(&mut self, label: &str, rate: f64, defaulted: bool) {
+        let target = if self.error_plugins > 1 {
+            "the rate of its rules"
+        } else {
+            "errors.rate"
+        };
+        self.note(rate_note(label, rate, defaulted, target));
     }
 
     /// Puts the error rules of every GenericRandomErrorPlugin into `errors`.
@@ -257,7 +272,7 @@ impl Importer {
 }
 
 /// The note on GenericRandomErrorPlugin's rate: holdoff's is exact, Dev Proxy's was not.
-pub(super) fn rate_note(label: &str, rate: f64, defaulted: bool, target: &str) -> String {
+fn rate_note(label: &str, rate: f64, defaulted: bool, target: &str) -> String {
     let how = if defaulted {
         "rate is not set, and Dev Proxy's default"
     } else {

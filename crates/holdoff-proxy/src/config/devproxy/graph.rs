@@ -6,9 +6,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::doc::{Doc, Leaf, Object, Shape};
-use super::errors::{ErrorSet, rate_note};
+use super::errors::ErrorSet;
 use super::{FaultStep, Importer, Plugin, backquoted, same_set};
-use crate::config::error::join;
 use crate::config::file::{RawErrorRule, RawHeader, RawHeaders, RawRequestMatch, RawResponse};
 
 #[derive(Default, Deserialize)]
@@ -29,8 +28,6 @@ const SECTION: Shape = Object(&[
 
 // Dev Proxy's defaults, from the plugin's configuration class.
 
-/// GraphRandomErrorPlugin's `rate`.
-const DEFAULT_RATE: f64 = 50.0;
 /// GraphRandomErrorPlugin's `retryAfterInSeconds`.
 const DEFAULT_RETRY_AFTER: u64 = 5;
 
@@ -58,14 +55,9 @@ impl Importer {
         else {
             return;
         };
-        let rate = settings.rate.unwrap_or(DEFAULT_RATE);
-        if !(0.0..=100.0).contains(&rate) {
-            self.error(
-                &join(&plugin.at, "rate"),
-                format!("{rate} is not a percentage: the rate is from 0 (never) to 100 (always)"),
-            );
+        let Some(rate) = self.error_rate(plugin, settings.rate) else {
             return;
-        }
+        };
         let retry_after = settings
             .retry_after_in_seconds
             .unwrap_or(DEFAULT_RETRY_AFTER);
@@ -131,12 +123,7 @@ impl Importer {
              Dev Proxy keys a Graph throttle by workload (`users` in /v1.0/users/42), for every \
              client: --judge-key workload does the same."
         ));
-        let target = if self.error_plugins > 1 {
-            "the rate of its rules"
-        } else {
-            "errors.rate"
-        };
-        self.note(rate_note(&label, rate, settings.rate.is_none(), target));
+        self.rate_note(&label, rate, settings.rate.is_none());
         if rules.is_empty() {
             self.note(format!(
                 "{label}: allowedErrors leaves no error to fail a request with, so it fails none."

@@ -4,9 +4,7 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, Shape};
-use super::rate_limit::CUSTOM_RESPONSE_FILE;
-use super::response::DpResponse;
-use super::{Data, FaultStep, Importer, Plugin};
+use super::{FaultStep, Importer, Plugin};
 use crate::config::error::{index, join, key};
 use crate::config::file::{RawLlmRateLimit, RawScope};
 
@@ -85,24 +83,15 @@ impl Importer {
                  through; the import leaves the budget out",
                 plugin.label
             );
-            let Some(Data {
-                file,
-                value: response,
-                base,
-            }) = self.data::<DpResponse>(
-                (
-                    &join(at, "customResponseFile"),
-                    settings.custom_response_file.as_deref(),
-                    DEFAULT_CUSTOM_RESPONSE_FILE,
-                ),
-                CUSTOM_RESPONSE_FILE,
-                &then,
-            )
-            else {
+            let setting = (
+                join(at, "customResponseFile"),
+                settings.custom_response_file.as_deref(),
+                DEFAULT_CUSTOM_RESPONSE_FILE,
+            );
+            let Some(carried) = self.custom_response(setting, &then) else {
                 return;
             };
-            let response = self.custom_response(&file, response, &base);
-            Some((file, response))
+            Some(carried)
         } else {
             None
         };

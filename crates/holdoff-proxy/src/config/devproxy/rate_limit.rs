@@ -2,8 +2,8 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::{DpResponse, HEADER};
-use super::{Data, FaultStep, Importer, Plugin, backquoted};
+use super::response::HEADER;
+use super::{FaultStep, Importer, Plugin, backquoted};
 use crate::config::error::{index, join, key};
 use crate::config::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
 
@@ -138,24 +138,15 @@ impl Importer {
                  (it still counts them); the import leaves the limit out",
                 plugin.label
             );
-            let Some(Data {
-                file,
-                value: response,
-                base,
-            }) = self.data::<DpResponse>(
-                (
-                    &join(at, "customResponseFile"),
-                    settings.custom_response_file.as_deref(),
-                    DEFAULT_CUSTOM_RESPONSE_FILE,
-                ),
-                CUSTOM_RESPONSE_FILE,
-                &then,
-            )
-            else {
+            let setting = (
+                join(at, "customResponseFile"),
+                settings.custom_response_file.as_deref(),
+                DEFAULT_CUSTOM_RESPONSE_FILE,
+            );
+            let Some(carried) = self.custom_response(setting, &then) else {
                 return;
             };
-            let response = self.custom_response(&file, response, &base);
-            Some((file, response))
+            Some(carried)
         } else {
             None
         };

@@ -6,9 +6,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Importer;
 use super::doc::{Leaf, List, Object, Shape};
 use super::folders::Folders;
+use super::rate_limit::CUSTOM_RESPONSE_FILE;
+use super::{Data, Importer};
 use crate::config::file::{RawHeader, RawHeaders, RawResponse};
 
 #[derive(Deserialize)]
@@ -129,22 +130,27 @@ pub(super) fn raw_response(
 }
 
 impl Importer {
-    /// The response of a custom-response `file` (in `base`) as holdoff's, with a note for
-    /// what Dev Proxy fills in or leaves out of it.
+    /// A plugin's custom-response file (`setting`: its key, value and Dev Proxy's default;
+    /// `then` says what the plugin does without it), read, and its response as holdoff's, with a
+    /// note for what Dev Proxy fills in or leaves out of it; with the file as shown.
     pub(super) fn custom_response(
         &mut self,
-        file: &str,
-        response: DpResponse,
-        base: &Path,
-    ) -> RawResponse {
+        (key, value, default): (String, Option<&str>, &str),
+        then: &str,
+    ) -> Option<(String, RawResponse)> {
+        let Data {
+            file,
+            value: response,
+            base,
+        } = self.data::<DpResponse>((&key, value, default), CUSTOM_RESPONSE_FILE, then)?;
         if response.status_code.is_none() {
             self.note(format!(
                 "{file}: the response has no statusCode; Dev Proxy sends {DEFAULT_OK_STATUS} \
                  then, and so does the import."
             ));
         }
-        let carried = raw_response(response, DEFAULT_OK_STATUS, &self.body_files(base));
-        if let Some(note) = framing_note(file, carried.framing) {
+        let carried = raw_response(response, DEFAULT_OK_STATUS, &self.body_files(&base));
+        if let Some(note) = framing_note(&file, carried.framing) {
             self.note(note);
         }
         let missing: Vec<_> = carried
@@ -152,10 +158,10 @@ impl Importer {
             .map(|body| ("its response".to_owned(), body))
             .into_iter()
             .collect();
-        if let Some(note) = missing_bodies_note(file, &missing) {
+        if let Some(note) = missing_bodies_note(&file, &missing) {
             self.note(note);
         }
-        carried.response
+        Some((file, carried.response))
     }
 }
 
