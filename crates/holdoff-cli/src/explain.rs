@@ -287,9 +287,9 @@ impl Inputs {
             MalformedArg::Fallback => OnMalformed::Fallback,
         };
         let policy = Policy::default()
-            .max_attempts(args.attempt.max)
-            .max_wait(args.max_wait)
-            .on_malformed(on_malformed);
+            .with_max_attempts(args.attempt.max)
+            .with_max_wait(args.max_wait)
+            .with_on_malformed(on_malformed);
         let backoff = args
             .backoff
             .unwrap_or_else(|| policy.backoff_for(args.attempt.number));
@@ -357,14 +357,11 @@ impl<'a> Explanation<'a> {
             ..response
         };
         let earliest = inputs.policy.earliest(&response);
-        let attempt = Attempt {
-            method: &inputs.method,
-            repeat_safe: inputs.repeat_safe,
-            number: inputs.attempt.number,
-            backoff: inputs.backoff,
-            jitter: JitterDraw::Exact(inputs.jitter),
-            remaining: inputs.remaining,
-        };
+        let attempt = Attempt::new(&inputs.method, inputs.attempt.number)
+            .with_repeat_safe(inputs.repeat_safe)
+            .with_backoff(inputs.backoff)
+            .with_jitter(JitterDraw::Exact(inputs.jitter))
+            .with_remaining(inputs.remaining);
         let verdict = inputs.policy.decide(&response, &attempt);
         // The same parse the decision made, for the full error message.
         let error = RetryAfter::parse(&inputs.raw, inputs.receipt.wall).err();

@@ -251,7 +251,7 @@ mod json {
     #[test]
     fn gives_up_on_a_status_it_does_not_retry() {
         let r = report(&["--status", "403", "30"], 0);
-        assert_eq!(r["decision"]["action"], "give_up");
+        assert_eq!(r["decision"]["action"], "give-up");
         assert_eq!(r["decision"]["reason"], "status-not-retryable");
         // Still reported, so the task can be re-queued.
         assert_eq!(r["decision"]["permitted_in_ms"], 30_000);
@@ -260,7 +260,7 @@ mod json {
     #[test]
     fn gives_up_on_a_post_unless_marked_safe() {
         let r = report(&["--method", "POST", "30"], 0);
-        assert_eq!(r["decision"]["action"], "give_up");
+        assert_eq!(r["decision"]["action"], "give-up");
         assert_eq!(r["decision"]["reason"], "non-idempotent");
         let r = report(&["--method", "POST", "--idempotent", "30"], 0);
         assert_eq!(r["decision"]["action"], "retry");
@@ -270,7 +270,7 @@ mod json {
     #[test]
     fn gives_up_when_attempts_are_exhausted() {
         let r = report(&["--attempt", "5/5", "30"], 0);
-        assert_eq!(r["decision"]["action"], "give_up");
+        assert_eq!(r["decision"]["action"], "give-up");
         assert_eq!(r["decision"]["reason"], "attempts-exhausted");
     }
 
@@ -292,7 +292,7 @@ mod json {
     #[test]
     fn follows_a_redirect_after_the_hint() {
         let r = report(&["--status", "301", "30"], 0);
-        assert_eq!(r["decision"]["action"], "follow_redirect");
+        assert_eq!(r["decision"]["action"], "follow-redirect");
         assert_eq!(r["decision"]["reason"], "redirect");
         assert_eq!(r["decision"]["wait_ms"], 30_000);
     }

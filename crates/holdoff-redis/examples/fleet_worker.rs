@@ -16,7 +16,7 @@ use holdoff::Policy;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::gate::Gate;
 use holdoff_redis::{FailureMode, RedisGate};
-use holdoff_reqwest::{HoldoffMiddleware, RetryReport};
+use holdoff_reqwest::{HoldoffMiddleware, RetryReportExt};
 
 /// Calls each worker makes.
 const CALLS: usize = 5;
@@ -52,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .header("x-holdoff-client", &name)
             .send()
             .await?;
-        let attempts = RetryReport::of(&response).map_or(1, |report| report.attempts);
+        let attempts = response.retry_report().map_or(1, |report| report.attempts);
         println!(
             "{name} call {call}: {} after {attempts} attempt(s), at +{:.1?}",
             response.status(),

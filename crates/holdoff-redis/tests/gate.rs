@@ -514,10 +514,11 @@ mod fleet {
         };
         let store = RedisGate::builder(url).build().expect("gate");
         let gate = Arc::new(Gate::new(store));
-        let outcome = Retrier::<_, _, std::io::Error>::new(Policy::default())
-            .gate(gate, "fleet-key")
-            .run(|_| get(&target))
-            .await;
+        let (outcome, _report) =
+            Retrier::<_, _, std::io::Error>::new(Policy::default(), http::Method::GET)
+                .gate(gate, "fleet-key")
+                .run(|_| get(&target))
+                .await;
         assert!(outcome.is_success(), "worker did not get through");
     }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::{Backoff, Jitter, Policy};
-use holdoff_reqwest::{HoldoffMiddleware, RetryOutcome, RetryReport, Timeout};
+use holdoff_reqwest::{HoldoffMiddleware, RetryReportExt, Timeout};
 use holdoff_testkit::{Reply, TestServer};
 
 #[tokio::main(flavor = "current_thread")]
@@ -27,8 +27,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     api.script("/jobs/2", [Reply::too_many_requests("3")]);
 
     let policy = Policy::default()
-        .backoff(Backoff::None)
-        .jitter(Jitter::Uniform(Duration::from_millis(50)));
+        .with_backoff(Backoff::None)
+        .with_jitter(Jitter::Uniform(Duration::from_millis(50)));
     let http = reqwest::Client::builder().no_proxy().build()?;
     let client = reqwest_middleware::ClientBuilder::new(http)
         .with(HoldoffMiddleware::new(policy))
@@ -46,10 +46,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_extension(Timeout(Duration::from_secs(2)))
             .send()
             .await?;
-        let report = RetryReport::of(&response).ok_or("the middleware attached no report")?;
+        let report = response
+            .retry_report()
+            .ok_or("the middleware attached no report")?;
         let at = clock.now() - started;
-        match (&report.outcome, report.permitted_at) {
-            (RetryOutcome::Deferred(_), Some(permitted)) => {
+        match (report.is_deferred(), report.permitted.and_then(|p| p.at)) {
+            (true, Some(permitted)) => {
                 println!(
                     "+{at:.1?} job {job}: deferred ({}), re-queued for +{:.1?}",
                     report.reason(),

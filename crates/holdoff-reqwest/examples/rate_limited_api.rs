@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::{Backoff, Jitter, Policy};
-use holdoff_reqwest::{HoldoffMiddleware, RetryReport};
+use holdoff_reqwest::{HoldoffMiddleware, RetryReportExt};
 use holdoff_testkit::{Reply, TestServer};
 
 #[tokio::main(flavor = "current_thread")]
@@ -27,11 +27,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let policy = Policy::default()
-        .backoff(Backoff::exponential(
+        .with_backoff(Backoff::exponential(
             Duration::from_millis(200),
             Duration::from_secs(10),
         ))
-        .jitter(Jitter::Uniform(Duration::from_millis(100)));
+        .with_jitter(Jitter::Uniform(Duration::from_millis(100)));
     let http = reqwest::Client::builder().no_proxy().build()?;
     let client = reqwest_middleware::ClientBuilder::new(http)
         .with(HoldoffMiddleware::new(policy).timeout(Duration::from_secs(30)))
@@ -44,7 +44,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .body(r#"{"prompt": "hello"}"#)
         .send()
         .await?;
-    let report = RetryReport::of(&response).ok_or("the middleware attached no report")?;
+    let report = response
+        .retry_report()
+        .ok_or("the middleware attached no report")?;
     println!(
         "{} after {} attempts in {:.1?} ({})",
         response.status(),

@@ -35,14 +35,20 @@ impl holdoff::retry::Response for Attempted {
 }
 
 impl Attempted {
-    /// Wraps `response`; for a 429, first reads the start of its body so the policy's quota
-    /// classifier can see it, and rebuilds the response around the same bytes.
+    /// Wraps `response`; when the policy's quota classifier reads bodies for its status (a
+    /// 429, unless the classifier reads none: [`holdoff::Policy::reads_body`]), first reads
+    /// the start of its body so the classifier can see it, and rebuilds the response around
+    /// the same bytes. Otherwise the body is not touched, and the receipt is not delayed by
+    /// a server that writes the head and the body apart.
     ///
     /// # Errors
     ///
-    /// The transport error that broke off the body of a 429.
-    pub(crate) async fn read(response: reqwest::Response) -> Result<Attempted, reqwest::Error> {
-        if response.status() != StatusCode::TOO_MANY_REQUESTS {
+    /// The transport error that broke off the body being read.
+    pub(crate) async fn read(
+        response: reqwest::Response,
+        policy: &holdoff::Policy,
+    ) -> Result<Attempted, reqwest::Error> {
+        if !policy.reads_body(response.status()) {
             return Ok(Attempted {
                 response,
                 head: Bytes::new(),

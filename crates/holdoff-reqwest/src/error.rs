@@ -1,9 +1,9 @@
 //! The middleware's own error, returned as `reqwest_middleware::Error::Middleware`.
 
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
-use holdoff::HttpDate;
+use holdoff::{HttpDate, Permitted, RetryReport};
 use http::StatusCode;
 
 /// What went wrong.
@@ -39,21 +39,17 @@ pub enum ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     status: Option<StatusCode>,
-    permitted_after: Option<Duration>,
-    permitted_at: Option<Instant>,
-    permitted_wall: Option<SystemTime>,
+    report: RetryReport,
     response: Option<reqwest::Response>,
     source: Option<reqwest_middleware::Error>,
 }
 
 impl Error {
-    pub(crate) fn new(kind: ErrorKind) -> Error {
+    pub(crate) fn new(kind: ErrorKind, report: RetryReport) -> Error {
         Error {
             kind,
             status: None,
-            permitted_after: None,
-            permitted_at: None,
-            permitted_wall: None,
+            report,
             response: None,
             source: None,
         }
@@ -70,18 +66,6 @@ impl Error {
         self
     }
 
-    pub(crate) fn with_permitted(
-        mut self,
-        after: Option<Duration>,
-        at: Option<Instant>,
-        wall: Option<SystemTime>,
-    ) -> Error {
-        self.permitted_after = after;
-        self.permitted_at = at;
-        self.permitted_wall = wall;
-        self
-    }
-
     /// What went wrong.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -92,14 +76,26 @@ impl Error {
         self.status
     }
 
-    /// When the server (or the gate) permits the next request, on the monotonic clock.
-    pub fn permitted_at(&self) -> Option<Instant> {
-        self.permitted_at
+    /// How the retries ended: attempts sent, the last decision, and when the server (or
+    /// the gate) permits the next request.
+    pub fn report(&self) -> &RetryReport {
+        &self.report
     }
 
-    /// When the server (or the gate) permits the next request, on the wall clock.
+    /// When the server (or the gate) permits the next request, on the monotonic clock;
+    /// `None` when it named no time.
+    pub fn permitted_at(&self) -> Option<Instant> {
+        self.permitted().and_then(|p| p.at)
+    }
+
+    /// When the server (or the gate) permits the next request, on the wall clock; `None`
+    /// when it named no time.
     pub fn permitted_wall(&self) -> Option<SystemTime> {
-        self.permitted_wall
+        self.report.requeue_at()
+    }
+
+    fn permitted(&self) -> Option<Permitted> {
+        self.report.permitted
     }
 
     /// The response that would have been retried, if there was one.
@@ -122,9 +118,9 @@ impl fmt::Display for Error {
                     Some(status) => write!(f, ": the server answered {status}")?,
                     None => f.write_str(": the first attempt failed")?,
                 }
-                if let Some(after) = self.permitted_after.filter(|after| !after.is_zero()) {
+                if let Some(after) = self.permitted().map(|p| p.after).filter(|a| !a.is_zero()) {
                     write!(f, " and permits a retry after {after:?}")?;
-                    if let Some(date) = self.permitted_wall.and_then(HttpDate::from_system_time) {
+                    if let Some(date) = self.permitted_wall().and_then(HttpDate::from_system_time) {
                         write!(f, " ({date})")?;
                     }
                 }
@@ -138,7 +134,7 @@ impl fmt::Display for Error {
                     "send the request: the gate keeps its server closed until after the \
                      task's deadline",
                 )?;
-                if let Some(date) = self.permitted_wall.and_then(HttpDate::from_system_time) {
+                if let Some(date) = self.permitted_wall().and_then(HttpDate::from_system_time) {
                     write!(f, " (a request is permitted at {date})")?;
                 }
                 Ok(())
@@ -152,8 +148,7 @@ impl fmt::Debug for Error {
         f.debug_struct("Error")
             .field("kind", &self.kind)
             .field("status", &self.status)
-            .field("permitted_after", &self.permitted_after)
-            .field("permitted_wall", &self.permitted_wall)
+            .field("report", &self.report)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }

@@ -17,8 +17,8 @@
 //! Requests then go out as with reqwest, and each response says what the middleware did:
 //!
 //! ```
-//! use holdoff::Policy;
-//! use holdoff_reqwest::{HoldoffMiddleware, RetryOutcome, RetryReport};
+//! use holdoff::{Policy, Reason};
+//! use holdoff_reqwest::{HoldoffMiddleware, RetryReportExt};
 //! # use holdoff_testkit::{Reply, TestServer};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -37,9 +37,8 @@
 //! // 2 seconds (never less) and sends the request again.
 //! let response = client.get(&url).send().await?;
 //! assert_eq!(response.status(), 200);
-//! let report = RetryReport::of(&response).expect("a report");
-//! assert_eq!(report.attempts, 2);
-//! assert_eq!(report.outcome, RetryOutcome::Success);
+//! let report = response.retry_report().expect("a report");
+//! assert_eq!((report.attempts, report.reason()), (2, Reason::Success));
 //! # Ok(())
 //! # }
 //! ```
@@ -47,21 +46,23 @@
 //! # What the caller gets
 //!
 //! Every response that went through the middleware carries a [`RetryReport`] in its
-//! extensions: how many attempts were sent, how the retries ended ([`RetryOutcome`]) and
-//! when the server permits the next request.
+//! extensions ([`RetryReportExt::retry_report`]): how many attempts were sent, the last
+//! [`Decision`](holdoff::Decision) and its reason, and when the server permits the next
+//! request. It is holdoff's own report, the one holdoff-tower attaches and
+//! [`holdoff::retry::Retrier`] returns.
 //!
 //! - **Success**, a **redirect** (when reqwest does not follow redirects itself), or **gave
 //!   up** (status not retryable, not safe to repeat, attempts exhausted, quota exhausted):
 //!   `Ok` with the last response.
 //! - **Deferred** (the hint does not fit before the deadline, or exceeds the policy's
 //!   `max_wait`): `Ok` with the last response, the report saying why and when a retry is
-//!   permitted ([`RetryReport::permitted_wall`] is the value to persist), so a job queue can
+//!   permitted ([`RetryReport::requeue_at`] is the value to persist), so a job queue can
 //!   re-queue the task instead of retrying early. A request that the [gate](holdoff::gate)
 //!   holds past its deadline before anything was sent fails with
 //!   [`ErrorKind::DeferredAtGate`], which carries the same times.
 //! - **Malformed hint** with [`OnMalformed::Error`](holdoff::OnMalformed::Error) (the
 //!   default): `Ok` with the response, not an error, so the caller sees the `503` it got; the
-//!   report's [`RetryOutcome::Malformed`] carries the raw value. Choose
+//!   report's [`RetryReport::malformed`] carries the raw value. Choose
 //!   [`OnMalformed::Fallback`](holdoff::OnMalformed::Fallback) to retry on the local backoff
 //!   instead.
 //! - **Transport errors** (connection refused, reset, timeout) are retried on the local
@@ -96,15 +97,18 @@
 //! The policy's quota classifier reads the body of a `429` (e.g. OpenAI's
 //! `insufficient_quota`, which no amount of waiting fixes). The middleware reads up to the
 //! first 64 KiB of a `429`'s body for it and hands the response back with the whole body
-//! still readable. Other responses' bodies are not touched.
+//! still readable. Other responses' bodies are not touched, nor a `429`'s when the
+//! classifier reads none ([`NoQuotaClassifier`](holdoff::NoQuotaClassifier)): then the
+//! receipt is the arrival of the head, even from a server that sends the body later.
 //!
 //! # Time
 //!
 //! Waits run on tokio's clock ([`TokioClock`](holdoff::clock::TokioClock)), so tests under
 //! tokio's paused time (`#[tokio::test(start_paused = true)]`) retry at exact virtual
 //! instants and never really sleep. A [`Deadline`] is an instant on that same clock. A
-//! response's receipt is taken once the middleware has it (for a `429`, once the start of
-//! its body has been read); every wait counts from there.
+//! response's receipt is taken once the middleware has it (for a `429` whose body the quota
+//! classifier reads, once the start of its body has been read); every wait counts from
+//! there.
 //!
 //! # Cancellation
 //!
@@ -126,6 +130,9 @@ mod options;
 mod report;
 
 pub use error::{Error, ErrorKind};
+/// The core crate, so that one dependency is enough.
+pub use holdoff;
+pub use holdoff::RetryReport;
+pub use holdoff::request::{Deadline, GateKey, RepeatSafe, Timeout};
 pub use middleware::HoldoffMiddleware;
-pub use options::{Deadline, GateKey, RepeatSafe, Timeout};
-pub use report::{RetryOutcome, RetryReport};
+pub use report::RetryReportExt;

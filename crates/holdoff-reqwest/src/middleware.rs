@@ -1,25 +1,22 @@
 //! The middleware: runs holdoff's retry loop around the rest of the middleware chain.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use holdoff::gate::{Gate, GateStore, MemoryGateStore};
-use holdoff::retry::{AttemptEvent, Deferred, Last, Outcome, Retrier, StopReason};
-use holdoff::{Decision, GiveUpReason, HintSource, Policy};
-use http::{Extensions, HeaderName};
+use holdoff::request::Markers;
+use holdoff::retry::{AttemptEvent, Last, Outcome, Retrier};
+use holdoff::{Decision, Policy, RetryReport};
+use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use tokio_util::sync::CancellationToken;
 
 use crate::body::Attempted;
 use crate::error::{Error, ErrorKind};
-use crate::options::{Deadline, GateKey, RepeatSafe, Timeout, gate_key};
-use crate::report::{RetryOutcome, RetryReport};
-
-/// The header that makes a request safe to repeat, whatever its method.
-const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+use crate::options::gate_key;
 
 /// A `reqwest_middleware::Middleware` that retries under a holdoff [`Policy`]: it treats the
 /// server's `Retry-After` (and vendor hints) as a lower bound, never retries before it,
@@ -38,8 +35,8 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// use std::time::Duration;
 ///
 /// let policy = Policy::default()
-///     .max_attempts(4)
-///     .backoff(Backoff::exponential(Duration::from_millis(500), Duration::from_secs(8)));
+///     .with_max_attempts(4)
+///     .with_backoff(Backoff::exponential(Duration::from_millis(500), Duration::from_secs(8)));
 /// # let _ = rustls::crypto::aws_lc_rs::default_provider().install_default(); // see tests/middleware.rs
 /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 ///     .with(
@@ -113,17 +110,6 @@ impl<S> fmt::Debug for HoldoffMiddleware<S> {
     }
 }
 
-/// What the loop decided after the last attempt, as the middleware reports it.
-#[derive(Clone, Copy, Debug, Default)]
-struct Seen {
-    attempts: u32,
-    decision: Option<Decision>,
-    permitted_after: Duration,
-    permitted_at: Option<Instant>,
-    permitted_wall: Option<SystemTime>,
-    hint_source: Option<HintSource>,
-}
-
 #[async_trait::async_trait]
 impl<S: GateStore + 'static> Middleware for HoldoffMiddleware<S> {
     async fn handle(
@@ -133,14 +119,9 @@ impl<S: GateStore + 'static> Middleware for HoldoffMiddleware<S> {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let method = request.method().clone();
-        let repeat_safe = extensions.get::<RepeatSafe>().is_some()
-            || request.headers().contains_key(IDEMPOTENCY_KEY);
-        let timeout = extensions.get::<Timeout>().map(|t| t.0).or(self.timeout);
-        let deadline = extensions.get::<Deadline>().map(|d| d.0);
-        let key = extensions
-            .get::<GateKey>()
-            .map(|key| key.0.clone())
-            .or_else(|| gate_key(request.url()));
+        let markers = Markers::of(request.headers(), extensions);
+        let timeout = markers.timeout.or(self.timeout);
+        let key = markers.gate_key.clone().or_else(|| gate_key(request.url()));
 
         // A request with a streaming body is sent once as it is; if a retry turns out to be
         // needed, the loop is stopped before it waits and the caller gets a clear error.
@@ -150,26 +131,20 @@ impl<S: GateStore + 'static> Middleware for HoldoffMiddleware<S> {
         };
         let cloneable = template.is_some();
         let stop = CancellationToken::new();
-        let seen = Arc::new(Mutex::new(Seen::default()));
 
-        let mut retrier = Retrier::new(self.policy.clone())
-            .method(method)
-            .repeat_safe(repeat_safe)
+        let mut retrier = Retrier::new(self.policy.clone(), method)
+            .repeat_safe(markers.repeat_safe)
             .transient_if(is_transient)
             .cancel_on(stop.clone())
-            .on_attempt({
-                let seen = Arc::clone(&seen);
-                move |event: &AttemptEvent<'_>| {
-                    *seen.lock().unwrap_or_else(PoisonError::into_inner) = Seen::from(event);
-                    if !cloneable && matches!(event.decision, Decision::Retry { .. }) {
-                        stop.cancel();
-                    }
+            .on_attempt(move |event: &AttemptEvent<'_>| {
+                if !cloneable && matches!(event.decision, Decision::Retry { .. }) {
+                    stop.cancel();
                 }
             });
         if let Some(timeout) = timeout {
             retrier = retrier.timeout(timeout);
         }
-        if let Some(deadline) = deadline {
+        if let Some(deadline) = markers.deadline {
             retrier = retrier.deadline(deadline);
         }
         if let Some(seed) = self.seed {
@@ -181,6 +156,7 @@ impl<S: GateStore + 'static> Middleware for HoldoffMiddleware<S> {
         // attempt's future borrow the caller's extensions, which later middleware may write.
         let extensions = tokio::sync::Mutex::new(extensions);
         let extensions = &extensions;
+        let policy = &self.policy;
         let operation = |_attempt: u32| {
             let request = first
                 .take()
@@ -190,20 +166,21 @@ impl<S: GateStore + 'static> Middleware for HoldoffMiddleware<S> {
                 let Some(request) = request else {
                     // Unreachable: the loop is stopped before a second attempt of a request
                     // that cannot be cloned.
-                    return Err(Error::new(ErrorKind::BodyNotCloneable).into());
+                    let report =
+                        RetryReport::new(1, Decision::GiveUp(holdoff::GiveUpReason::Cancelled));
+                    return Err(Error::new(ErrorKind::BodyNotCloneable, report).into());
                 };
                 let mut extensions = extensions.lock().await;
                 let response = next.run(request, &mut extensions).await?;
                 drop(extensions);
-                Ok(Attempted::read(response).await?)
+                Ok(Attempted::read(response, policy).await?)
             }
         };
-        let outcome = match (&self.gate, key) {
+        let (outcome, report) = match (&self.gate, key) {
             (Some(gate), Some(key)) => retrier.gate(Arc::clone(gate), key).run(operation).await,
             _ => retrier.run(operation).await,
         };
-        let seen = *seen.lock().unwrap_or_else(PoisonError::into_inner);
-        finish(outcome, seen)
+        finish(outcome, report)
     }
 }
 
@@ -218,77 +195,28 @@ fn is_transient(error: &reqwest_middleware::Error) -> bool {
     }
 }
 
-impl From<&AttemptEvent<'_>> for Seen {
-    fn from(event: &AttemptEvent<'_>) -> Seen {
-        Seen {
-            attempts: event.number,
-            decision: Some(event.decision),
-            permitted_after: event.permitted.after,
-            permitted_at: event.permitted.at,
-            permitted_wall: event.permitted.wall,
-            hint_source: event.verdict.and_then(|v| v.diagnostics.source),
-        }
-    }
-}
-
-/// Turns the loop's outcome into what the caller of the middleware gets.
+/// Turns the loop's outcome into what the caller of the middleware gets: the last response
+/// with the report in its extensions, or an error.
 fn finish(
     outcome: Outcome<Attempted, reqwest_middleware::Error>,
-    seen: Seen,
+    report: RetryReport,
 ) -> reqwest_middleware::Result<Response> {
-    let report = |outcome: RetryOutcome| RetryReport {
-        attempts: seen.attempts,
-        outcome,
-        permitted_at: seen.permitted_at,
-        permitted_wall: seen.permitted_wall,
-        hint_source: seen.hint_source,
-    };
-    let (last, report) = match outcome {
-        Outcome::Success(response) => (Last::Response(response), report(RetryOutcome::Success)),
-        Outcome::Redirect { response, at } => (
-            Last::Response(response),
-            report(RetryOutcome::Redirect { at }),
-        ),
-        Outcome::Malformed { error, response } => (
-            Last::Response(response),
-            report(RetryOutcome::Malformed(error)),
-        ),
-        Outcome::GaveUp { reason, last } => {
-            let reason = match (reason, seen.decision) {
-                (StopReason::Policy(reason), _) | (_, Some(Decision::GiveUp(reason))) => reason,
-                // Only a permanent transport error ends the loop without a policy reason,
-                // and that error is returned as it is below.
-                _ => GiveUpReason::StatusNotRetryable,
-            };
-            (last, report(RetryOutcome::GaveUp(reason)))
-        }
-        Outcome::Deferred(Deferred {
-            reason,
-            permitted_at,
-            permitted_wall,
-            last,
-        }) => {
-            let Some(last) = last else {
-                // Deferred at the gate before anything was sent.
-                return Err(Error::new(ErrorKind::DeferredAtGate)
-                    .with_permitted(None, permitted_at, permitted_wall)
-                    .into());
-            };
-            let report = RetryReport {
-                permitted_at,
-                permitted_wall,
-                ..report(RetryOutcome::Deferred(reason))
-            };
-            (last, report)
+    let last = match outcome {
+        Outcome::Success(response)
+        | Outcome::Redirect { response, .. }
+        | Outcome::Malformed { response, .. } => Last::Response(response),
+        Outcome::GaveUp { last, .. } => last,
+        Outcome::Deferred {
+            last: Some(last), ..
+        } => last,
+        Outcome::Deferred { last: None, .. } => {
+            // Deferred at the gate before anything was sent.
+            return Err(Error::new(ErrorKind::DeferredAtGate, report).into());
         }
         Outcome::Cancelled { last } => {
             // Only the middleware's own token cancels: a retry is needed, but the request's
             // body cannot be cloned.
-            let error = Error::new(ErrorKind::BodyNotCloneable).with_permitted(
-                Some(seen.permitted_after),
-                seen.permitted_at,
-                seen.permitted_wall,
-            );
+            let error = Error::new(ErrorKind::BodyNotCloneable, report);
             return Err(match last {
                 Some(Last::Response(attempted)) => error.with_response(attempted.response),
                 Some(Last::Error(source)) => error.with_source(source),

@@ -1,55 +1,5 @@
-//! Per-request overrides, carried as request extensions.
-//!
-//! Attach them with reqwest-middleware's `RequestBuilder::with_extension`; the middleware
-//! reads them before the first attempt.
-
-use std::time::{Duration, Instant};
-
-/// Marks a request safe to repeat even though its method is not idempotent (a `POST` that the
-/// server de-duplicates, say).
-///
-/// A request that carries an `Idempotency-Key` header is treated as safe to repeat without
-/// this marker. A `Retry-After` hint never makes a request safe on its own.
-///
-/// # Examples
-///
-/// ```
-/// use holdoff_reqwest::RepeatSafe;
-///
-/// # fn demo(client: &reqwest_middleware::ClientWithMiddleware) {
-/// let request = client
-///     .post("http://127.0.0.1:8080/v1/jobs")
-///     .body("{}")
-///     .with_extension(RepeatSafe);
-/// # let _ = request;
-/// # }
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RepeatSafe;
-
-/// The task must be done by this instant (on the monotonic clock the middleware waits on,
-/// tokio's): no wait that cannot fit before it is started, and the response is handed back
-/// as deferred instead.
-///
-/// When both a [`Deadline`] and a [`Timeout`] (or the middleware's default timeout) apply,
-/// the earlier end wins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Deadline(pub Instant);
-
-/// The task must be done within this long of the request entering the middleware; replaces
-/// the middleware's default timeout for this request.
-///
-/// This bounds the whole task (every attempt and every wait), not one attempt: for a limit
-/// on each attempt, use reqwest's own `timeout`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Timeout(pub Duration);
-
-/// Shares hints through the gate under this key instead of the default
-/// `scheme://host:port` (e.g. one key per API token, or one for a whole API family).
-///
-/// Has no effect when the middleware has no gate.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct GateKey(pub String);
+//! Per-request overrides: holdoff's own markers ([`holdoff::request`]), attached with
+//! reqwest-middleware's `RequestBuilder::with_extension` and read before the first attempt.
 
 /// The default gate key of a URL: `scheme://host:port`, with the scheme's known default port
 /// filled in, as [`holdoff::gate::key_of`] builds it for an `http::Uri`.

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::gate::Gate;
 use holdoff::{
-    Backoff, DeferReason, GiveUpReason, HintSource, Jitter, OnMalformed, Policy, Reason,
+    Backoff, Decision, DeferReason, GiveUpReason, HintSource, Jitter, OnMalformed, Policy, Reason,
 };
 use holdoff_reqwest::{
-    Deadline, Error, ErrorKind, GateKey, HoldoffMiddleware, RepeatSafe, RetryOutcome, RetryReport,
-    Timeout,
+    Deadline, Error, ErrorKind, GateKey, HoldoffMiddleware, RepeatSafe, RetryReport,
+    RetryReportExt, Timeout,
 };
 use holdoff_testkit::{Recorded, Reply, TestServer};
 use http::Extensions;
@@ -21,8 +21,8 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 /// The hint alone decides: no local backoff, no jitter.
 fn plain_policy() -> Policy {
     Policy::default()
-        .backoff(Backoff::None)
-        .jitter(Jitter::None)
+        .with_backoff(Backoff::None)
+        .with_jitter(Jitter::None)
 }
 
 fn client(middleware: HoldoffMiddleware) -> ClientWithMiddleware {
@@ -63,7 +63,8 @@ fn refused_url() -> String {
 }
 
 fn report(response: &Response) -> RetryReport {
-    RetryReport::of(response)
+    response
+        .retry_report()
         .cloned()
         .expect("the middleware attaches a report")
 }
@@ -118,7 +119,7 @@ mod retry_after {
         assert_eq!(response.status(), 200);
         let report = report(&response);
         assert_eq!(report.attempts, 2);
-        assert_eq!(report.outcome, RetryOutcome::Success);
+        assert_eq!(report.reason(), Reason::Success);
         assert_eq!(response.text().await.expect("body"), "ok");
         assert_eq!(
             offsets(&server.requests_to("/v1/chat")),
@@ -130,7 +131,7 @@ mod retry_after {
     async fn waits_for_a_backoff_longer_than_the_hint() {
         let server = TestServer::start().await;
         server.script("/v1/chat", [Reply::too_many_requests("2")]);
-        let policy = plain_policy().backoff(Backoff::Constant(Duration::from_secs(5)));
+        let policy = plain_policy().with_backoff(Backoff::Constant(Duration::from_secs(5)));
         let response = client(HoldoffMiddleware::new(policy))
             .get(server.url("/v1/chat"))
             .send()
@@ -168,7 +169,7 @@ mod retry_after {
     async fn stops_after_the_last_attempt_and_hands_back_the_last_response() {
         let server = TestServer::start().await;
         server.set_default("/busy", Reply::unavailable("1").body("busy"));
-        let response = client(HoldoffMiddleware::new(plain_policy().max_attempts(3)))
+        let response = client(HoldoffMiddleware::new(plain_policy().with_max_attempts(3)))
             .get(server.url("/busy"))
             .send()
             .await
@@ -178,8 +179,8 @@ mod retry_after {
         let report = report(&response);
         assert_eq!(report.attempts, 3);
         assert_eq!(
-            report.outcome,
-            RetryOutcome::GaveUp(GiveUpReason::AttemptsExhausted)
+            report.decision,
+            Decision::GiveUp(GiveUpReason::AttemptsExhausted)
         );
         assert_eq!(response.text().await.expect("body"), "busy");
         assert_eq!(
@@ -201,7 +202,7 @@ mod deadline {
         // The canonical case: the server asks 30 s, the backoff is 8 s, 12 s remain.
         let server = TestServer::start().await;
         server.script("/jobs", [Reply::unavailable("30")]);
-        let policy = plain_policy().backoff(Backoff::Constant(Duration::from_secs(8)));
+        let policy = plain_policy().with_backoff(Backoff::Constant(Duration::from_secs(8)));
         let start = TokioClock.now();
         let response = client(HoldoffMiddleware::new(policy))
             .get(server.url("/jobs"))
@@ -217,16 +218,16 @@ mod deadline {
         let report = report(&response);
         assert_eq!(report.attempts, 1);
         assert_eq!(
-            report.outcome,
-            RetryOutcome::Deferred(DeferReason::DeadlineExceeded)
+            report.decision,
+            Decision::Defer(DeferReason::DeadlineExceeded)
         );
         assert_eq!(report.reason(), Reason::DeadlineExceeded);
         assert_eq!(report.hint_source, Some(HintSource::RetryAfter));
         assert_eq!(
-            report.permitted_at,
+            report.permitted.and_then(|p| p.at),
             Some(requests[0].at + Duration::from_secs(30))
         );
-        let wall = report.permitted_wall.expect("a wall time");
+        let wall = report.requeue_at().expect("a wall time");
         let after = wall
             .duration_since(requests[0].wall)
             .expect("permitted after the request");
@@ -251,8 +252,8 @@ mod deadline {
 
         assert_eq!(response.status(), 429);
         assert_eq!(
-            report(&response).outcome,
-            RetryOutcome::Deferred(DeferReason::DeadlineExceeded)
+            report(&response).decision,
+            Decision::Defer(DeferReason::DeadlineExceeded)
         );
         assert_eq!(server.requests_to("/jobs").len(), 1);
     }
@@ -309,8 +310,8 @@ mod idempotency {
         assert_eq!(response.status(), 503);
         let report = report(&response);
         assert_eq!(
-            report.outcome,
-            RetryOutcome::GaveUp(GiveUpReason::NonIdempotent)
+            report.decision,
+            Decision::GiveUp(GiveUpReason::NonIdempotent)
         );
         assert_eq!(report.reason().as_str(), "non-idempotent");
         assert_eq!(server.requests_to("/v1/jobs").len(), 1);
@@ -375,8 +376,8 @@ mod quota {
         assert_eq!(server.requests_to("/v1/chat").len(), 1);
         let report = report(&response);
         assert_eq!(
-            report.outcome,
-            RetryOutcome::GaveUp(GiveUpReason::QuotaExhausted)
+            report.decision,
+            Decision::GiveUp(GiveUpReason::QuotaExhausted)
         );
         assert_eq!(report.reason().as_str(), "quota-exhausted");
         assert_eq!(
@@ -422,7 +423,7 @@ mod quota {
             "/v1/chat",
             [Reply::too_many_requests("1").body(long.clone())],
         );
-        let response = client(HoldoffMiddleware::new(plain_policy().max_attempts(1)))
+        let response = client(HoldoffMiddleware::new(plain_policy().with_max_attempts(1)))
             .get(server.url("/v1/chat"))
             .send()
             .await
@@ -452,8 +453,8 @@ mod malformed {
         assert_eq!(server.requests_to("/v1/chat").len(), 1);
         let report = report(&response);
         assert_eq!(report.reason(), Reason::MalformedRetryAfter);
-        let RetryOutcome::Malformed(error) = report.outcome else {
-            panic!("expected a malformed hint, got {:?}", report.outcome);
+        let Some(error) = report.malformed.clone() else {
+            panic!("expected a malformed hint, got {:?}", report.decision);
         };
         assert_eq!(error.raw(), b"1.5");
     }
@@ -463,8 +464,8 @@ mod malformed {
         let server = TestServer::start().await;
         server.script("/v1/chat", [Reply::unavailable("1.5")]);
         let policy = plain_policy()
-            .on_malformed(OnMalformed::Fallback)
-            .backoff(Backoff::Constant(Duration::from_secs(3)));
+            .with_on_malformed(OnMalformed::Fallback)
+            .with_backoff(Backoff::Constant(Duration::from_secs(3)));
         let response = client(HoldoffMiddleware::new(policy))
             .get(server.url("/v1/chat"))
             .send()
@@ -542,7 +543,7 @@ mod streaming_body {
             .expect("a response");
 
         assert_eq!(response.status(), 200);
-        assert_eq!(report(&response).outcome, RetryOutcome::Success);
+        assert_eq!(report(&response).reason(), Reason::Success);
         assert_eq!(server.requests_to("/upload").len(), 1);
     }
 
@@ -587,8 +588,8 @@ mod streaming_body {
 
         assert_eq!(response.status(), 503);
         assert_eq!(
-            report(&response).outcome,
-            RetryOutcome::GaveUp(GiveUpReason::NonIdempotent)
+            report(&response).decision,
+            Decision::GiveUp(GiveUpReason::NonIdempotent)
         );
     }
 }
@@ -605,10 +606,12 @@ mod transport {
 
     #[tokio::test(start_paused = true)]
     async fn retries_a_refused_connection_on_the_backoff_then_fails() {
-        let policy = plain_policy().max_attempts(4).backoff(Backoff::exponential(
-            Duration::from_secs(1),
-            Duration::from_secs(60),
-        ));
+        let policy = plain_policy()
+            .with_max_attempts(4)
+            .with_backoff(Backoff::exponential(
+                Duration::from_secs(1),
+                Duration::from_secs(60),
+            ));
         let attempts = Attempts::default();
         let error = counted(HoldoffMiddleware::new(policy), &attempts)
             .get(refused_url())
@@ -649,7 +652,7 @@ mod transport {
     async fn retries_after_a_reset_connection() {
         let server = TestServer::start().await;
         server.script("/v1/chat", [Reply::reset()]);
-        let policy = plain_policy().backoff(Backoff::Constant(Duration::from_secs(2)));
+        let policy = plain_policy().with_backoff(Backoff::Constant(Duration::from_secs(2)));
         let response = client(HoldoffMiddleware::new(policy))
             .get(server.url("/v1/chat"))
             .send()
@@ -670,7 +673,7 @@ mod gate {
 
     fn gated(max_attempts: u32) -> ClientWithMiddleware {
         let gate = Arc::new(Gate::in_memory().spread(Jitter::None));
-        client(HoldoffMiddleware::new(plain_policy().max_attempts(max_attempts)).gate(gate))
+        client(HoldoffMiddleware::new(plain_policy().with_max_attempts(max_attempts)).gate(gate))
     }
 
     #[tokio::test(start_paused = true)]
@@ -727,5 +730,65 @@ mod gate {
             Some(a[0].at + Duration::from_secs(30))
         );
         assert!(server.requests_to("/b").is_empty());
+    }
+}
+
+mod quota_body {
+    use super::*;
+    use holdoff::NoQuotaClassifier;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers its first connection with the head of a `429 Retry-After: 1`
+    /// whose chunked body never comes, and every later one with `200`. Returns its URL.
+    async fn head_then_silence() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/v1/chat", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            for n in 0.. {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let head: &[u8] = if n == 0 {
+                    b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\n\
+                      transfer-encoding: chunked\r\n\r\n"
+                } else {
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+                };
+                let _ = stream.write_all(head).await;
+                // Keep the throttled connection open, its body unsent.
+                held.push(stream);
+            }
+        });
+        url
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_body_is_not_awaited_when_the_classifier_reads_none() {
+        let url = head_then_silence().await;
+        let policy = plain_policy().with_quota_classifier(Arc::new(NoQuotaClassifier));
+        let client = client(HoldoffMiddleware::new(policy));
+        let start = TokioClock.now();
+
+        let response = client.get(&url).send().await.expect("a response");
+
+        assert_eq!(response.status(), 200);
+        assert_eq!(report(&response).attempts, 2);
+        // Judged on the head: the retry came 1 s after it, not after a body.
+        assert_eq!(TokioClock.now() - start, Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_default_classifier_waits_for_the_start_of_a_429_body() {
+        let url = head_then_silence().await;
+        let client = client(HoldoffMiddleware::new(plain_policy()));
+
+        let sent = tokio::time::timeout(Duration::from_secs(30), client.get(&url).send()).await;
+
+        assert!(sent.is_err(), "the body it reads never comes: {sent:?}");
     }
 }

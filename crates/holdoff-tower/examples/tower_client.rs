@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let policy = Policy::default().backoff(Backoff::Constant(Duration::from_millis(100)));
+    let policy = Policy::default().with_backoff(Backoff::Constant(Duration::from_millis(100)));
     let service = ServiceBuilder::new()
         .retry(RetryPolicy::new(policy).timeout(Duration::from_secs(30)))
         .service(client);

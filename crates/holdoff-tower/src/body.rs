@@ -1,18 +1,32 @@
 //! Request bodies that can be sent again.
 
 use bytes::Bytes;
-use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
-use http_body_util::{Either, Empty, Full, StreamBody};
+use http_body_util::{Either, Empty, Full};
 
 /// A request body that may be copied so the request can be sent again.
 ///
 /// tower's `Retry` keeps a copy of each request before sending it; a request whose body
-/// returns `None` here is sent once and never retried (see the crate docs, "Bodies").
+/// returns `None` here is sent once and never retried, and tower does not even show the
+/// policy its response (see the crate docs, "Bodies").
 ///
 /// Bodies held in memory ([`Full`], [`Empty`], [`Bytes`], [`String`], `Vec<u8>`) clone
-/// cheaply and always return `Some`. Streaming bodies ([`StreamBody`], [`BoxBody`],
-/// [`UnsyncBoxBody`], hyper's [`Incoming`](hyper::body::Incoming)) return `None`: their
-/// bytes are read as they are sent, so there is nothing left to send a second time.
+/// cheaply and always return `Some`. Streaming bodies (`StreamBody`, `BoxBody`,
+/// `UnsyncBoxBody`, hyper's `Incoming`) do **not** implement it: their bytes are read as
+/// they are sent, so nothing is left to send a second time, and a retry layer over them
+/// would never retry anything. Using one is a compile error, not a silent single attempt:
+///
+/// ```compile_fail
+/// use bytes::Bytes;
+/// use http_body_util::combinators::BoxBody;
+/// use holdoff_tower::CloneBody;
+///
+/// fn retryable<B: CloneBody>() {}
+/// retryable::<BoxBody<Bytes, std::convert::Infallible>>();
+/// ```
+///
+/// Buffer such a body into a [`Full`] before the retry layer
+/// (`http_body_util::BodyExt::collect(body).await?.to_bytes()`), or box an `Either` of the
+/// bodies you send.
 ///
 /// # Examples
 ///
@@ -41,6 +55,12 @@ use http_body_util::{Either, Empty, Full, StreamBody};
 /// }
 /// # let _ = JsonBody(Bytes::new()).try_clone_body();
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be sent twice, so a retry layer over it would never retry",
+    label = "this request body streams",
+    note = "buffer the body into `http_body_util::Full<Bytes>` before the retry layer \
+            (see holdoff_tower's docs, \"Bodies\")"
+)]
 pub trait CloneBody: Sized {
     /// A body that will send the same bytes again, or `None` if that is not possible.
     fn try_clone_body(&self) -> Option<Self>;
@@ -103,31 +123,6 @@ impl<L: CloneBody, R: CloneBody> CloneBody for Either<L, R> {
     }
 }
 
-impl<S> CloneBody for StreamBody<S> {
-    fn try_clone_body(&self) -> Option<Self> {
-        None
-    }
-}
-
-impl<D, E> CloneBody for BoxBody<D, E> {
-    fn try_clone_body(&self) -> Option<Self> {
-        None
-    }
-}
-
-impl<D, E> CloneBody for UnsyncBoxBody<D, E> {
-    fn try_clone_body(&self) -> Option<Self> {
-        None
-    }
-}
-
-/// A body received by a hyper server, e.g. one a proxy forwards: read once, as it arrives.
-impl CloneBody for hyper::body::Incoming {
-    fn try_clone_body(&self) -> Option<Self> {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,20 +146,11 @@ mod tests {
         }
 
         #[test]
-        fn refuses_streaming_bodies() {
-            assert!(StreamBody::new(()).try_clone_body().is_none());
-            let boxed = BoxBody::<Bytes, std::convert::Infallible>::default();
-            assert!(boxed.try_clone_body().is_none());
-            let unsync = UnsyncBoxBody::<Bytes, std::convert::Infallible>::default();
-            assert!(unsync.try_clone_body().is_none());
-        }
-
-        #[test]
         fn follows_the_side_an_either_holds() {
-            let left: Either<Full<Bytes>, StreamBody<()>> = Either::Left(Full::default());
+            let left: Either<Full<Bytes>, Bytes> = Either::Left(Full::default());
             assert!(left.try_clone_body().is_some());
-            let right: Either<Full<Bytes>, StreamBody<()>> = Either::Right(StreamBody::new(()));
-            assert!(right.try_clone_body().is_none());
+            let right: Either<Full<Bytes>, Bytes> = Either::Right(Bytes::from_static(b"a"));
+            assert!(matches!(right.try_clone_body(), Some(Either::Right(_))));
         }
     }
 }

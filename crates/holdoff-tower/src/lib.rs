@@ -46,7 +46,8 @@
 //! [`Decision`](holdoff::Decision) and its [`Reason`](holdoff::Reason), and when the server
 //! permits the next request, on both clocks. A deferred task (the hint does not fit in the
 //! [timeout](RetryPolicy::timeout), or exceeds the policy's `max_wait`) can be re-queued for
-//! [`Permitted::wall`](holdoff::Permitted::wall). Every judged attempt is also a
+//! [`RetryReport::requeue_at`]; the report is holdoff's own [`holdoff::RetryReport`], the one
+//! [`holdoff::retry::Retrier`] and holdoff-reqwest return. Every judged attempt is also a
 //! `tracing` event (`holdoff attempt`).
 //!
 //! A transport error (connection refused, reset) is retried on the local backoff alone,
@@ -57,14 +58,26 @@
 //!
 //! tower keeps a copy of every request so that it can send it again, made by
 //! [`CloneBody::try_clone_body`]. Bodies held in memory (`Full`, `Empty`, `Bytes`,
-//! `String`, `Vec<u8>`) are copied cheaply; a streaming body returns `None`, and then the
-//! request is sent once and **never retried**: tower does not even show the policy its
-//! response, so that response carries no [`RetryReport`]. The policy says so with a
-//! `tracing::warn!` and counts it in [`RetryPolicy::unclonable_requests`]. To retry a
-//! streaming upload, buffer it into a `Full` first.
+//! `String`, `Vec<u8>`) are copied cheaply. Streaming bodies (`BoxBody`, `UnsyncBoxBody`,
+//! `StreamBody`, hyper's `Incoming`) do not implement [`CloneBody`], so a retry layer over a
+//! client that sends them **does not compile**: with tower, such a request would be sent
+//! once and its response never shown to the policy, a retry layer that never retries.
+//! Buffer the body into a `Full` first.
 //!
-//! Marking a request safe to repeat: an `Idempotency-Key` header, or the [`RepeatSafe`]
-//! extension.
+//! A body type of your own may implement [`CloneBody`] and return `None` for some values;
+//! such a request is sent once, its response carries no [`RetryReport`], and the policy
+//! says so with a `tracing::warn!` and counts it in [`RetryPolicy::unclonable_requests`].
+//!
+//! # Per-request markers
+//!
+//! The markers are holdoff's own ([`holdoff::request`]), the same types that
+//! holdoff-reqwest reads, inserted into the request's extensions:
+//!
+//! - [`RepeatSafe`]: retry a `POST` (or `PATCH`) that the server de-duplicates. A request
+//!   with an `Idempotency-Key` header needs no marker.
+//! - [`Deadline`] or [`Timeout`]: when the whole task, waits included, must be done; they
+//!   tighten or replace [`RetryPolicy::timeout`].
+//! - [`GateKey`]: which key the request shares hints under.
 //!
 //! # Response bodies and quota errors
 //!
@@ -104,10 +117,11 @@
 mod body;
 mod future;
 mod policy;
-mod report;
 mod request;
 
 pub use body::CloneBody;
+/// The core crate, so that one dependency is enough.
+pub use holdoff;
+pub use holdoff::RetryReport;
+pub use holdoff::request::{Deadline, GateKey, RepeatSafe, Timeout};
 pub use policy::RetryPolicy;
-pub use report::RetryReport;
-pub use request::{GateKey, RepeatSafe};

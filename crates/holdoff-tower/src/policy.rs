@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use holdoff::clock::{Clock, Sleep, TokioClock};
 use holdoff::gate::{Gate, GateStore, MemoryGateStore};
+use holdoff::retry::AttemptEvent;
 use holdoff::{
     Attempt, Decision, DeferReason, JitterDraw, Permitted, Policy, Receipt, ResponseInfo,
+    RetryReport,
 };
 use http::{Request, Response, StatusCode};
 use rand::rngs::SmallRng;
@@ -16,8 +18,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::body::CloneBody;
 use crate::future::{self, Wait};
-use crate::report::RetryReport;
-use crate::request::{gate_key, is_repeat_safe};
+use crate::request::{gate_key, markers};
 
 /// A [`tower::retry::Policy`] for `http::Request`/`http::Response` that honours the server's
 /// hint (`Retry-After` and the vendor hints) as a lower bound, defers what cannot fit before
@@ -38,7 +39,7 @@ use crate::request::{gate_key, is_repeat_safe};
 ///
 /// let gate = Arc::new(Gate::in_memory());
 /// let policy = RetryPolicy::new(
-///     Policy::default().backoff(Backoff::exponential(Duration::from_secs(1), Duration::from_secs(30))),
+///     Policy::default().with_backoff(Backoff::exponential(Duration::from_secs(1), Duration::from_secs(30))),
 /// )
 /// .timeout(Duration::from_secs(60))
 /// .gate(gate);
@@ -117,7 +118,9 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
     }
 
     /// Each request must be done within this long of `Retry` being called with it: a retry
-    /// whose wait would not end before then is deferred, never shortened.
+    /// whose wait would not end before then is deferred, never shortened. A request's own
+    /// [`Timeout`](holdoff::request::Timeout) replaces it, and its
+    /// [`Deadline`](holdoff::request::Deadline) tightens it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -165,43 +168,28 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
             &ResponseInfo::from_headers(status, response.headers(), receipt),
             attempt,
         );
-        let mut report = RetryReport {
-            attempts: attempt.number,
-            decision: verdict.decision,
-            permitted: verdict.permitted,
-            hint_source: verdict.diagnostics.source,
-            skew: verdict.diagnostics.skew,
-        };
-        if let (Some(gate), Some(key), Some(at), Some(wall)) =
-            (&self.gate, &key, report.permitted.at, report.permitted.wall)
+        let mut report = RetryReport::of_verdict(attempt.number, &verdict);
+        if let (Some(gate), Some(key), Some(permitted)) = (&self.gate, &key, verdict.permitted)
+            && let (Some(at), Some(wall)) = (permitted.at, permitted.wall)
+            && !status.is_success()
+            && !permitted.after.is_zero()
         {
-            if !status.is_success() && !report.permitted.after.is_zero() {
-                future::share(gate, key.clone(), at, wall);
-            }
+            future::share(gate, key.clone(), at, wall);
         }
         if let Decision::Retry { at, .. } = report.decision {
             match self.wait(at, key) {
                 Wait::Sleep(sleep) => {
-                    observe(
-                        attempt.number,
-                        Some(status),
-                        &report.decision,
-                        report.permitted,
-                    );
+                    observe(&report, Some(status));
                     return Some(sleep);
                 }
                 Wait::Deferred(until) => {
-                    report.decision = Decision::Defer(DeferReason::DeadlineExceeded);
-                    report.permitted = permitted_at(receipt, until);
+                    let held = Permitted::until(receipt.instant, receipt.wall, until);
+                    report = report
+                        .with_decision(Decision::Defer(DeferReason::DeadlineExceeded), Some(held));
                 }
             }
         }
-        observe(
-            attempt.number,
-            Some(status),
-            &report.decision,
-            report.permitted,
-        );
+        observe(&report, Some(status));
         response.extensions_mut().insert(report);
         None
     }
@@ -216,19 +204,21 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
         C: 'static,
         S: 'static,
     {
-        let mut decision = self.policy.decide_error(attempt, receipt.instant);
-        let mut permitted = permitted_at(receipt, receipt.instant);
+        // A transport error names no time: the local backoff alone decides.
+        let decision = self.policy.decide_error(attempt, receipt.instant);
+        let mut report = RetryReport::new(attempt.number, decision);
         let mut sleep = None;
         if let Decision::Retry { at, .. } = decision {
             match self.wait(at, key) {
                 Wait::Sleep(wait) => sleep = Some(wait),
                 Wait::Deferred(until) => {
-                    decision = Decision::Defer(DeferReason::DeadlineExceeded);
-                    permitted = permitted_at(receipt, until);
+                    let held = Permitted::until(receipt.instant, receipt.wall, until);
+                    report = report
+                        .with_decision(Decision::Defer(DeferReason::DeadlineExceeded), Some(held));
                 }
             }
         }
-        observe(attempt.number, None, &decision, permitted);
+        observe(&report, None);
         sleep
     }
 
@@ -242,25 +232,14 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
     }
 }
 
-/// Receipt + however long until `until`, on both clocks.
-fn permitted_at(receipt: Receipt, until: Instant) -> Permitted {
-    let after = until.saturating_duration_since(receipt.instant);
-    Permitted {
-        after,
-        at: Some(until),
-        wall: receipt.wall.checked_add(after),
-    }
-}
-
 /// One event per judged attempt, the same as holdoff's own retry loop emits.
-fn observe(number: u32, status: Option<StatusCode>, decision: &Decision, permitted: Permitted) {
-    holdoff::retry::trace_attempt(&holdoff::retry::AttemptEvent {
-        number,
+fn observe(report: &RetryReport, status: Option<StatusCode>) {
+    holdoff::retry::trace_attempt(&AttemptEvent::new(
+        report.attempts,
         status,
-        decision: *decision,
-        permitted,
-        verdict: None,
-    });
+        report.decision,
+        report.permitted,
+    ));
 }
 
 impl<B, ResB, E, C, S> tower::retry::Policy<Request<B>, Response<ResB>, E> for RetryPolicy<C, S>
@@ -279,16 +258,15 @@ where
         self.attempts = self.attempts.saturating_add(1);
         let receipt = Receipt::now(&self.clock);
         let unit: f64 = self.rng.random();
-        let attempt = Attempt {
-            method: request.method(),
-            repeat_safe: is_repeat_safe(request),
-            number: self.attempts,
-            backoff: self.policy.backoff_for(self.attempts),
-            jitter: JitterDraw::Unit(unit),
-            remaining: self
-                .deadline
-                .map(|deadline| deadline.saturating_duration_since(receipt.instant)),
-        };
+        let attempt: Attempt<'_> = self
+            .policy
+            .attempt(request.method(), self.attempts)
+            .with_repeat_safe(markers(request).repeat_safe)
+            .with_jitter(JitterDraw::Unit(unit))
+            .with_remaining(
+                self.deadline
+                    .map(|deadline| deadline.saturating_duration_since(receipt.instant)),
+            );
         let key = self.gate.as_ref().and_then(|_| gate_key(request));
         match result {
             Ok(response) => self.after_response(response, &attempt, receipt, key),
@@ -298,7 +276,7 @@ where
 
     fn clone_request(&mut self, request: &Request<B>) -> Option<Request<B>> {
         let Some(body) = request.body().try_clone_body() else {
-            if request.method().is_idempotent() || is_repeat_safe(request) {
+            if request.method().is_idempotent() || markers(request).repeat_safe {
                 self.unclonable.fetch_add(1, Ordering::Relaxed);
                 // The path without the query, which may carry credentials.
                 tracing::warn!(
@@ -312,10 +290,9 @@ where
         };
         if self.attempts == 0 {
             // A new request: tower asks the service's own policy for the copy, then clones
-            // the policy for the request, so what is set here becomes the request's own.
-            self.deadline = self
-                .timeout
-                .and_then(|timeout| self.clock.now().checked_add(timeout));
+            // the policy for the request, so what is set here becomes the request's own. Its
+            // own `Deadline` or `Timeout` tightens or replaces the policy's timeout.
+            self.deadline = markers(request).deadline_from(self.clock.now(), self.timeout);
             self.rng = self.next_rng();
         }
         let mut copy = Request::new(body);

@@ -116,10 +116,13 @@ mod gate {
         assert_eq!(server.requests_to("/b").len(), 1);
         let report = response.extensions().get::<RetryReport>().expect("report");
         assert_eq!(report.reason(), Reason::DeadlineExceeded);
-        assert_eq!(report.permitted.at, Some(opens));
-        assert_eq!(report.permitted.after, Duration::from_secs(60));
+        assert_eq!(report.permitted.expect("a hint").at, Some(opens));
+        assert_eq!(
+            report.permitted.expect("a hint").after,
+            Duration::from_secs(60)
+        );
         let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_060);
-        assert_eq!(report.permitted.wall, Some(wall));
+        assert_eq!(report.permitted.expect("a hint").wall, Some(wall));
     }
 }
 

@@ -34,10 +34,11 @@ async fn send(policy: RetryPolicy, request: Request<Full<Bytes>>) -> Response<In
 }
 
 fn report<B>(response: &Response<B>) -> RetryReport {
-    *response
+    response
         .extensions()
         .get::<RetryReport>()
         .expect("the policy judged the response")
+        .clone()
 }
 
 /// The gaps between consecutive arrivals at `path`.
@@ -72,7 +73,8 @@ mod hints {
         let server = TestServer::start().await;
         server.script("/backoff", [Reply::unavailable("2")]);
         server.script("/hint", [Reply::unavailable("7")]);
-        let policy = RetryPolicy::new(plain().backoff(Backoff::Constant(Duration::from_secs(5))));
+        let policy =
+            RetryPolicy::new(plain().with_backoff(Backoff::Constant(Duration::from_secs(5))));
 
         send(policy.clone(), get(&server.url("/backoff"))).await;
         send(policy, get(&server.url("/hint"))).await;
@@ -87,7 +89,8 @@ mod hints {
         let mut runs = Vec::new();
         for run in ["/1", "/2"] {
             let policy =
-                RetryPolicy::new(plain().jitter(Jitter::Uniform(Duration::from_secs(1)))).seed(7);
+                RetryPolicy::new(plain().with_jitter(Jitter::Uniform(Duration::from_secs(1))))
+                    .seed(7);
             let service = Retry::new(policy, client());
             let mut waits = Vec::new();
             for request in ["/a", "/b"] {
@@ -169,8 +172,9 @@ mod deferral {
         // Retrying at 8 s or at 12 s would both be early.
         let server = TestServer::start().await;
         server.script("/v1/items", [Reply::unavailable("30")]);
-        let policy = RetryPolicy::new(plain().backoff(Backoff::Constant(Duration::from_secs(8))))
-            .timeout(Duration::from_secs(12));
+        let policy =
+            RetryPolicy::new(plain().with_backoff(Backoff::Constant(Duration::from_secs(8))))
+                .timeout(Duration::from_secs(12));
         let start = TokioClock.now();
 
         let response = send(policy, get(&server.url("/v1/items"))).await;
@@ -186,26 +190,67 @@ mod deferral {
         );
         assert_eq!(report.reason().as_str(), "deadline-exceeded");
         assert_eq!(report.attempts, 1);
-        assert_eq!(report.permitted.after, Duration::from_secs(30));
         assert_eq!(
-            report.permitted.at,
+            report.permitted.expect("a hint").after,
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            report.permitted.expect("a hint").at,
             Some(seen[0].at + Duration::from_secs(30))
         );
-        assert!(report.permitted.wall.is_some());
+        assert!(report.permitted.expect("a hint").wall.is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_carries_its_own_timeout() {
+        // No timeout on the policy: the request's own `Timeout` marker is its deadline.
+        let server = TestServer::start().await;
+        server.script("/v1/items", [Reply::unavailable("30")]);
+        let mut request = get(&server.url("/v1/items"));
+        request
+            .extensions_mut()
+            .insert(holdoff_tower::Timeout(Duration::from_secs(12)));
+
+        let response = send(RetryPolicy::new(plain()), request).await;
+
+        assert_eq!(server.requests_to("/v1/items").len(), 1, "no retry");
+        let report = report(&response);
+        assert_eq!(report.deferred(), Some(DeferReason::DeadlineExceeded));
+        assert!(report.requeue_at().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_deadline_tightens_the_policy_timeout() {
+        let server = TestServer::start().await;
+        server.script("/v1/items", [Reply::unavailable("3")]);
+        let policy = RetryPolicy::new(plain()).timeout(Duration::from_secs(60));
+        let mut request = get(&server.url("/v1/items"));
+        let deadline = TokioClock.now() + Duration::from_secs(2);
+        request
+            .extensions_mut()
+            .insert(holdoff_tower::Deadline(deadline));
+
+        let response = send(policy, request).await;
+
+        assert_eq!(server.requests_to("/v1/items").len(), 1, "no retry");
+        assert_eq!(report(&response).reason(), Reason::DeadlineExceeded);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_hint_beyond_max_wait_is_deferred_not_capped() {
         let server = TestServer::start().await;
         server.script("/v1/items", [Reply::unavailable("600")]);
-        let policy = RetryPolicy::new(plain().max_wait(Some(Duration::from_secs(60))));
+        let policy = RetryPolicy::new(plain().with_max_wait(Some(Duration::from_secs(60))));
 
         let response = send(policy, get(&server.url("/v1/items"))).await;
 
         assert_eq!(server.requests_to("/v1/items").len(), 1);
         let report = report(&response);
         assert_eq!(report.reason(), Reason::HintExceedsMaxWait);
-        assert_eq!(report.permitted.after, Duration::from_secs(600));
+        assert_eq!(
+            report.permitted.expect("a hint").after,
+            Duration::from_secs(600)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -215,7 +260,7 @@ mod deferral {
         let server = TestServer::start().await;
         server.script("/a", [Reply::unavailable("3")]);
         server.script("/b", [Reply::unavailable("3")]);
-        let policy = RetryPolicy::new(plain().max_attempts(2)).timeout(Duration::from_secs(5));
+        let policy = RetryPolicy::new(plain().with_max_attempts(2)).timeout(Duration::from_secs(5));
         let mut service = Retry::new(policy, client());
 
         let first = (&mut service).oneshot(get(&server.url("/a"))).await;
@@ -248,7 +293,10 @@ mod give_up {
         assert_eq!(server.requests_to("/v1/jobs").len(), 1);
         let report = report(&response);
         assert_eq!(report.reason(), Reason::NonIdempotent);
-        assert_eq!(report.permitted.after, Duration::from_secs(1));
+        assert_eq!(
+            report.permitted.expect("a hint").after,
+            Duration::from_secs(1)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -289,7 +337,7 @@ mod give_up {
         server.script("/v1/items", (0..5).map(|_| Reply::unavailable("1")));
 
         let response = send(
-            RetryPolicy::new(plain().max_attempts(3)),
+            RetryPolicy::new(plain().with_max_attempts(3)),
             get(&server.url("/v1/items")),
         )
         .await;
@@ -341,8 +389,8 @@ mod malformed {
         let server = TestServer::start().await;
         server.script("/v1/items", [Reply::unavailable("1.5")]);
         let policy = plain()
-            .on_malformed(OnMalformed::Fallback)
-            .backoff(Backoff::Constant(Duration::from_secs(4)));
+            .with_on_malformed(OnMalformed::Fallback)
+            .with_backoff(Backoff::Constant(Duration::from_secs(4)));
 
         let response = send(RetryPolicy::new(policy), get(&server.url("/v1/items"))).await;
 
@@ -358,7 +406,7 @@ mod transport_errors {
     async fn a_reset_is_retried_on_the_backoff_alone() {
         let server = TestServer::start().await;
         server.script("/v1/items", [Reply::reset()]);
-        let policy = plain().backoff(Backoff::Constant(Duration::from_secs(2)));
+        let policy = plain().with_backoff(Backoff::Constant(Duration::from_secs(2)));
 
         let response = send(RetryPolicy::new(policy), get(&server.url("/v1/items"))).await;
 
@@ -371,7 +419,7 @@ mod transport_errors {
     async fn a_reset_post_is_not_retried() {
         let server = TestServer::start().await;
         server.script("/v1/jobs", [Reply::reset()]);
-        let policy = plain().backoff(Backoff::Constant(Duration::from_secs(2)));
+        let policy = plain().with_backoff(Backoff::Constant(Duration::from_secs(2)));
 
         let result = Retry::new(RetryPolicy::new(policy), client())
             .oneshot(post(&server.url("/v1/jobs"), "{}"))

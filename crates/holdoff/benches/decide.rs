@@ -17,20 +17,12 @@ fn decide(c: &mut Criterion) {
         wall: UNIX_EPOCH + Duration::from_secs(784_111_777),
     };
     let policy = Policy::default();
-    let attempt = Attempt {
-        method: &Method::GET,
-        repeat_safe: false,
-        number: 1,
-        backoff: policy.backoff_for(1),
-        jitter: JitterDraw::Unit(0.5),
-        remaining: None,
-    };
-    let canonical = Attempt {
-        backoff: Duration::from_secs(8),
-        jitter: JitterDraw::Exact(Duration::ZERO),
-        remaining: Some(Duration::from_secs(12)),
-        ..attempt
-    };
+    let attempt = Attempt::new(&Method::GET, 1)
+        .with_backoff(policy.backoff_for(1))
+        .with_jitter(JitterDraw::Unit(0.5));
+    let canonical = attempt
+        .with_backoff(Duration::from_secs(8))
+        .with_remaining(Some(Duration::from_secs(12)));
     let cases: [(&str, ResponseInfo<'static>, &Attempt<'_>); 4] = [
         (
             "delay-retry",

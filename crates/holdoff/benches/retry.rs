@@ -33,9 +33,9 @@ fn ready<F: Future>(future: F) -> F::Output {
 fn retry_loop(c: &mut Criterion) {
     let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
     let policy = Policy::default()
-        .max_attempts(ATTEMPTS)
-        .backoff(Backoff::None)
-        .jitter(Jitter::None);
+        .with_max_attempts(ATTEMPTS)
+        .with_backoff(Backoff::None)
+        .with_jitter(Jitter::None);
     let throttled = || {
         http::Response::builder()
             .status(503)
@@ -50,8 +50,8 @@ fn retry_loop(c: &mut Criterion) {
     // ATTEMPTS attempts per iteration, all but the last answered 503: divide by ATTEMPTS.
     group.bench_function(format!("{ATTEMPTS}-attempts"), |b| {
         b.iter(|| {
-            let outcome = ready(
-                Retrier::new(policy.clone())
+            let (outcome, _report) = ready(
+                Retrier::new(policy.clone(), http::Method::GET)
                     .clock(clock.clone())
                     .seed(1)
                     .run(|n| {

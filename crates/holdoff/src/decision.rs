@@ -64,6 +64,11 @@ pub enum GiveUpReason {
     /// A 429 that means the quota is spent (e.g. OpenAI's `insufficient_quota`): waiting
     /// will not help.
     QuotaExhausted,
+    /// A transport error that the caller's classifier says is not transient (the retry
+    /// loop's `transient_if`).
+    PermanentError,
+    /// The caller cancelled the task, during an attempt or a wait.
+    Cancelled,
 }
 
 /// Every reason a decision can give, as one flat set (the JSON `reason`).
@@ -84,6 +89,10 @@ pub enum Reason {
     AttemptsExhausted,
     /// See [`GiveUpReason::QuotaExhausted`].
     QuotaExhausted,
+    /// See [`GiveUpReason::PermanentError`].
+    PermanentError,
+    /// See [`GiveUpReason::Cancelled`].
+    Cancelled,
     /// See [`Decision::Malformed`].
     MalformedRetryAfter,
     /// See [`DeferReason::HintExceedsMaxWait`].
@@ -105,6 +114,8 @@ impl Reason {
             Reason::NonIdempotent => "non-idempotent",
             Reason::AttemptsExhausted => "attempts-exhausted",
             Reason::QuotaExhausted => "quota-exhausted",
+            Reason::PermanentError => "permanent-error",
+            Reason::Cancelled => "cancelled",
             Reason::MalformedRetryAfter => "malformed-retry-after",
             Reason::HintExceedsMaxWait => "hint-exceeds-max-wait",
             Reason::DeadlineExceeded => "deadline-exceeded",
@@ -120,14 +131,15 @@ impl fmt::Display for Reason {
 }
 
 impl Decision {
-    /// The action's name: `done`, `follow_redirect`, `retry`, `defer`, `give_up` or `error`.
+    /// The action's kebab-case name, as [`Reason::as_str`] names reasons: `done`,
+    /// `follow-redirect`, `retry`, `defer`, `give-up` or `error`.
     pub fn action(&self) -> &'static str {
         match self {
             Decision::Done => "done",
-            Decision::FollowRedirect { .. } => "follow_redirect",
+            Decision::FollowRedirect { .. } => "follow-redirect",
             Decision::Retry { .. } => "retry",
             Decision::Defer(_) => "defer",
-            Decision::GiveUp(_) => "give_up",
+            Decision::GiveUp(_) => "give-up",
             Decision::Malformed(_) => "error",
         }
     }
@@ -145,6 +157,8 @@ impl Decision {
             Decision::GiveUp(GiveUpReason::NonIdempotent) => Reason::NonIdempotent,
             Decision::GiveUp(GiveUpReason::AttemptsExhausted) => Reason::AttemptsExhausted,
             Decision::GiveUp(GiveUpReason::QuotaExhausted) => Reason::QuotaExhausted,
+            Decision::GiveUp(GiveUpReason::PermanentError) => Reason::PermanentError,
+            Decision::GiveUp(GiveUpReason::Cancelled) => Reason::Cancelled,
             Decision::Malformed(_) => Reason::MalformedRetryAfter,
         }
     }
@@ -158,11 +172,16 @@ impl Decision {
     }
 }
 
-/// When the server permits the next request: receipt + `H`. Reported for every decision,
-/// so a deferred or abandoned task can be re-queued for the right time.
+/// When the server permits the next request: receipt + `H`, for a response whose hint could
+/// be read. A verdict carries one ([`Verdict::permitted`]) whatever it decided, so a deferred
+/// or abandoned task can be re-queued for the right time.
+///
+/// A response with no hint, or only a malformed one, named no time: its verdict has none,
+/// rather than "now". A hint of `0` or a date in the past does name one: receipt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Permitted {
-    /// `H`, counted from receipt (zero when the response carried no usable hint).
+    /// `H`, counted from receipt.
     pub after: Duration,
     /// Receipt + `H` on the monotonic clock; `None` when not representable.
     pub at: Option<Instant>,
@@ -170,8 +189,31 @@ pub struct Permitted {
     pub wall: Option<SystemTime>,
 }
 
+impl Permitted {
+    /// `after` past a receipt read at `instant` and `wall`, on both clocks.
+    pub fn after_receipt(instant: Instant, wall: SystemTime, after: Duration) -> Permitted {
+        Permitted {
+            after,
+            at: instant.checked_add(after),
+            wall: wall.checked_add(after),
+        }
+    }
+
+    /// At `until` on the monotonic clock, for a receipt read at `instant` and `wall` (e.g.
+    /// when a shared gate holds a key until then): the wall time is receipt + the same span.
+    pub fn until(instant: Instant, wall: SystemTime, until: Instant) -> Permitted {
+        let after = until.saturating_duration_since(instant);
+        Permitted {
+            after,
+            at: Some(until),
+            wall: wall.checked_add(after),
+        }
+    }
+}
+
 /// How the decision read the response, for logs and `holdoff explain`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Diagnostics<'a> {
     /// The raw `Retry-After` value.
     pub raw: Option<&'a [u8]>,
@@ -201,11 +243,13 @@ pub struct Diagnostics<'a> {
 
 /// A decision with the permitted-retry time and the diagnostics behind it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Verdict<'a> {
     /// What to do.
     pub decision: Decision,
-    /// When the server permits the next request.
-    pub permitted: Permitted,
+    /// When the server permits the next request; `None` when the response named no time
+    /// (no hint, or only a malformed one).
+    pub permitted: Option<Permitted>,
     /// How the response was read.
     pub diagnostics: Diagnostics<'a>,
 }

@@ -15,7 +15,11 @@ pub enum ParseErrorKind {
     /// The value started like delay-seconds but was not `1*DIGIT` (a sign, a decimal point,
     /// an exponent, a unit…).
     BadDelay,
-    /// The value was neither delay-seconds nor an HTTP-date in one of the three formats.
+    /// The value was neither delay-seconds nor an HTTP-date: it starts with neither a digit
+    /// nor a weekday name (`soon`, `now`, `5s`-style words, a leading newline).
+    NeitherDelayNorDate,
+    /// The value starts like an HTTP-date (a weekday name) but is not one in any of the
+    /// three formats.
     BadDate,
     /// The date named a weekday that the day does not fall on.
     WrongWeekday,
@@ -31,6 +35,7 @@ impl ParseErrorKind {
             ParseErrorKind::NonAscii => "non-ascii",
             ParseErrorKind::List => "list",
             ParseErrorKind::BadDelay => "bad-delay",
+            ParseErrorKind::NeitherDelayNorDate => "neither-delay-nor-date",
             ParseErrorKind::BadDate => "bad-date",
             ParseErrorKind::WrongWeekday => "wrong-weekday",
             ParseErrorKind::NoSuchDate => "no-such-date",
@@ -46,9 +51,13 @@ impl ParseErrorKind {
             ParseErrorKind::BadDelay => {
                 "delay-seconds must be digits only (no sign, decimal point, exponent or unit)"
             }
-            ParseErrorKind::BadDate => {
+            ParseErrorKind::NeitherDelayNorDate => {
                 "the value is neither delay-seconds nor an HTTP-date \
                  (e.g. `120` or `Sun, 06 Nov 1994 08:49:37 GMT`)"
+            }
+            ParseErrorKind::BadDate => {
+                "the value starts like an HTTP-date but is not one in any of the three formats \
+                 (e.g. `Sun, 06 Nov 1994 08:49:37 GMT`)"
             }
             ParseErrorKind::WrongWeekday => "the weekday does not match the date",
             ParseErrorKind::NoSuchDate => "the date or time does not exist in the calendar",

@@ -144,6 +144,9 @@ pub(crate) fn parse(bytes: &[u8], now: SystemTime) -> Result<Parsed, ParseErrorK
     let parsed = match value[0] {
         b'0'..=b'9' => parse_delay(value),
         b'+' | b'-' | b'.' => Err(ParseErrorKind::BadDelay),
+        // Every HTTP-date starts with a weekday name, short or long: anything else is not
+        // trying to be one.
+        _ if !starts_with_weekday(value) => Err(ParseErrorKind::NeitherDelayNorDate),
         _ => HttpDate::parse_kind(value, now).map(|date| Parsed {
             value: RetryAfter::Date(date),
             saturated: false,
@@ -158,6 +161,13 @@ pub(crate) fn parse(bytes: &[u8], now: SystemTime) -> Result<Parsed, ParseErrorK
             ParseErrorKind::NonAscii
         }
     })
+}
+
+fn starts_with_weekday(value: &[u8]) -> bool {
+    matches!(
+        value.get(..3),
+        Some(b"Mon" | b"Tue" | b"Wed" | b"Thu" | b"Fri" | b"Sat" | b"Sun")
+    )
 }
 
 fn parse_delay(digits: &[u8]) -> Result<Parsed, ParseErrorKind> {
@@ -243,13 +253,16 @@ mod tests {
         #[test_case(b"10s" , ParseErrorKind::BadDelay ; "unit")]
         #[test_case(b"1 0" , ParseErrorKind::BadDelay ; "inner space")]
         #[test_case(b"0x10" , ParseErrorKind::BadDelay ; "hex")]
-        #[test_case(b"\n5" , ParseErrorKind::BadDate ; "leading newline is not trimmed")]
+        #[test_case(b"\n5" , ParseErrorKind::NeitherDelayNorDate ; "leading newline is not trimmed")]
         #[test_case(b"5\r\n" , ParseErrorKind::BadDelay ; "trailing crlf is not trimmed")]
         #[test_case(b"120, 120" , ParseErrorKind::List ; "list of delays")]
         #[test_case(b"120,120" , ParseErrorKind::List ; "list without space")]
         #[test_case("１２０".as_bytes() , ParseErrorKind::NonAscii ; "fullwidth digits")]
         #[test_case(b"12\xff" , ParseErrorKind::NonAscii ; "obs text")]
-        #[test_case(b"soon" , ParseErrorKind::BadDate ; "a word")]
+        #[test_case(b"soon" , ParseErrorKind::NeitherDelayNorDate ; "a word")]
+        #[test_case(b"now" , ParseErrorKind::NeitherDelayNorDate ; "another word")]
+        #[test_case(b"Sunday soon" , ParseErrorKind::BadDate ; "a weekday, then not a date")]
+        #[test_case(b"sun, 06 Nov 1994 08:49:37 GMT" , ParseErrorKind::NeitherDelayNorDate ; "names are case-sensitive")]
         #[test_case(b"Sun, 06 Nov 1994 08:49:37 GMT, 120" , ParseErrorKind::List ; "date then delay")]
         fn rejects_malformed_values_with_the_raw_bytes(input: &[u8], kind: ParseErrorKind) {
             let err = RetryAfter::parse(input, now()).expect_err("malformed");

@@ -59,6 +59,8 @@ mod header;
 mod hints;
 mod jitter;
 mod policy;
+mod report;
+pub mod request;
 mod response;
 pub mod retry;
 
@@ -73,4 +75,5 @@ pub use policy::{
     Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, OpenAiQuota, Policy, QuotaClassifier,
     StatusSet,
 };
+pub use report::RetryReport;
 pub use response::{Earliest, HintForm, Reading, Receipt, Reference, ResponseInfo, Skew};

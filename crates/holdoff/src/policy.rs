@@ -15,7 +15,7 @@ use crate::backoff::Backoff;
 use crate::decision::{Decision, DeferReason, Diagnostics, GiveUpReason, Permitted, Verdict};
 use crate::hints::{self, Precedence, VendorHints};
 use crate::jitter::Jitter;
-use crate::response::{Earliest, HintForm, Interval, Receipt, ResponseInfo};
+use crate::response::{Earliest, HintForm, Interval, ResponseInfo};
 
 /// What to do with a malformed hint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -31,6 +31,13 @@ pub enum OnMalformed {
 pub trait QuotaClassifier: Send + Sync + fmt::Debug {
     /// Whether this 429 response says the quota is exhausted.
     fn is_quota_exhausted(&self, response: &ResponseInfo<'_>) -> bool;
+
+    /// Whether [`QuotaClassifier::is_quota_exhausted`] reads [`ResponseInfo::body`]: a client
+    /// reads the start of a 429's body for it only then ([`Policy::reads_body`]). `true`
+    /// unless a classifier says otherwise.
+    fn reads_body(&self) -> bool {
+        true
+    }
 }
 
 /// The default classifier: OpenAI's `insufficient_quota` error (`error.code` or
@@ -72,6 +79,10 @@ pub struct NoQuotaClassifier;
 
 impl QuotaClassifier for NoQuotaClassifier {
     fn is_quota_exhausted(&self, _: &ResponseInfo<'_>) -> bool {
+        false
+    }
+
+    fn reads_body(&self) -> bool {
         false
     }
 }
@@ -151,8 +162,9 @@ pub enum JitterDraw {
 }
 
 /// One failed attempt, as the caller saw it: which request, which attempt, and the local
-/// inputs the decision needs.
+/// inputs the decision needs. Build one with [`Attempt::new`] or [`Policy::attempt`].
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct Attempt<'a> {
     /// The request method.
     pub method: &'a Method,
@@ -168,6 +180,44 @@ pub struct Attempt<'a> {
     pub remaining: Option<Duration>,
 }
 
+impl<'a> Attempt<'a> {
+    /// Attempt `number` (from 1) at `method`: not marked safe to repeat, no backoff, no
+    /// jitter, no deadline.
+    pub fn new(method: &'a Method, number: u32) -> Attempt<'a> {
+        Attempt {
+            method,
+            repeat_safe: false,
+            number,
+            backoff: Duration::ZERO,
+            jitter: JitterDraw::Exact(Duration::ZERO),
+            remaining: None,
+        }
+    }
+
+    /// Marks the request safe (or not) to repeat whatever its method.
+    pub fn with_repeat_safe(self, repeat_safe: bool) -> Self {
+        Attempt {
+            repeat_safe,
+            ..self
+        }
+    }
+
+    /// The local backoff `B`.
+    pub fn with_backoff(self, backoff: Duration) -> Self {
+        Attempt { backoff, ..self }
+    }
+
+    /// The jitter draw `j`.
+    pub fn with_jitter(self, jitter: JitterDraw) -> Self {
+        Attempt { jitter, ..self }
+    }
+
+    /// The time left before the task's deadline, at receipt.
+    pub fn with_remaining(self, remaining: Option<Duration>) -> Self {
+        Attempt { remaining, ..self }
+    }
+}
+
 /// How to retry: which statuses, how many attempts, how long to wait at most, the local
 /// backoff and jitter. A plain value, cheap to clone per request.
 ///
@@ -178,23 +228,18 @@ pub struct Attempt<'a> {
 /// deferred, with a retry permitted 30 s after receipt.
 ///
 /// ```
-/// use holdoff::{Attempt, Decision, DeferReason, JitterDraw, Policy, Receipt, ResponseInfo};
+/// use holdoff::{Attempt, Decision, DeferReason, Policy, Receipt, ResponseInfo};
 /// use http::{Method, StatusCode};
 /// use std::time::{Duration, Instant, SystemTime};
 ///
 /// let receipt = Receipt { instant: Instant::now(), wall: SystemTime::now() };
 /// let response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt).with_retry_after(b"30");
-/// let attempt = Attempt {
-///     method: &Method::GET,
-///     repeat_safe: false,
-///     number: 1,
-///     backoff: Duration::from_secs(8),
-///     jitter: JitterDraw::Exact(Duration::ZERO),
-///     remaining: Some(Duration::from_secs(12)),
-/// };
+/// let attempt = Attempt::new(&Method::GET, 1)
+///     .with_backoff(Duration::from_secs(8))
+///     .with_remaining(Some(Duration::from_secs(12)));
 /// let verdict = Policy::default().decide(&response, &attempt);
 /// assert_eq!(verdict.decision, Decision::Defer(DeferReason::DeadlineExceeded));
-/// assert_eq!(verdict.permitted.after, Duration::from_secs(30));
+/// assert_eq!(verdict.permitted.expect("a hint").after, Duration::from_secs(30));
 /// ```
 #[derive(Clone, Debug)]
 pub struct Policy {
@@ -231,50 +276,50 @@ impl Default for Policy {
 
 impl Policy {
     /// The statuses to retry.
-    pub fn retryable(mut self, statuses: StatusSet) -> Policy {
+    pub fn with_retryable(mut self, statuses: StatusSet) -> Policy {
         self.retryable = statuses;
         self
     }
 
     /// How many attempts in all, the first included. A hint adds none.
-    pub fn max_attempts(mut self, attempts: u32) -> Policy {
+    pub fn with_max_attempts(mut self, attempts: u32) -> Policy {
         self.max_attempts = attempts;
         self
     }
 
     /// Defer instead of waiting when the server asks for more than this. The hint itself is
     /// never capped.
-    pub fn max_wait(mut self, max_wait: Option<Duration>) -> Policy {
+    pub fn with_max_wait(mut self, max_wait: Option<Duration>) -> Policy {
         self.max_wait = max_wait;
         self
     }
 
     /// What to do with a malformed hint.
-    pub fn on_malformed(mut self, on_malformed: OnMalformed) -> Policy {
+    pub fn with_on_malformed(mut self, on_malformed: OnMalformed) -> Policy {
         self.on_malformed = on_malformed;
         self
     }
 
     /// The local backoff. Its cap limits the backoff only, never the hint.
-    pub fn backoff(mut self, backoff: Backoff) -> Policy {
+    pub fn with_backoff(mut self, backoff: Backoff) -> Policy {
         self.backoff = backoff;
         self
     }
 
     /// The jitter strategy.
-    pub fn jitter(mut self, jitter: Jitter) -> Policy {
+    pub fn with_jitter(mut self, jitter: Jitter) -> Policy {
         self.jitter = jitter;
         self
     }
 
     /// The quota-exhaustion classifier for 429 responses.
-    pub fn quota_classifier(mut self, classifier: Arc<dyn QuotaClassifier>) -> Policy {
+    pub fn with_quota_classifier(mut self, classifier: Arc<dyn QuotaClassifier>) -> Policy {
         self.classifier = classifier;
         self
     }
 
     /// Which vendor hints to read besides `Retry-After` (all, by default).
-    pub fn vendor_hints(mut self, hints: VendorHints) -> Policy {
+    pub fn with_vendor_hints(mut self, hints: VendorHints) -> Policy {
         self.vendor_hints = hints;
         self
     }
@@ -282,31 +327,75 @@ impl Policy {
     /// Which hints decide when a response carries several: by default `Retry-After` (and its
     /// millisecond spellings) over the reset-style fields, as the IETF RateLimit draft says;
     /// [`Precedence::Longest`] waits for the longest of all.
-    pub fn hint_precedence(mut self, precedence: Precedence) -> Policy {
+    pub fn with_hint_precedence(mut self, precedence: Precedence) -> Policy {
         self.precedence = precedence;
         self
     }
 
     /// Whether a 403 with `X-RateLimit-Remaining: 0` (GitHub's rate-limit answer) is retried
     /// like a 429 (on by default). A 403 with only a `Retry-After` is never retried.
-    pub fn rate_limited_403(mut self, retry: bool) -> Policy {
+    pub fn with_rate_limited_403(mut self, retry: bool) -> Policy {
         self.rate_limited_403 = retry;
         self
     }
 
-    /// The statuses the policy retries.
-    pub fn retryable_statuses(&self) -> StatusSet {
+    /// The statuses the policy retries (besides a rate-limited 403 and a 413 with a hint).
+    pub fn retryable(&self) -> StatusSet {
         self.retryable
     }
 
-    /// The configured attempt limit.
-    pub fn attempt_limit(&self) -> u32 {
+    /// How many attempts in all, the first included.
+    pub fn max_attempts(&self) -> u32 {
         self.max_attempts
     }
 
-    /// The configured jitter strategy.
-    pub fn jitter_strategy(&self) -> Jitter {
+    /// The longest hint the policy waits for before deferring, if any.
+    pub fn max_wait(&self) -> Option<Duration> {
+        self.max_wait
+    }
+
+    /// What the policy does with a malformed hint.
+    pub fn on_malformed(&self) -> OnMalformed {
+        self.on_malformed
+    }
+
+    /// The local backoff.
+    pub fn backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    /// The jitter strategy.
+    pub fn jitter(&self) -> Jitter {
         self.jitter
+    }
+
+    /// The vendor hints the policy reads.
+    pub fn vendor_hints(&self) -> VendorHints {
+        self.vendor_hints
+    }
+
+    /// Which hints decide when a response carries several.
+    pub fn hint_precedence(&self) -> Precedence {
+        self.precedence
+    }
+
+    /// Whether a rate-limited 403 is retried.
+    pub fn rate_limited_403(&self) -> bool {
+        self.rate_limited_403
+    }
+
+    /// Whether deciding about a response with `status` reads its body: only a 429, and only
+    /// when the quota classifier looks at bodies ([`QuotaClassifier::reads_body`]). A client
+    /// that must read the body to hand it over can skip that otherwise.
+    pub fn reads_body(&self, status: StatusCode) -> bool {
+        status == StatusCode::TOO_MANY_REQUESTS && self.classifier.reads_body()
+    }
+
+    /// An attempt at `method`, numbered from 1, with this policy's backoff `B` for it, no
+    /// jitter and no deadline (set them with [`Attempt::with_jitter`] and
+    /// [`Attempt::with_remaining`]).
+    pub fn attempt<'m>(&self, method: &'m Method, number: u32) -> Attempt<'m> {
+        Attempt::new(method, number).with_backoff(self.backoff_for(number))
     }
 
     /// The local backoff `B` after attempt `number`.
@@ -337,10 +426,9 @@ impl Policy {
         let decision = self.decision(response, attempt, &interval, &mut diagnostics);
         Verdict {
             decision,
-            permitted: permitted(
-                response.receipt,
-                interval.interval.unwrap_or(Duration::ZERO),
-            ),
+            permitted: interval.interval.map(|after| {
+                Permitted::after_receipt(response.receipt.instant, response.receipt.wall, after)
+            }),
             diagnostics,
         }
     }
@@ -424,7 +512,11 @@ impl Policy {
         let rate_limited_403 = status == StatusCode::FORBIDDEN
             && self.rate_limited_403
             && response.headers.is_some_and(hints::rate_limited);
-        if !self.retryable.contains(status) && !rate_limited_403 {
+        // RFC 9110 §15.5.14: a 413 server sends Retry-After when the condition is temporary,
+        // to say when to try again. Without one, a 413 stays final.
+        let temporary_413 = status == StatusCode::PAYLOAD_TOO_LARGE
+            && (response.retry_after.is_some() || hint.is_some());
+        if !self.retryable.contains(status) && !rate_limited_403 && !temporary_413 {
             return Decision::GiveUp(GiveUpReason::StatusNotRetryable);
         }
         // 2. A hint does not make a POST safe.
@@ -491,19 +583,12 @@ impl Policy {
     }
 }
 
-fn permitted(receipt: Receipt, after: Duration) -> Permitted {
-    Permitted {
-        after,
-        at: receipt.instant.checked_add(after),
-        wall: receipt.wall.checked_add(after),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::decision::Reason;
     use crate::error::ParseErrorKind;
+    use crate::response::Receipt;
     use crate::response::{Reference, Skew};
     use std::time::UNIX_EPOCH;
 
@@ -554,6 +639,38 @@ mod tests {
         use super::*;
 
         #[test]
+        fn a_413_with_a_hint_is_temporary_and_waits_for_it() {
+            let r = receipt();
+            let hinted = ResponseInfo::new(StatusCode::PAYLOAD_TOO_LARGE, r).with_retry_after(b"5");
+            assert_eq!(
+                decide(hinted, get(1)),
+                Decision::Retry {
+                    wait: secs(5),
+                    at: r.instant + secs(5)
+                }
+            );
+            let bare = ResponseInfo::new(StatusCode::PAYLOAD_TOO_LARGE, r);
+            assert_eq!(
+                decide(bare, get(1)),
+                Decision::GiveUp(GiveUpReason::StatusNotRetryable)
+            );
+            let malformed =
+                ResponseInfo::new(StatusCode::PAYLOAD_TOO_LARGE, r).with_retry_after(b"soon");
+            assert_eq!(
+                decide(malformed, get(1)),
+                Decision::Malformed(crate::ParseErrorKind::NeitherDelayNorDate)
+            );
+        }
+
+        #[test]
+        fn only_a_classifier_that_reads_bodies_makes_a_429_body_worth_reading() {
+            assert!(Policy::default().reads_body(StatusCode::TOO_MANY_REQUESTS));
+            assert!(!Policy::default().reads_body(StatusCode::SERVICE_UNAVAILABLE));
+            let blind = Policy::default().with_quota_classifier(Arc::new(NoQuotaClassifier));
+            assert!(!blind.reads_body(StatusCode::TOO_MANY_REQUESTS));
+        }
+
+        #[test]
         fn the_canonical_case_defers_to_the_hint() {
             // The server asks 30 s, the local backoff is 8 s, 12 s remain.
             let r = receipt();
@@ -569,9 +686,15 @@ mod tests {
                 verdict.decision,
                 Decision::Defer(DeferReason::DeadlineExceeded)
             );
-            assert_eq!(verdict.permitted.after, secs(30));
-            assert_eq!(verdict.permitted.at, Some(r.instant + secs(30)));
-            assert_eq!(verdict.permitted.wall, Some(r.wall + secs(30)));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(30));
+            assert_eq!(
+                verdict.permitted.expect("a hint").at,
+                Some(r.instant + secs(30))
+            );
+            assert_eq!(
+                verdict.permitted.expect("a hint").wall,
+                Some(r.wall + secs(30))
+            );
         }
 
         #[test]
@@ -579,7 +702,7 @@ mod tests {
             let response = ResponseInfo::new(StatusCode::OK, receipt()).with_retry_after(b"60");
             let verdict = Policy::default().decide(&response, &get(1));
             assert_eq!(verdict.decision, Decision::Done);
-            assert_eq!(verdict.permitted.after, secs(60));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(60));
         }
 
         #[test]
@@ -710,7 +833,7 @@ mod tests {
                 verdict.decision,
                 Decision::GiveUp(GiveUpReason::QuotaExhausted)
             );
-            assert_eq!(verdict.permitted.after, secs(20));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(20));
         }
 
         #[test]
@@ -743,7 +866,7 @@ mod tests {
 
         #[test]
         fn a_malformed_hint_falls_back_to_the_backoff_when_asked() {
-            let policy = Policy::default().on_malformed(OnMalformed::Fallback);
+            let policy = Policy::default().with_on_malformed(OnMalformed::Fallback);
             let r = receipt();
             let response =
                 ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r).with_retry_after(b"soon");
@@ -760,7 +883,8 @@ mod tests {
                 }
             );
             assert!(verdict.diagnostics.dropped_malformed);
-            assert_eq!(verdict.permitted.after, Duration::ZERO);
+            // A malformed hint names no time: never "permitted now".
+            assert_eq!(verdict.permitted, None);
         }
 
         #[test]
@@ -806,7 +930,7 @@ mod tests {
 
         #[test]
         fn the_backoff_cap_never_caps_the_hint() {
-            let policy = Policy::default().backoff(Backoff::exponential(secs(1), secs(4)));
+            let policy = Policy::default().with_backoff(Backoff::exponential(secs(1), secs(4)));
             let attempt = Attempt {
                 backoff: policy.backoff_for(4),
                 ..get(4)
@@ -817,13 +941,13 @@ mod tests {
 
         #[test]
         fn a_hint_beyond_max_wait_defers_instead_of_being_capped() {
-            let policy = Policy::default().max_wait(Some(secs(10)));
+            let policy = Policy::default().with_max_wait(Some(secs(10)));
             let verdict = policy.decide(&unavailable(b"30"), &get(1));
             assert_eq!(
                 verdict.decision,
                 Decision::Defer(DeferReason::HintExceedsMaxWait)
             );
-            assert_eq!(verdict.permitted.after, secs(30));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(30));
             // A long backoff is the client's own choice: max_wait limits only the hint.
             let attempt = Attempt {
                 backoff: secs(20),
@@ -876,8 +1000,11 @@ mod tests {
                 verdict.decision,
                 Decision::Defer(DeferReason::BeyondClockRange)
             );
-            assert_eq!(verdict.permitted.after, Duration::from_secs(u64::MAX));
-            assert_eq!(verdict.permitted.at, None);
+            assert_eq!(
+                verdict.permitted.expect("a hint").after,
+                Duration::from_secs(u64::MAX)
+            );
+            assert_eq!(verdict.permitted.expect("a hint").at, None);
             assert!(matches!(
                 verdict.diagnostics.hint,
                 HintForm::Delay {
@@ -903,13 +1030,13 @@ mod tests {
                     at: r.instant + secs(4)
                 }
             );
-            assert_eq!(verdict.permitted.after, Duration::ZERO);
+            assert_eq!(verdict.permitted, None);
             assert_eq!(verdict.diagnostics.hint, HintForm::Absent);
         }
 
         #[test]
         fn proportional_jitter_scales_with_the_wait() {
-            let policy = Policy::default().jitter(Jitter::Proportional(0.5));
+            let policy = Policy::default().with_jitter(Jitter::Proportional(0.5));
             let attempt = Attempt {
                 jitter: JitterDraw::Unit(1.0),
                 ..get(1)
@@ -928,7 +1055,7 @@ mod tests {
         #[test]
         fn without_date_the_local_clock_is_the_reference() {
             let verdict = Policy::default().decide(&unavailable(HINT), &get(1));
-            assert_eq!(verdict.permitted.after, secs(60));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(60));
             assert_eq!(verdict.diagnostics.reference, Reference::LocalClock);
             assert_eq!(verdict.diagnostics.skew, None);
         }
@@ -938,7 +1065,7 @@ mod tests {
             // The server's clock reads 20 s ahead of ours: it means 40 s from now, not 60.
             let response = unavailable(HINT).with_date(b"Sun, 06 Nov 1994 08:49:57 GMT");
             let verdict = Policy::default().decide(&response, &get(1));
-            assert_eq!(verdict.permitted.after, secs(40));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(40));
             assert_eq!(verdict.diagnostics.reference, Reference::ServerDate);
             assert_eq!(verdict.diagnostics.skew, Some(Skew::Ahead(secs(20))));
             assert_eq!(verdict.diagnostics.skew.map(Skew::as_secs_i64), Some(20));
@@ -950,7 +1077,7 @@ mod tests {
                 .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT")
                 .with_age(b"15");
             let verdict = Policy::default().decide(&response, &get(1));
-            assert_eq!(verdict.permitted.after, secs(45));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(45));
             assert_eq!(verdict.diagnostics.skew, Some(Skew::Ahead(secs(15))));
         }
 
@@ -958,7 +1085,7 @@ mod tests {
         fn a_server_behind_us_is_reported_as_negative_skew() {
             let response = unavailable(HINT).with_date(b"Sun, 06 Nov 1994 08:48:37 GMT");
             let verdict = Policy::default().decide(&response, &get(1));
-            assert_eq!(verdict.permitted.after, secs(120));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(120));
             assert_eq!(verdict.diagnostics.skew.map(Skew::as_secs_i64), Some(-60));
         }
 
@@ -966,7 +1093,7 @@ mod tests {
         fn an_invalid_date_header_falls_back_to_the_local_clock() {
             let response = unavailable(HINT).with_date(b"yesterday");
             let verdict = Policy::default().decide(&response, &get(1));
-            assert_eq!(verdict.permitted.after, secs(60));
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(60));
             assert_eq!(verdict.diagnostics.reference, Reference::LocalClock);
         }
 
@@ -974,7 +1101,7 @@ mod tests {
         fn a_past_date_clamps_to_zero_and_says_so() {
             let verdict =
                 Policy::default().decide(&unavailable(b"Sun, 06 Nov 1994 08:00:00 GMT"), &get(1));
-            assert_eq!(verdict.permitted.after, Duration::ZERO);
+            assert_eq!(verdict.permitted.expect("a hint").after, Duration::ZERO);
             assert!(verdict.diagnostics.clamped_past);
             assert!(matches!(verdict.decision, Decision::Retry { .. }));
         }
@@ -988,7 +1115,10 @@ mod tests {
             let response =
                 ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r).with_retry_after(HINT);
             let verdict = Policy::default().decide(&response, &get(1));
-            assert_eq!(verdict.permitted.after, Duration::from_millis(59_750));
+            assert_eq!(
+                verdict.permitted.expect("a hint").after,
+                Duration::from_millis(59_750)
+            );
         }
     }
 
@@ -1003,7 +1133,10 @@ mod tests {
             let verdict = Policy::default().decide(&response, &get(1));
             assert_eq!(verdict.decision.wait(), Some(Duration::from_millis(2500)));
             assert_eq!(verdict.diagnostics.source, Some(HintSource::RetryAfterMs));
-            assert_eq!(verdict.permitted.after, Duration::from_millis(2500));
+            assert_eq!(
+                verdict.permitted.expect("a hint").after,
+                Duration::from_millis(2500)
+            );
         }
 
         #[test]
@@ -1020,7 +1153,7 @@ mod tests {
         fn vendor_hints_can_be_switched_off() {
             let h = headers(&[("retry-after-ms", "2500")]);
             let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
-            let policy = Policy::default().vendor_hints(VendorHints::NONE);
+            let policy = Policy::default().with_vendor_hints(VendorHints::NONE);
             assert_eq!(
                 policy.decide(&response, &get(1)).decision.wait(),
                 Some(Duration::ZERO)
@@ -1041,7 +1174,7 @@ mod tests {
                 verdict.diagnostics.source,
                 Some(HintSource::XRateLimitReset)
             );
-            let strict = Policy::default().rate_limited_403(false);
+            let strict = Policy::default().with_rate_limited_403(false);
             assert_eq!(
                 strict.decide(&response, &get(1)).decision,
                 Decision::GiveUp(GiveUpReason::StatusNotRetryable)
@@ -1063,7 +1196,7 @@ mod tests {
             let h = headers(&[("retry-after", "soon"), ("retry-after-ms", "700")]);
             let response =
                 ResponseInfo::from_headers(StatusCode::SERVICE_UNAVAILABLE, &h, receipt());
-            let policy = Policy::default().on_malformed(OnMalformed::Fallback);
+            let policy = Policy::default().with_on_malformed(OnMalformed::Fallback);
             let verdict = policy.decide(&response, &get(1));
             assert_eq!(verdict.decision.wait(), Some(Duration::from_millis(700)));
             assert!(verdict.diagnostics.dropped_malformed);
@@ -1112,7 +1245,7 @@ mod tests {
         fn resets_decide_when_no_retry_after_is_usable() {
             let h = headers(&[("retry-after", "soon"), ("ratelimit-reset", "100")]);
             let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
-            let policy = Policy::default().on_malformed(OnMalformed::Fallback);
+            let policy = Policy::default().with_on_malformed(OnMalformed::Fallback);
             let verdict = policy.decide(&response, &get(1));
             assert_eq!(verdict.decision.wait(), Some(secs(100)));
             assert_eq!(verdict.diagnostics.source, Some(HintSource::RateLimitReset));
@@ -1122,7 +1255,7 @@ mod tests {
         fn the_longest_wins_when_asked() {
             let h = headers(&[("retry-after", "1"), ("ratelimit-reset", "100")]);
             let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
-            let policy = Policy::default().hint_precedence(Precedence::Longest);
+            let policy = Policy::default().with_hint_precedence(Precedence::Longest);
             let verdict = policy.decide(&response, &get(1));
             assert_eq!(verdict.decision.wait(), Some(secs(100)));
             assert_eq!(verdict.diagnostics.source, Some(HintSource::RateLimitReset));
@@ -1166,7 +1299,11 @@ mod tests {
             );
             // A client takes the strict end of the same interval.
             assert_eq!(
-                Policy::default().decide(&response, &get(1)).permitted.after,
+                Policy::default()
+                    .decide(&response, &get(1))
+                    .permitted
+                    .expect("a hint")
+                    .after,
                 secs(2)
             );
         }

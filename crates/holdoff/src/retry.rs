@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use http::{HeaderMap, Method, StatusCode};
 use rand::rngs::SmallRng;
@@ -17,6 +17,8 @@ use crate::decision::{Decision, DeferReason, GiveUpReason, Permitted, Verdict};
 use crate::error::ParseError;
 use crate::gate::{Gate, GateStore, MemoryGateStore};
 use crate::policy::{Attempt, JitterDraw, Policy};
+use crate::report::RetryReport;
+use crate::request::Markers;
 use crate::response::{Receipt, ResponseInfo};
 
 /// What an attempt returned, as far as the loop needs to see it.
@@ -67,56 +69,28 @@ enum Step<R, E> {
 }
 
 /// Where a retry, a deferral or a give-up leads, with what the attempt produced.
-fn next_step<R, E>(decision: Decision, permitted: Permitted, last: Last<R, E>) -> Step<R, E> {
+fn next_step<R, E>(decision: Decision, last: Last<R, E>) -> Step<R, E> {
     Step::Stop(match decision {
         Decision::Retry { at, .. } => return Step::RetryAt(at, last),
-        Decision::Defer(reason) => Outcome::Deferred(Deferred {
+        Decision::Defer(reason) => Outcome::Deferred {
             reason,
-            permitted_at: permitted.at,
-            permitted_wall: permitted.wall,
             last: Some(last),
-        }),
-        Decision::GiveUp(reason) => Outcome::GaveUp {
-            reason: StopReason::Policy(reason),
-            last,
         },
+        Decision::GiveUp(reason) => Outcome::GaveUp { reason, last },
         // Done, redirects and malformed hints need the response, and are handled where it
         // is; `decide_error` never gives them.
         _ => Outcome::GaveUp {
-            reason: StopReason::PermanentError,
+            reason: GiveUpReason::PermanentError,
             last,
         },
     })
 }
 
-/// Why the loop stopped without success.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum StopReason {
-    /// The decision gave up on a response.
-    Policy(GiveUpReason),
-    /// A transport error that the error classifier said is not transient.
-    PermanentError,
-}
-
-/// A retry that is permitted, but not within this task's limits: re-queue the task for
-/// [`Deferred::permitted_wall`] instead of retrying early.
-#[derive(Debug)]
-pub struct Deferred<R, E> {
-    /// Why the task was deferred.
-    pub reason: DeferReason,
-    /// When a retry is permitted, on the monotonic clock (`None` when not representable).
-    pub permitted_at: Option<Instant>,
-    /// When a retry is permitted, on the wall clock: the value to persist.
-    pub permitted_wall: Option<SystemTime>,
-    /// The last response (or error); `None` when the task was deferred at the gate before
-    /// any attempt was sent.
-    pub last: Option<Last<R, E>>,
-}
-
-/// How a run of the loop ended.
+/// How a run of the loop ended. The [`RetryReport`] returned beside it says how many
+/// attempts were sent and when the server permits the next request.
 #[derive(Debug)]
 #[non_exhaustive]
+#[must_use = "a deferred task must be re-queued for `RetryReport::requeue_at`, not dropped"]
 pub enum Outcome<R, E> {
     /// A 2xx response.
     Success(R),
@@ -127,12 +101,19 @@ pub enum Outcome<R, E> {
         /// When to follow it (receipt + hint).
         at: Instant,
     },
-    /// A retry is permitted later, but not within the deadline or `max_wait`.
-    Deferred(Deferred<R, E>),
+    /// A retry is permitted later, but not within the deadline or `max_wait`: re-queue the
+    /// task for [`RetryReport::requeue_at`] instead of retrying early.
+    Deferred {
+        /// Why the task was deferred.
+        reason: DeferReason,
+        /// The last response (or error); `None` when the task was deferred at the gate
+        /// before any attempt was sent.
+        last: Option<Last<R, E>>,
+    },
     /// Retrying would not help or is not allowed.
     GaveUp {
         /// Why.
-        reason: StopReason,
+        reason: GiveUpReason,
         /// The last response or error.
         last: Last<R, E>,
     },
@@ -157,7 +138,7 @@ impl<R, E> Outcome<R, E> {
             Outcome::Success(r) | Outcome::Redirect { response: r, .. } => Some(r),
             Outcome::Malformed { response, .. } => Some(response),
             Outcome::GaveUp { last, .. } => last.into_response(),
-            Outcome::Deferred(Deferred { last, .. }) | Outcome::Cancelled { last } => {
+            Outcome::Deferred { last, .. } | Outcome::Cancelled { last } => {
                 last.and_then(Last::into_response)
             }
         }
@@ -171,6 +152,7 @@ impl<R, E> Outcome<R, E> {
 
 /// One attempt, as reported to [`Retrier::on_attempt`] (and to `tracing`).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct AttemptEvent<'a> {
     /// Which attempt, from 1.
     pub number: u32,
@@ -178,10 +160,36 @@ pub struct AttemptEvent<'a> {
     pub status: Option<StatusCode>,
     /// What was decided.
     pub decision: Decision,
-    /// When the server permits the next request.
-    pub permitted: Permitted,
+    /// When the server permits the next request; `None` when it named no time.
+    pub permitted: Option<Permitted>,
     /// The full verdict, for a response.
     pub verdict: Option<&'a Verdict<'a>>,
+}
+
+impl<'a> AttemptEvent<'a> {
+    /// Attempt `number` got `status` (or a transport error) and `decision`.
+    pub fn new(
+        number: u32,
+        status: Option<StatusCode>,
+        decision: Decision,
+        permitted: Option<Permitted>,
+    ) -> Self {
+        AttemptEvent {
+            number,
+            status,
+            decision,
+            permitted,
+            verdict: None,
+        }
+    }
+
+    /// The same event with the verdict behind it.
+    pub fn with_verdict(self, verdict: &'a Verdict<'a>) -> Self {
+        AttemptEvent {
+            verdict: Some(verdict),
+            ..self
+        }
+    }
 }
 
 /// Emits the `tracing` event (`holdoff attempt`, level INFO) that every judged attempt gets,
@@ -194,7 +202,7 @@ pub fn trace_attempt(event: &AttemptEvent<'_>) {
         action = event.decision.action(),
         reason = event.decision.reason().as_str(),
         wait_ms = event.decision.wait().map(|w| w.as_millis() as u64),
-        permitted_in_ms = event.permitted.after.as_millis() as u64,
+        permitted_in_ms = event.permitted.map(|p| p.after.as_millis() as u64),
         hint_source = diagnostics.and_then(|d| d.source).map(|s| s.header_name()),
         skew_s = diagnostics.and_then(|d| d.skew).map(|s| s.as_secs_i64()),
         "holdoff attempt"
@@ -206,15 +214,21 @@ type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
 
 /// Runs an operation until it succeeds, the policy gives up or defers, or it is cancelled.
 ///
+/// The loop never sees the request, so it is told what the idempotency rule needs: the
+/// method, when it is built ([`Retrier::new`]), or the whole request's head
+/// ([`Retrier::for_request`], which also reads the [markers](crate::request)). A `POST` is
+/// not retried unless marked safe to repeat.
+///
 /// # Examples
 ///
 /// ```
 /// use holdoff::retry::{Outcome, Retrier};
 /// use holdoff::Policy;
+/// use http::Method;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
 /// let mut calls = 0;
-/// let outcome = Retrier::new(Policy::default())
+/// let (outcome, report) = Retrier::new(Policy::default(), Method::GET)
 ///     .run(|_attempt| {
 ///         calls += 1;
 ///         let status = if calls < 3 { 503 } else { 200 };
@@ -229,7 +243,7 @@ type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
 ///     })
 ///     .await;
 /// assert!(outcome.is_success());
-/// assert_eq!(calls, 3);
+/// assert_eq!((calls, report.attempts), (3, 3));
 /// # });
 /// ```
 ///
@@ -253,13 +267,14 @@ pub struct Retrier<C = TokioClock, S = MemoryGateStore, E = ()> {
 }
 
 impl<E> Retrier<TokioClock, MemoryGateStore, E> {
-    /// A loop with this policy, tokio's clock, GET, no deadline, no gate; every transport
-    /// error counts as transient.
-    pub fn new(policy: Policy) -> Self {
+    /// A loop for a request with this `method`, under this policy: tokio's clock, no
+    /// deadline, no gate, not marked safe to repeat; every transport error counts as
+    /// transient.
+    pub fn new(policy: Policy, method: Method) -> Self {
         Retrier {
             policy,
             clock: TokioClock,
-            method: Method::GET,
+            method,
             repeat_safe: false,
             deadline: None,
             timeout: None,
@@ -269,6 +284,19 @@ impl<E> Retrier<TokioClock, MemoryGateStore, E> {
             observer: None,
             transient: None,
         }
+    }
+
+    /// A loop for `request` (its head is enough: `request.map(|_| ())` or the `Parts`'s
+    /// pieces): its method, and the markers it carries — an `Idempotency-Key` header or
+    /// [`RepeatSafe`](crate::request::RepeatSafe), a [`Deadline`](crate::request::Deadline),
+    /// a [`Timeout`](crate::request::Timeout).
+    pub fn for_request<B>(policy: Policy, request: &http::Request<B>) -> Self {
+        let markers = Markers::of(request.headers(), request.extensions());
+        let mut retrier = Retrier::new(policy, request.method().clone());
+        retrier.repeat_safe = markers.repeat_safe;
+        retrier.deadline = markers.deadline;
+        retrier.timeout = markers.timeout;
+        retrier
     }
 }
 
@@ -333,12 +361,6 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         self
     }
 
-    /// The request's method, for the idempotency rule (GET by default).
-    pub fn method(mut self, method: Method) -> Self {
-        self.method = method;
-        self
-    }
-
     /// Marks the request safe to repeat even if its method is not idempotent (e.g. it
     /// carries an `Idempotency-Key`).
     pub fn repeat_safe(mut self, safe: bool) -> Self {
@@ -380,7 +402,9 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
     }
 
     /// Runs `operation` (given the attempt number, from 1) until the policy is done with it.
-    pub async fn run<F, Fut, R>(self, operation: F) -> Outcome<R, E>
+    /// Returns how it ended and the [`RetryReport`]: attempts sent, the last decision, and
+    /// when the server permits the next request.
+    pub async fn run<F, Fut, R>(self, operation: F) -> (Outcome<R, E>, RetryReport)
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<R, E>>,
@@ -392,7 +416,7 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         self.run_in_span(operation).instrument(span).await
     }
 
-    async fn run_in_span<F, Fut, R>(mut self, mut operation: F) -> Outcome<R, E>
+    async fn run_in_span<F, Fut, R>(mut self, mut operation: F) -> (Outcome<R, E>, RetryReport)
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<R, E>>,
@@ -400,38 +424,43 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
     {
         let deadline = self.effective_deadline();
         let mut last: Option<Last<R, E>> = None;
+        let mut report = RetryReport::new(0, Decision::GiveUp(GiveUpReason::Cancelled));
         let mut number = 0u32;
+        let cancelled = |report: RetryReport| {
+            let decision = Decision::GiveUp(GiveUpReason::Cancelled);
+            let permitted = report.permitted;
+            report.with_decision(decision, permitted)
+        };
         loop {
             number += 1;
-            if let Some(stop) = self.wait_at_gate(deadline, &mut last).await {
+            if let Some(stop) = self.wait_at_gate(deadline, &mut last, &report).await {
                 return stop;
             }
             let Some(result) = self.cancellable(operation(number)).await else {
-                return Outcome::Cancelled { last };
+                return (Outcome::Cancelled { last }, cancelled(report));
             };
             let receipt = Receipt::now(&self.clock);
             let unit: f64 = self.rng.random();
-            let attempt = Attempt {
-                method: &self.method,
-                repeat_safe: self.repeat_safe,
-                number,
-                backoff: self.policy.backoff_for(number),
-                jitter: JitterDraw::Unit(unit),
-                remaining: deadline.map(|d| d.saturating_duration_since(receipt.instant)),
-            };
-            let step = match result {
+            let attempt = self
+                .policy
+                .attempt(&self.method, number)
+                .with_repeat_safe(self.repeat_safe)
+                .with_jitter(JitterDraw::Unit(unit))
+                .with_remaining(deadline.map(|d| d.saturating_duration_since(receipt.instant)));
+            let (step, judged) = match result {
                 Ok(response) => {
                     self.after_response(number, response, &attempt, receipt)
                         .await
                 }
                 Err(error) => self.after_error(number, error, &attempt, receipt),
             };
+            report = judged;
             match step {
-                Step::Stop(outcome) => return outcome,
+                Step::Stop(outcome) => return (outcome, report),
                 Step::RetryAt(at, previous) => {
                     last = Some(previous);
                     if self.cancellable(self.clock.sleep_until(at)).await.is_none() {
-                        return Outcome::Cancelled { last };
+                        return (Outcome::Cancelled { last }, cancelled(report));
                     }
                 }
             }
@@ -444,38 +473,35 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         response: R,
         attempt: &Attempt<'_>,
         receipt: Receipt,
-    ) -> Step<R, E> {
+    ) -> (Step<R, E>, RetryReport) {
         let status = response.status();
         let info = ResponseInfo::from_headers(status, response.headers(), receipt)
             .with_body(response.body_bytes());
         let verdict = self.policy.decide(&info, attempt);
         self.observe(
-            number,
-            Some(status),
-            &verdict.decision,
-            verdict.permitted,
-            Some(&verdict),
+            AttemptEvent::new(number, Some(status), verdict.decision, verdict.permitted)
+                .with_verdict(&verdict),
         );
-        let (decision, permitted) = (verdict.decision, verdict.permitted);
-        let malformed = match decision {
-            Decision::Malformed(kind) => Some(ParseError::new(
-                kind,
-                verdict.diagnostics.raw.unwrap_or_default(),
-            )),
-            _ => None,
-        };
-        if !status.is_success() && !permitted.after.is_zero() {
+        let report = RetryReport::of_verdict(number, &verdict);
+        if let Some(permitted) = verdict.permitted
+            && !status.is_success()
+            && !permitted.after.is_zero()
+        {
             self.close_gate(permitted).await;
         }
-        match decision {
+        let step = match report.decision {
             Decision::Done => Step::Stop(Outcome::Success(response)),
             Decision::FollowRedirect { at, .. } => Step::Stop(Outcome::Redirect { response, at }),
             Decision::Malformed(kind) => Step::Stop(Outcome::Malformed {
-                error: malformed.unwrap_or_else(|| ParseError::new(kind, b"")),
+                error: report
+                    .malformed
+                    .clone()
+                    .unwrap_or_else(|| ParseError::new(kind, b"")),
                 response,
             }),
-            _ => next_step(decision, permitted, Last::Response(response)),
-        }
+            decision => next_step(decision, Last::Response(response)),
+        };
+        (step, report)
     }
 
     fn after_error<R>(
@@ -484,34 +510,37 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         error: E,
         attempt: &Attempt<'_>,
         receipt: Receipt,
-    ) -> Step<R, E> {
+    ) -> (Step<R, E>, RetryReport) {
         if self
             .transient
             .as_ref()
             .is_some_and(|is_transient| !is_transient(&error))
         {
             tracing::debug!(attempt = number, "permanent transport error: not retried");
-            return Step::Stop(Outcome::GaveUp {
-                reason: StopReason::PermanentError,
+            let decision = Decision::GiveUp(GiveUpReason::PermanentError);
+            self.observe(AttemptEvent::new(number, None, decision, None));
+            let outcome = Outcome::GaveUp {
+                reason: GiveUpReason::PermanentError,
                 last: Last::Error(error),
-            });
+            };
+            return (Step::Stop(outcome), RetryReport::new(number, decision));
         }
+        // A transport error names no time: the local backoff alone decides.
         let decision = self.policy.decide_error(attempt, receipt.instant);
-        let permitted = Permitted {
-            after: Duration::ZERO,
-            at: Some(receipt.instant),
-            wall: Some(receipt.wall),
-        };
-        self.observe(number, None, &decision, permitted, None);
-        next_step(decision, permitted, Last::Error(error))
+        self.observe(AttemptEvent::new(number, None, decision, None));
+        (
+            next_step(decision, Last::Error(error)),
+            RetryReport::new(number, decision),
+        )
     }
 
     fn effective_deadline(&self) -> Option<Instant> {
-        let from_timeout = self.timeout.and_then(|t| self.clock.now().checked_add(t));
-        match (self.deadline, from_timeout) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let markers = Markers {
+            deadline: self.deadline,
+            timeout: self.timeout,
+            ..Markers::default()
+        };
+        markers.deadline_from(self.clock.now(), None)
     }
 
     /// Waits while the gate holds the key. Returns an outcome if the run must stop.
@@ -519,7 +548,8 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         &mut self,
         deadline: Option<Instant>,
         last: &mut Option<Last<R, E>>,
-    ) -> Option<Outcome<R, E>> {
+        report: &RetryReport,
+    ) -> Option<(Outcome<R, E>, RetryReport)> {
         let (gate, key) = self.gate.as_ref()?;
         let admit = match gate.admit_at(key, &self.clock).await {
             Ok(admit) => admit?,
@@ -530,16 +560,16 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
             }
         };
         if deadline.is_some_and(|d| admit >= d) {
-            let permitted_wall = self
-                .clock
-                .wall_now()
-                .checked_add(admit.saturating_duration_since(self.clock.now()));
-            return Some(Outcome::Deferred(Deferred {
-                reason: DeferReason::DeadlineExceeded,
-                permitted_at: Some(admit),
-                permitted_wall,
+            let reason = DeferReason::DeadlineExceeded;
+            let permitted = Permitted::until(self.clock.now(), self.clock.wall_now(), admit);
+            let report = report
+                .clone()
+                .with_decision(Decision::Defer(reason), Some(permitted));
+            let outcome = Outcome::Deferred {
+                reason,
                 last: last.take(),
-            }));
+            };
+            return Some((outcome, report));
         }
         tracing::debug!(key = %key, "held at the gate");
         if self
@@ -547,7 +577,9 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
             .await
             .is_none()
         {
-            return Some(Outcome::Cancelled { last: last.take() });
+            let decision = Decision::GiveUp(GiveUpReason::Cancelled);
+            let report = report.clone().with_decision(decision, report.permitted);
+            return Some((Outcome::Cancelled { last: last.take() }, report));
         }
         None
     }
@@ -570,21 +602,7 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         }
     }
 
-    fn observe(
-        &self,
-        number: u32,
-        status: Option<StatusCode>,
-        decision: &Decision,
-        permitted: Permitted,
-        verdict: Option<&Verdict<'_>>,
-    ) {
-        let event = AttemptEvent {
-            number,
-            status,
-            decision: *decision,
-            permitted,
-            verdict,
-        };
+    fn observe(&self, event: AttemptEvent<'_>) {
         trace_attempt(&event);
         if let Some(observer) = &self.observer {
             observer(&event);
@@ -607,10 +625,14 @@ mod tests {
         Ok(builder.body(()).expect("valid response"))
     }
 
+    fn get(policy: Policy) -> Retrier<TokioClock, MemoryGateStore, std::io::Error> {
+        Retrier::new(policy, Method::GET)
+    }
+
     fn plain_policy() -> Policy {
         Policy::default()
-            .backoff(Backoff::None)
-            .jitter(Jitter::None)
+            .with_backoff(Backoff::None)
+            .with_jitter(Jitter::None)
     }
 
     /// Runs `script` (one reply per attempt) and returns the outcome and the instant of
@@ -618,12 +640,16 @@ mod tests {
     async fn run_script(
         retrier: Retrier<TokioClock, MemoryGateStore, std::io::Error>,
         script: Vec<Result<http::Response<()>, std::io::Error>>,
-    ) -> (Outcome<http::Response<()>, std::io::Error>, Vec<Duration>) {
+    ) -> (
+        Outcome<http::Response<()>, std::io::Error>,
+        Vec<Duration>,
+        RetryReport,
+    ) {
         let start = TokioClock.now();
         let calls = Arc::new(Mutex::new(Vec::new()));
         let mut script = script.into_iter();
         let seen = calls.clone();
-        let outcome = retrier
+        let (outcome, report) = retrier
             .run(move |_| {
                 seen.lock().expect("lock").push(TokioClock.now() - start);
                 let next = script.next().unwrap_or_else(|| reply(200, None));
@@ -631,7 +657,7 @@ mod tests {
             })
             .await;
         let calls = calls.lock().expect("lock").clone();
-        (outcome, calls)
+        (outcome, calls, report)
     }
 
     mod run {
@@ -639,12 +665,16 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn retries_exactly_when_the_hint_permits() {
-            let (outcome, calls) = run_script(
-                Retrier::new(plain_policy()),
+            let (outcome, calls, report) = run_script(
+                get(plain_policy()),
                 vec![reply(503, Some("2")), reply(429, Some("5"))],
             )
             .await;
             assert!(outcome.is_success());
+            assert_eq!(
+                (report.attempts, report.reason()),
+                (3, crate::Reason::Success)
+            );
             assert_eq!(
                 calls,
                 [
@@ -657,8 +687,8 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn never_retries_before_the_backoff() {
-            let policy = plain_policy().backoff(Backoff::Constant(Duration::from_secs(5)));
-            let (_, calls) = run_script(Retrier::new(policy), vec![reply(503, Some("1"))]).await;
+            let policy = plain_policy().with_backoff(Backoff::Constant(Duration::from_secs(5)));
+            let (_, calls, _) = run_script(get(policy), vec![reply(503, Some("1"))]).await;
             assert_eq!(calls, [Duration::ZERO, Duration::from_secs(5)]);
         }
 
@@ -666,77 +696,117 @@ mod tests {
         async fn defers_when_the_wait_cannot_fit_and_does_not_sleep() {
             let start = TokioClock.now();
             let retrier =
-                Retrier::new(plain_policy().backoff(Backoff::Constant(Duration::from_secs(8))))
+                get(plain_policy().with_backoff(Backoff::Constant(Duration::from_secs(8))))
                     .timeout(Duration::from_secs(12));
-            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("30"))]).await;
-            let Outcome::Deferred(deferred) = outcome else {
+            let (outcome, calls, report) = run_script(retrier, vec![reply(503, Some("30"))]).await;
+            let Outcome::Deferred { reason, last } = outcome else {
                 panic!("expected a deferral, got {outcome:?}");
             };
-            assert_eq!(deferred.reason, DeferReason::DeadlineExceeded);
-            assert_eq!(deferred.permitted_at, Some(start + Duration::from_secs(30)));
-            assert!(matches!(deferred.last, Some(Last::Response(_))));
+            assert_eq!(reason, DeferReason::DeadlineExceeded);
+            assert!(matches!(last, Some(Last::Response(_))));
+            assert_eq!(report.deferred(), Some(DeferReason::DeadlineExceeded));
+            assert_eq!(
+                report.permitted.and_then(|p| p.at),
+                Some(start + Duration::from_secs(30))
+            );
+            assert!(report.requeue_at().is_some());
             assert_eq!(calls.len(), 1);
             assert_eq!(TokioClock.now(), start, "no virtual time may pass");
         }
 
         #[tokio::test(start_paused = true)]
         async fn does_not_retry_a_post_unless_marked_safe() {
-            let retrier = Retrier::new(plain_policy()).method(Method::POST);
-            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("1"))]).await;
+            let retrier = Retrier::new(plain_policy(), Method::POST);
+            let (outcome, calls, report) = run_script(retrier, vec![reply(503, Some("1"))]).await;
             assert!(matches!(
                 outcome,
                 Outcome::GaveUp {
-                    reason: StopReason::Policy(GiveUpReason::NonIdempotent),
+                    reason: GiveUpReason::NonIdempotent,
                     ..
                 }
             ));
             assert_eq!(calls.len(), 1);
+            assert_eq!(report.gave_up(), Some(GiveUpReason::NonIdempotent));
 
-            let retrier = Retrier::new(plain_policy())
-                .method(Method::POST)
-                .repeat_safe(true);
-            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("1"))]).await;
+            let retrier = Retrier::new(plain_policy(), Method::POST).repeat_safe(true);
+            let (outcome, calls, report) = run_script(retrier, vec![reply(503, Some("1"))]).await;
             assert!(outcome.is_success());
+            assert_eq!((calls.len(), report.attempts), (2, 2));
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn reads_the_method_and_markers_of_a_request() {
+            let post = http::Request::post("http://127.0.0.1:1/v1/jobs")
+                .body(())
+                .expect("request");
+            let (outcome, calls, _) = run_script(
+                Retrier::for_request(plain_policy(), &post),
+                vec![reply(503, Some("1"))],
+            )
+            .await;
+            assert!(matches!(outcome, Outcome::GaveUp { .. }));
+            assert_eq!(calls.len(), 1);
+
+            let keyed = http::Request::post("http://127.0.0.1:1/v1/jobs")
+                .header("Idempotency-Key", "8e03978e")
+                .extension(crate::request::Timeout(Duration::from_secs(10)))
+                .body(())
+                .expect("request");
+            let (outcome, calls, report) = run_script(
+                Retrier::for_request(plain_policy(), &keyed),
+                vec![reply(503, Some("1")), reply(503, Some("30"))],
+            )
+            .await;
+            assert!(matches!(outcome, Outcome::Deferred { .. }), "{outcome:?}");
             assert_eq!(calls.len(), 2);
+            assert_eq!(report.deferred(), Some(DeferReason::DeadlineExceeded));
         }
 
         #[tokio::test(start_paused = true)]
         async fn hands_back_a_malformed_hint_with_its_raw_value() {
-            let (outcome, calls) =
-                run_script(Retrier::new(plain_policy()), vec![reply(503, Some("1.5"))]).await;
+            let (outcome, calls, report) =
+                run_script(get(plain_policy()), vec![reply(503, Some("1.5"))]).await;
             let Outcome::Malformed { error, response } = outcome else {
                 panic!("expected malformed, got {outcome:?}");
             };
             assert_eq!(error.raw(), b"1.5");
             assert_eq!(response.status(), 503);
             assert_eq!(calls.len(), 1);
+            assert_eq!(
+                report.malformed.as_ref().map(ParseError::raw),
+                Some(&b"1.5"[..])
+            );
+            // A malformed hint names no time: never "permitted now".
+            assert_eq!(report.permitted, None);
         }
 
         #[tokio::test(start_paused = true)]
         async fn stops_after_the_last_attempt() {
-            let retrier = Retrier::new(plain_policy().max_attempts(3));
-            let (outcome, calls) =
+            let retrier = get(plain_policy().with_max_attempts(3));
+            let (outcome, calls, report) =
                 run_script(retrier, (0..5).map(|_| reply(503, Some("1"))).collect()).await;
             assert!(matches!(
                 outcome,
                 Outcome::GaveUp {
-                    reason: StopReason::Policy(GiveUpReason::AttemptsExhausted),
+                    reason: GiveUpReason::AttemptsExhausted,
                     ..
                 }
             ));
             assert_eq!(calls.len(), 3);
+            assert_eq!(report.attempts, 3);
         }
 
         #[tokio::test(start_paused = true)]
         async fn retries_transport_errors_on_the_backoff_alone() {
-            let policy = plain_policy().backoff(Backoff::exponential(
+            let policy = plain_policy().with_backoff(Backoff::exponential(
                 Duration::from_secs(1),
                 Duration::from_secs(60),
             ));
             let refused = || Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-            let (outcome, calls) =
-                run_script(Retrier::new(policy), vec![refused(), refused()]).await;
+            let (outcome, calls, report) =
+                run_script(get(policy), vec![refused(), refused()]).await;
             assert!(outcome.is_success());
+            assert_eq!(report.attempts, 3);
             assert_eq!(
                 calls,
                 [
@@ -749,10 +819,10 @@ mod tests {
 
         #[tokio::test(start_paused = true)]
         async fn gives_up_on_a_permanent_transport_error() {
-            let retrier = Retrier::new(plain_policy())
+            let retrier = get(plain_policy())
                 .transient_if(|e: &std::io::Error| e.kind() != std::io::ErrorKind::InvalidInput);
             let start = TokioClock.now();
-            let outcome = retrier
+            let (outcome, report) = retrier
                 .run(|_| async {
                     Err::<http::Response<()>, _>(std::io::Error::from(
                         std::io::ErrorKind::InvalidInput,
@@ -762,10 +832,11 @@ mod tests {
             assert!(matches!(
                 outcome,
                 Outcome::GaveUp {
-                    reason: StopReason::PermanentError,
+                    reason: GiveUpReason::PermanentError,
                     last: Last::Error(_)
                 }
             ));
+            assert_eq!(report.reason(), crate::Reason::PermanentError);
             assert_eq!(TokioClock.now(), start);
         }
 
@@ -773,14 +844,14 @@ mod tests {
         async fn reports_every_attempt() {
             let seen = Arc::new(Mutex::new(Vec::new()));
             let record = seen.clone();
-            let retrier = Retrier::new(plain_policy()).on_attempt(move |event| {
+            let retrier = get(plain_policy()).on_attempt(move |event| {
                 record.lock().expect("lock").push((
                     event.number,
                     event.status.map(|s| s.as_u16()),
                     event.decision.action(),
                 ));
             });
-            run_script(retrier, vec![reply(503, Some("1"))]).await;
+            let _ = run_script(retrier, vec![reply(503, Some("1"))]).await;
             assert_eq!(
                 *seen.lock().expect("lock"),
                 [(1, Some(503), "retry"), (2, Some(200), "done")]
@@ -797,10 +868,11 @@ mod tests {
             let cancel = token.clone();
             let start = TokioClock.now();
             // Cancel as soon as the first attempt has been decided: mid-wait.
-            let retrier = Retrier::new(plain_policy())
+            let retrier = get(plain_policy())
                 .cancel_on(token)
                 .on_attempt(move |_| cancel.cancel());
-            let (outcome, calls) = run_script(retrier, vec![reply(503, Some("3600"))]).await;
+            let (outcome, calls, report) =
+                run_script(retrier, vec![reply(503, Some("3600"))]).await;
             assert!(matches!(
                 outcome,
                 Outcome::Cancelled {
@@ -808,13 +880,18 @@ mod tests {
                 }
             ));
             assert_eq!(calls.len(), 1);
+            assert_eq!(report.gave_up(), Some(GiveUpReason::Cancelled));
+            assert_eq!(
+                report.permitted.map(|p| p.after),
+                Some(Duration::from_secs(3600))
+            );
             assert_eq!(TokioClock.now(), start, "no virtual time may pass");
         }
 
         #[tokio::test(start_paused = true)]
         async fn dropping_the_future_stops_the_wait() {
             let start = TokioClock.now();
-            let run = run_script(Retrier::new(plain_policy()), vec![reply(503, Some("3600"))]);
+            let run = run_script(get(plain_policy()), vec![reply(503, Some("3600"))]);
             let raced = tokio::select! {
                 _ = run => "run",
                 () = std::future::ready(()) => "dropped",
@@ -848,7 +925,7 @@ mod tests {
                             .sleep_until(start + Duration::from_millis(10))
                             .await;
                     }
-                    Retrier::new(plain_policy())
+                    get(plain_policy())
                         .seed(task)
                         .gate(gate, "http://api.test:80")
                         .run(move |_| {
@@ -863,6 +940,7 @@ mod tests {
                             }
                         })
                         .await
+                        .0
                         .is_success()
                 });
             }

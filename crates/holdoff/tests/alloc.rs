@@ -99,7 +99,7 @@ mod parse {
                 ParseErrorKind::WrongWeekday,
                 1..=2,
             ),
-            (b"soon", ParseErrorKind::BadDate, 1..=2),
+            (b"soon", ParseErrorKind::NeitherDelayNorDate, 1..=2),
         ] {
             let (err, n) = count(|| RetryAfter::parse(black_box(input), now()).err());
             let err = err.expect("malformed");
@@ -163,14 +163,10 @@ mod decide {
     }
 
     fn attempt(remaining: Option<Duration>) -> Attempt<'static> {
-        Attempt {
-            method: &Method::GET,
-            repeat_safe: false,
-            number: 1,
-            backoff: Duration::from_secs(8),
-            jitter: JitterDraw::Unit(0.5),
-            remaining,
-        }
+        Attempt::new(&Method::GET, 1)
+            .with_backoff(Duration::from_secs(8))
+            .with_jitter(JitterDraw::Unit(0.5))
+            .with_remaining(remaining)
     }
 
     fn assert_no_allocation(policy: &Policy, response: &ResponseInfo<'_>, attempt: &Attempt<'_>) {
@@ -213,7 +209,10 @@ mod decide {
             .with_age(b"10");
         let attempt = attempt(None);
         let (verdict, n) = count(|| policy.decide(black_box(&response), black_box(&attempt)));
-        assert_eq!(verdict.permitted.after, Duration::from_secs(50));
+        assert_eq!(
+            verdict.permitted.expect("a hint").after,
+            Duration::from_secs(50)
+        );
         assert_eq!(verdict.decision.action(), "retry");
         assert_eq!(n, 0);
     }
@@ -223,11 +222,12 @@ mod decide {
         let policy = Policy::default();
         let r = receipt();
         let get = attempt(None);
-        let post = Attempt {
-            method: &Method::POST,
-            ..get
-        };
-        let last = Attempt { number: 5, ..get };
+        let post = Attempt::new(&Method::POST, 1)
+            .with_backoff(get.backoff)
+            .with_jitter(get.jitter);
+        let last = Attempt::new(&Method::GET, 5)
+            .with_backoff(get.backoff)
+            .with_jitter(get.jitter);
         let far = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r)
             .with_retry_after(b"18446744073709551615");
         assert_no_allocation(&policy, &ResponseInfo::new(StatusCode::OK, r), &get);

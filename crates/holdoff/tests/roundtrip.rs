@@ -317,25 +317,18 @@ mod decide {
             draw in any_draw(),
             number in 1u32..5,
         ) {
-            let policy = Policy::default().jitter(jitter);
+            let policy = Policy::default().with_jitter(jitter);
             let digits = hint.to_string();
             let receipt = receipt();
             let response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt)
                 .with_retry_after(digits.as_bytes());
             let backoff = Duration::from_millis(backoff_ms);
-            let attempt = Attempt {
-                method: &Method::GET,
-                repeat_safe: false,
-                number,
-                backoff,
-                jitter: draw,
-                remaining: None,
-            };
+            let attempt = Attempt::new(&Method::GET, number).with_backoff(backoff).with_jitter(draw);
             let verdict = policy.decide(&response, &attempt);
             let h = Duration::from_secs(hint);
             let base = h.max(backoff);
             let j = verdict.diagnostics.jitter;
-            prop_assert_eq!(verdict.permitted.after, h);
+            prop_assert_eq!(verdict.permitted.expect("a hint").after, h);
             match draw {
                 JitterDraw::Exact(exact) => prop_assert_eq!(j, exact),
                 JitterDraw::Unit(_) => prop_assert!(j <= jitter.max_for(base), "{:?} > max {:?}", j, jitter.max_for(base)),
@@ -363,25 +356,18 @@ mod decide {
             draw in any_draw(),
             remaining_ms in 0u64..=864_000_000,
         ) {
-            let policy = Policy::default().jitter(jitter);
+            let policy = Policy::default().with_jitter(jitter);
             let digits = hint.to_string();
             let response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt())
                 .with_retry_after(digits.as_bytes());
             let remaining = Duration::from_millis(remaining_ms);
-            let attempt = Attempt {
-                method: &Method::GET,
-                repeat_safe: false,
-                number: 1,
-                backoff: Duration::from_millis(backoff_ms),
-                jitter: draw,
-                remaining: Some(remaining),
-            };
+            let attempt = Attempt::new(&Method::GET, 1).with_backoff(Duration::from_millis(backoff_ms)).with_jitter(draw).with_remaining(Some(remaining));
             let verdict = policy.decide(&response, &attempt);
             match verdict.decision {
                 Decision::Retry { wait, .. } => prop_assert!(wait < remaining, "wait {:?} ≥ L {:?}", wait, remaining),
                 Decision::Defer(DeferReason::DeadlineExceeded | DeferReason::BeyondClockRange) => {
                     // Deferred, never shortened: the permitted time is still the full hint.
-                    prop_assert_eq!(verdict.permitted.after, Duration::from_secs(hint));
+                    prop_assert_eq!(verdict.permitted.expect("a hint").after, Duration::from_secs(hint));
                 }
                 other => prop_assert!(false, "unexpected {:?}", other),
             }
@@ -402,19 +388,12 @@ mod decide {
                 .with_retry_after(hint.as_bytes())
                 .with_date(date.as_bytes())
                 .with_age(age_text.as_bytes());
-            let attempt = Attempt {
-                method: &Method::GET,
-                repeat_safe: false,
-                number: 1,
-                backoff: Duration::ZERO,
-                jitter: JitterDraw::Exact(Duration::ZERO),
-                remaining: None,
-            };
+            let attempt = Attempt::new(&Method::GET, 1);
             let verdict = Policy::default().decide(&response, &attempt);
             // H = max(0, hint − (Date + Age)), whatever the local clock says.
             let diff = offset - i64::from(age);
             let expected = Duration::from_secs(u64::try_from(diff).unwrap_or(0));
-            prop_assert_eq!(verdict.permitted.after, expected);
+            prop_assert_eq!(verdict.permitted.expect("a hint").after, expected);
             prop_assert_eq!(verdict.diagnostics.clamped_past, diff < 0);
             prop_assert_eq!(verdict.decision.wait(), Some(expected));
         }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use holdoff::Policy;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::gate::Gate;
-use holdoff_reqwest::{Deadline, ErrorKind, GateKey, HoldoffMiddleware, RetryReport};
+use holdoff_reqwest::{Deadline, ErrorKind, GateKey, HoldoffMiddleware, RetryReportExt};
 use http::StatusCode;
 
 /// The header the proxy identifies clients by.
@@ -137,7 +137,7 @@ pub(crate) async fn holdoff(
             .await;
         match sent {
             Ok(response) => {
-                tally.count(RetryReport::of(&response).map_or(1, |report| report.attempts));
+                tally.count(response.retry_report().map_or(1, |report| report.attempts));
                 // The body is read, as a real client would, so the connection can be reused.
                 if let Err(err) = response.bytes().await {
                     tally.fail(HOLDOFF_CLIENT, &err);

@@ -211,15 +211,14 @@ fn hint(e: &Explanation<'_>) -> String {
 
 /// When the server permits the next request (receipt + `H`).
 fn permitted(e: &Explanation<'_>) -> String {
-    let permitted = e.verdict.permitted;
-    if e.hint.is_none() {
+    let (Some(permitted), Some(_)) = (e.verdict.permitted, e.hint) else {
         return match e.verdict.diagnostics.hint {
             HintForm::Malformed(_) => {
                 "unknown: the server's value is malformed, so it sets no time".to_owned()
             }
             _ => "at any time: the server set no earliest time".to_owned(),
         };
-    }
+    };
     let wall = permitted.wall.and_then(rfc3339);
     match (permitted.at, wall) {
         (Some(_), Some(wall)) if permitted.after.is_zero() => format!("now, at {wall}"),
@@ -372,12 +371,14 @@ fn arithmetic(e: &Explanation<'_>) -> String {
 /// What a client should do now.
 fn advice(e: &Explanation<'_>) -> String {
     let inputs = e.inputs;
-    let requeue = || match e.verdict.permitted.wall.and_then(rfc3339) {
-        Some(at) if e.hint.is_some() && e.verdict.permitted.at.is_some() => {
-            format!("re-queue the task for {at} or later; do not retry before then")
-        }
-        Some(_) => "re-queue the task with more time; the server set no earliest time".to_owned(),
-        None => "park the task: no clock here can count that far; do not retry early".to_owned(),
+    let requeue = || match e.verdict.permitted {
+        Some(permitted) => match (permitted.at, permitted.wall.and_then(rfc3339)) {
+            (Some(_), Some(at)) => {
+                format!("re-queue the task for {at} or later; do not retry before then")
+            }
+            _ => "park the task: no clock here can count that far; do not retry early".to_owned(),
+        },
+        None => "re-queue the task with more time; the server set no earliest time".to_owned(),
     };
     match e.verdict.decision {
         Decision::Done => "nothing: the request succeeded".to_owned(),
@@ -401,8 +402,8 @@ fn advice(e: &Explanation<'_>) -> String {
                                       repeat (e.g. it carries an Idempotency-Key), mark it so \
                                       (--idempotent)"
                 .to_owned(),
-            Reason::AttemptsExhausted => match e.verdict.permitted.wall.and_then(rfc3339) {
-                Some(at) if e.hint.is_some() => format!(
+            Reason::AttemptsExhausted => match e.verdict.permitted.and_then(|p| p.wall) {
+                Some(at) if let Some(at) = rfc3339(at) => format!(
                     "stop and report the failure; a new task may run from {at}, when the server \
                      permits it"
                 ),
@@ -487,9 +488,15 @@ fn long(duration: Duration) -> String {
     }
 }
 
-/// `503 Service Unavailable`, or just `599` when the code has no name.
+/// `503 Service Unavailable`, or just `599` when the code has no name. RFC 9110's reason
+/// phrases, where they renamed what the `http` crate still calls by RFC 7231's names.
 fn status_name(status: StatusCode) -> String {
-    match status.canonical_reason() {
+    let rfc9110 = match status.as_u16() {
+        413 => Some("Content Too Large"),
+        422 => Some("Unprocessable Content"),
+        _ => status.canonical_reason(),
+    };
+    match rfc9110 {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),
     }

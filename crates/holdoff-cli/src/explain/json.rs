@@ -126,8 +126,8 @@ fn report<'a>(e: &Explanation<'a>) -> Report<'a> {
         reason: verdict.decision.reason().as_str(),
         wait_ms: wait.and_then(millis),
         wait_until: wait.and_then(|w| e.wall_after(w)),
-        permitted_in_ms: permitted.at.and(millis(permitted.after)),
-        permitted_at: permitted.wall.and_then(rfc3339),
+        permitted_in_ms: permitted.and_then(|p| p.at.and(millis(p.after))),
+        permitted_at: permitted.and_then(|p| p.wall).and_then(rfc3339),
     };
     let diagnostics = DiagnosticsOut {
         reference: diagnostics.reference.as_str(),

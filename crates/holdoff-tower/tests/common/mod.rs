@@ -28,8 +28,8 @@ where
 /// A policy whose waits come from the server's hint alone: no backoff, no jitter.
 pub fn plain() -> Policy {
     Policy::default()
-        .backoff(Backoff::None)
-        .jitter(Jitter::None)
+        .with_backoff(Backoff::None)
+        .with_jitter(Jitter::None)
 }
 
 /// A GET with an empty body.
