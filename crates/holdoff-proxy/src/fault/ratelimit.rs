@@ -309,7 +309,7 @@ const IETF_POLICY: &str = "default";
 pub enum HeaderStyle {
     /// The IETF structured fields as draft-ietf-httpapi-ratelimit-headers-11 writes them:
     /// `RateLimit-Policy: "default";q=100;w=60` and `RateLimit: "default";r=42;t=17`. See
-    /// [`headers`] for each parameter.
+    /// [`headers()`] for each parameter.
     #[default]
     Ietf,
     /// The older draft: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
