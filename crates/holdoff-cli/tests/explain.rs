@@ -362,6 +362,23 @@ mod human {
     }
 
     #[test]
+    fn names_the_aws_header_as_one_of_the_retry_after_family() {
+        let args = [
+            "-H",
+            "x-amz-retry-after: 2500",
+            "-H",
+            "RateLimit: \"default\";r=0;t=40",
+            "1",
+        ];
+        let out = text(&args, 0);
+        assert!(out.contains("hint        2s500ms after receipt"), "{out}");
+        assert!(
+            out.contains("decided by  x-amz-retry-after: Retry-After and its millisecond"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn a_header_that_is_not_name_colon_value_is_a_usage_error() {
         explain(&["-H", "RateLimit-Reset 100", "1"]).code(2);
         explain(&["-H", "Retry-After: 3", "1"]).code(2);

@@ -266,6 +266,68 @@ async fn a_reset_decides_when_no_retry_after_is_sent() {
 }
 
 #[tokio::test]
+async fn an_aws_millisecond_hint_opens_a_window_and_is_named() {
+    let upstream = TestServer::start().await;
+    upstream.script(
+        "/aws",
+        [Reply::status(503).header("x-amz-retry-after", "3000")],
+    );
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/aws");
+    assert_eq!(get(addr, &url, "alice").await.status(), 503);
+    let retry = get(addr, &url, "alice").await;
+    assert_eq!(retry.status(), 429, "answered by the judge");
+    assert!((2..=3).contains(&judged_wait(&retry)));
+    assert_eq!(
+        throttles(&recorder)[0].2.as_deref(),
+        Some("x-amz-retry-after")
+    );
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn the_draft_11_ratelimit_field_decides_only_without_retry_after() {
+    let upstream = TestServer::start().await;
+    let policy = "\"minute\";q=10;w=60, \"day\";q=1000;w=86400";
+    let state = "\"minute\";r=0;t=40, \"day\";r=990;t=80000";
+    upstream.script(
+        "/ietf",
+        [Reply::status(429)
+            .header("ratelimit-policy", policy)
+            .header("ratelimit", state)],
+    );
+    upstream.script(
+        "/both",
+        [Reply::too_many_requests("2")
+            .header("ratelimit-policy", policy)
+            .header("ratelimit", state)],
+    );
+    let (judge, recorder) = recording_stage();
+    let (addr, handle) = proxy(judge.clone()).await;
+    for path in ["/ietf", "/both"] {
+        let url = upstream.url(path);
+        assert_eq!(get(addr, &url, "alice").await.status(), 429);
+    }
+    let ietf = get(addr, &upstream.url("/ietf"), "alice").await;
+    assert!(
+        (39..=40).contains(&judged_wait(&ietf)),
+        "the exhausted policy's t"
+    );
+    let both = get(addr, &upstream.url("/both"), "alice").await;
+    assert!((1..=2).contains(&judged_wait(&both)), "Retry-After decides");
+    let sources: Vec<_> = throttles(&recorder)
+        .into_iter()
+        .map(|throttle| throttle.2)
+        .collect();
+    assert_eq!(
+        sources,
+        [Some("ratelimit".to_owned()), Some("retry-after".to_owned())]
+    );
+    handle.shutdown();
+}
+
+#[tokio::test]
 async fn an_immediate_retry_after_a_malformed_hint_was_read_as_zero() {
     let upstream = TestServer::start().await;
     upstream.script("/m", [Reply::too_many_requests("soon")]);

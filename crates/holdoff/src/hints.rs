@@ -2,8 +2,8 @@
 //!
 //! | header | form | read when |
 //! | --- | --- | --- |
-//! | `retry-after-ms`, `x-ms-retry-after-ms` | milliseconds | present |
-//! | `RateLimit` (IETF structured field) | `t` parameter, seconds | that item's `r` is 0 or absent |
+//! | `retry-after-ms`, `x-ms-retry-after-ms`, `x-amz-retry-after` (AWS) | milliseconds | present |
+//! | `RateLimit` (IETF structured field, draft-11) | `t` parameter, seconds | that item's `r` is 0 |
 //! | `RateLimit-Reset` (older drafts) | seconds | `RateLimit-Remaining` is 0 or absent |
 //! | `X-RateLimit-Reset` (GitHub and others) | Unix epoch seconds | `X-RateLimit-Remaining` is 0 |
 //! | `x-ratelimit-reset-requests` / `-tokens` (OpenAI) | `1s`, `6m0s`, `20ms` | the matching `x-ratelimit-remaining-*` is 0 or absent |
@@ -14,6 +14,14 @@
 //! Within the deciding group, a client takes the longest wait ([`Precedence::RetryAfter`]);
 //! [`Precedence::Longest`] makes every header compete. A malformed vendor value is reported
 //! and ignored, never read as zero.
+//!
+//! The IETF fields follow draft-ietf-httpapi-ratelimit-headers-11: the `t` of an exhausted
+//! (`r=0`) item of `RateLimit` is the hint (the longest, if several are); a field that is not
+//! a valid Structured Fields List, or whose items break the draft's rules, is malformed;
+//! parameters the draft does not define are ignored. `RateLimit-Policy` gives no wait: it is
+//! informative, and its window `w` is no lower bound. `RateLimit` is read only with the
+//! `ratelimit-fields` cargo feature (on by default), which brings in the Structured Field
+//! parser.
 
 use std::fmt;
 use std::time::Duration;
@@ -25,10 +33,11 @@ use crate::response::Stamp;
 /// Every header a hint can come from (`Retry-After` and the vendor hints), lowercase. A
 /// response with none of them carries no hint, whatever the policy: callers on a hot path
 /// (the proxy's judge) check this before deciding anything.
-pub const HINT_HEADERS: [&str; 8] = [
+pub const HINT_HEADERS: [&str; 9] = [
     "retry-after",
     "retry-after-ms",
     "x-ms-retry-after-ms",
+    "x-amz-retry-after",
     "ratelimit",
     "ratelimit-reset",
     "x-ratelimit-reset",
@@ -37,13 +46,20 @@ pub const HINT_HEADERS: [&str; 8] = [
 ];
 
 /// Which vendor hints a policy reads. All are on by default.
+///
+/// Without the `ratelimit-fields` cargo feature, the IETF `RateLimit` structured field is
+/// never read, whatever [`ratelimit`](VendorHints::ratelimit) says (the older
+/// `RateLimit-Reset` still is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VendorHints {
     /// `retry-after-ms` (milliseconds).
     pub retry_after_ms: bool,
     /// `x-ms-retry-after-ms` (milliseconds, Microsoft / Azure).
     pub x_ms_retry_after_ms: bool,
-    /// The IETF `RateLimit` structured field (`"default";r=0;t=10`).
+    /// `x-amz-retry-after` (milliseconds, AWS), which AWS SDKs' retry behaviour honours.
+    pub x_amz_retry_after: bool,
+    /// The IETF `RateLimit` structured field (`"default";r=0;t=10`), as of
+    /// draft-ietf-httpapi-ratelimit-headers-11. Needs the `ratelimit-fields` feature.
     pub ratelimit: bool,
     /// The older draft's `RateLimit-Reset` (seconds).
     pub ratelimit_reset: bool,
@@ -58,6 +74,7 @@ impl VendorHints {
     pub const ALL: VendorHints = VendorHints {
         retry_after_ms: true,
         x_ms_retry_after_ms: true,
+        x_amz_retry_after: true,
         ratelimit: true,
         ratelimit_reset: true,
         x_ratelimit_reset: true,
@@ -67,6 +84,7 @@ impl VendorHints {
     pub const NONE: VendorHints = VendorHints {
         retry_after_ms: false,
         x_ms_retry_after_ms: false,
+        x_amz_retry_after: false,
         ratelimit: false,
         ratelimit_reset: false,
         x_ratelimit_reset: false,
@@ -103,6 +121,8 @@ pub enum HintSource {
     RetryAfterMs,
     /// `x-ms-retry-after-ms`.
     XMsRetryAfterMs,
+    /// `x-amz-retry-after` (milliseconds).
+    XAmzRetryAfter,
     /// `RateLimit`.
     RateLimit,
     /// `RateLimit-Reset`.
@@ -122,6 +142,7 @@ impl HintSource {
             HintSource::RetryAfter => "retry-after",
             HintSource::RetryAfterMs => "retry-after-ms",
             HintSource::XMsRetryAfterMs => "x-ms-retry-after-ms",
+            HintSource::XAmzRetryAfter => "x-amz-retry-after",
             HintSource::RateLimit => "ratelimit",
             HintSource::RateLimitReset => "ratelimit-reset",
             HintSource::XRateLimitReset => "x-ratelimit-reset",
@@ -178,7 +199,7 @@ impl Span {
 /// reset-style fields, which decide only when no `Retry-After` is usable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct VendorReading {
-    /// `retry-after-ms` and `x-ms-retry-after-ms`.
+    /// `retry-after-ms`, `x-ms-retry-after-ms` and `x-amz-retry-after`.
     pub(crate) milliseconds: Span,
     /// `RateLimit`, `RateLimit-Reset`, `X-RateLimit-Reset`, OpenAI's resets.
     pub(crate) resets: Span,
@@ -238,12 +259,35 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
             );
         }
     }
+    if enabled.x_amz_retry_after {
+        if let Some(raw) = get("x-amz-retry-after") {
+            reading.offer(
+                milliseconds,
+                HintSource::XAmzRetryAfter,
+                digits(raw).map(Duration::from_millis),
+            );
+        }
+    }
+    #[cfg(feature = "ratelimit-fields")]
     if enabled.ratelimit {
-        if let Some(raw) = get("ratelimit") {
-            match ietf_ratelimit(raw) {
+        let mut lines = headers.get_all("ratelimit").iter();
+        if let Some(first) = lines.next() {
+            let parsed = match lines.next() {
+                None => ietf_ratelimit(first.as_bytes()),
+                // Split over several field lines: one list, joined as RFC 9651 §4.2 says.
+                Some(second) => {
+                    let mut joined = first.as_bytes().to_vec();
+                    for line in std::iter::once(second).chain(lines) {
+                        joined.extend_from_slice(b", ");
+                        joined.extend_from_slice(line.as_bytes());
+                    }
+                    ietf_ratelimit(&joined)
+                }
+            };
+            match parsed {
                 Ok(Some(wait)) => reading.offer(resets, HintSource::RateLimit, Some(wait)),
                 Ok(None) => {}
-                Err(()) => reading.offer(resets, HintSource::RateLimit, None),
+                Err(Malformed) => reading.offer(resets, HintSource::RateLimit, None),
             }
         }
     }
@@ -328,33 +372,81 @@ fn digits(raw: &[u8]) -> Option<u64> {
     }))
 }
 
-/// The IETF `RateLimit` field: a list of items, each with `r` (remaining) and `t` (seconds
-/// until reset) parameters. The longest `t` among exhausted items; `Err` when malformed.
-fn ietf_ratelimit(raw: &[u8]) -> Result<Option<Duration>, ()> {
-    let list: sfv::List = sfv::Parser::new(raw).parse().map_err(|_| ())?;
+/// A field that breaks its own grammar: ignored, and reported.
+#[cfg(feature = "ratelimit-fields")]
+#[derive(Debug, PartialEq, Eq)]
+struct Malformed;
+
+/// The wait the IETF `RateLimit` field asks for, as draft-ietf-httpapi-ratelimit-headers-11
+/// defines it (section numbers are that draft's).
+///
+/// The field (§4) is a Structured Fields List (RFC 9651) of service limit Items. Each Item
+/// names a quota policy (a String, §3; a Token is accepted too) and carries parameters:
+///
+/// - `r`, REQUIRED: the quota units remaining, a non-negative Integer (§4.1.1);
+/// - `t`, optional: the seconds until more quota is made available, a non-negative Integer
+///   (§4.1.2);
+/// - `pk`, optional: the partition key, a Byte Sequence (§4.1.3).
+///
+/// Parameters the draft does not define are ignored (§4.1: they "can be regarded as
+/// comments"; Structured Fields are extensible that way).
+///
+/// The hint is the `t` of an exhausted item (`r=0`); with several exhausted items, the
+/// longest `t`, since no request fits before every exhausted policy has quota again. An item
+/// with quota left is no hint. An exhausted item without `t` gives no wait: nothing in the
+/// draft says when its quota returns.
+///
+/// `Err` when the value is not a valid List, or an Item breaks the draft's own rules (an
+/// Inner List, a name that is not a String or Token, no `r`, an `r` or `t` that is not a
+/// non-negative Integer, a `pk` that is not a Byte Sequence): §7 says a malformed field MUST be
+/// ignored, and it is, as a whole, never read as zero.
+///
+/// `RateLimit-Policy` (§3, a List of quota policies with `q` quota, `qu` quota unit, `w`
+/// window in seconds and `pk`) is not read. §7 calls its details informative, and none of its
+/// parameters says when quota returns: `w` is the length of the policy's window, at most an
+/// upper bound on the wait for an exhausted policy, never a lower one. A wait taken from it
+/// would be invented; and a broken informative field must not turn a response into one with
+/// a malformed hint.
+///
+/// `Retry-After` takes precedence over this field (§7) through the grouping in
+/// [`VendorReading`]: this is a reset-style field.
+#[cfg(feature = "ratelimit-fields")]
+fn ietf_ratelimit(raw: &[u8]) -> Result<Option<Duration>, Malformed> {
+    let list: sfv::List = sfv::Parser::new(raw).parse().map_err(|_| Malformed)?;
     let mut longest = None;
     for entry in &list {
         let sfv::ListEntry::Item(item) = entry else {
-            return Err(());
+            return Err(Malformed);
         };
+        if !matches!(
+            item.bare_item,
+            sfv::BareItem::String(_) | sfv::BareItem::Token(_)
+        ) {
+            return Err(Malformed);
+        }
         let param = |key: &str| {
             item.params
                 .iter()
                 .find(|(k, _)| k.as_str() == key)
-                .map(|(_, v)| v.as_integer().map(i64::from))
+                .map(|(_, v)| v)
         };
-        let remaining = match param("r") {
-            None => None,
-            Some(Some(r)) if r >= 0 => Some(r),
-            Some(_) => return Err(()),
+        let count = |key: &str| match param(key) {
+            None => Ok(None),
+            Some(value) => match value.as_integer().map(i64::from) {
+                Some(n) if n >= 0 => Ok(Some(n.unsigned_abs())),
+                _ => Err(Malformed),
+            },
         };
-        let reset = match param("t") {
-            None => continue,
-            Some(Some(t)) if t >= 0 => Duration::from_secs(t.unsigned_abs()),
-            Some(_) => return Err(()),
-        };
-        if remaining.unwrap_or(0) == 0 && longest.is_none_or(|l| reset > l) {
-            longest = Some(reset);
+        let remaining = count("r")?.ok_or(Malformed)?;
+        let reset = count("t")?;
+        if param("pk").is_some_and(|pk| pk.as_byte_sequence().is_none()) {
+            return Err(Malformed);
+        }
+        if let (0, Some(t)) = (remaining, reset) {
+            let t = Duration::from_secs(t);
+            if longest.is_none_or(|l| t > l) {
+                longest = Some(t);
+            }
         }
     }
     Ok(longest)
@@ -458,6 +550,145 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "ratelimit-fields")]
+    mod ietf_ratelimit {
+        use super::*;
+
+        fn wait(raw: &str) -> Result<Option<Duration>, Malformed> {
+            ietf_ratelimit(raw.as_bytes())
+        }
+
+        fn secs(n: u64) -> Result<Option<Duration>, Malformed> {
+            Ok(Some(Duration::from_secs(n)))
+        }
+
+        #[test]
+        fn reads_the_drafts_own_examples() {
+            // draft-11 §4.2: quota left is no hint, with or without a reset or a partition.
+            assert_eq!(wait("\"default\";r=50;t=30"), Ok(None));
+            assert_eq!(wait("\"default\";r=999;pk=:dHJpYWwxMjEzMjM=:"), Ok(None));
+            // §6: a throttled redirect.
+            assert_eq!(wait("\"problemPolicy\";r=0;t=10"), secs(10));
+        }
+
+        #[test]
+        fn takes_the_longest_reset_among_exhausted_policies() {
+            assert_eq!(
+                wait("\"burst\";r=0;t=5, \"daily\";r=0;t=3600, \"hourly\";r=7;t=9000"),
+                secs(3600)
+            );
+            assert_eq!(wait("\"burst\";r=3;t=5, \"daily\";r=0;t=20"), secs(20));
+        }
+
+        #[test]
+        fn an_exhausted_policy_without_a_reset_gives_no_wait() {
+            assert_eq!(wait("\"concurrency\";r=0"), Ok(None));
+            assert_eq!(wait("\"concurrency\";r=0, \"minute\";r=0;t=12"), secs(12));
+        }
+
+        #[test]
+        fn ignores_parameters_it_does_not_know() {
+            assert_eq!(
+                wait("\"default\";acme-burst=5;r=0;t=7;x=?1;note=\"hi\""),
+                secs(7)
+            );
+            assert_eq!(wait("\"default\";r=0;t=7;pk=:QXBwLTk5OQ==:"), secs(7));
+        }
+
+        #[test]
+        fn accepts_a_token_for_a_policy_name() {
+            assert_eq!(wait("default;r=0;t=4"), secs(4));
+        }
+
+        #[test]
+        fn a_field_that_breaks_its_grammar_is_malformed() {
+            for bad in [
+                "\"default\";r=0;t=",            // not a valid List
+                "\"default\";r=0;t=10,",         // trailing comma
+                "\"default\" r=0",               // junk after the item
+                "(\"a\" \"b\");r=0;t=1",         // an Inner List
+                "1;r=0;t=5",                     // a name that is neither String nor Token
+                "\"default\";t=5",               // no `r`, which is REQUIRED
+                "\"default\";r=-1;t=5",          // negative remaining
+                "\"default\";r=0;t=-5",          // negative reset
+                "\"default\";r=0;t=1.5",         // a Decimal reset
+                "\"default\";r=0;t=\"5\"",       // a String reset
+                "\"default\";r=0;t=5;pk=\"u1\"", // a partition key that is no Byte Sequence
+            ] {
+                assert_eq!(wait(bad), Err(Malformed), "{bad}");
+            }
+        }
+
+        #[test]
+        fn one_bad_item_spoils_the_whole_field() {
+            assert_eq!(wait("\"a\";r=0;t=10, \"b\";r=0;t=-1"), Err(Malformed));
+        }
+
+        #[test]
+        fn reads_a_list_split_over_field_lines() {
+            let reading = read(
+                &headers(&[
+                    ("ratelimit", "\"minute\";r=0;t=40"),
+                    ("ratelimit", "\"day\";r=0;t=900"),
+                ]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            assert_eq!(
+                reading.resets.longest,
+                Some((Duration::from_secs(900), HintSource::RateLimit))
+            );
+            assert_eq!(
+                reading.resets.shortest,
+                Some((Duration::from_secs(900), HintSource::RateLimit))
+            );
+        }
+
+        #[test]
+        fn a_malformed_field_is_reported_and_ignored() {
+            let reading = read(
+                &headers(&[("ratelimit", "r=0;t=")]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            assert_eq!(reading.malformed, Some(HintSource::RateLimit));
+            assert_eq!(reading.resets, Span::default());
+        }
+
+        #[test]
+        fn the_policy_field_gives_no_wait_and_cannot_spoil_ratelimit() {
+            let only_policy = read(
+                &headers(&[("ratelimit-policy", "\"default\";q=100;w=60")]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            assert_eq!(only_policy, VendorReading::default());
+            let broken_policy = read(
+                &headers(&[
+                    ("ratelimit-policy", "\"default\";q=;w=60"),
+                    ("ratelimit", "\"default\";r=0;t=9"),
+                ]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            assert_eq!(broken_policy.malformed, None);
+            assert_eq!(
+                broken_policy.resets.longest,
+                Some((Duration::from_secs(9), HintSource::RateLimit))
+            );
+            // An exhausted policy with no reset: its window is no wait.
+            let no_reset = read(
+                &headers(&[
+                    ("ratelimit-policy", "\"default\";q=100;w=60"),
+                    ("ratelimit", "\"default\";r=0"),
+                ]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            assert_eq!(no_reset, VendorReading::default());
+        }
+    }
+
     mod hint_headers {
         use super::*;
 
@@ -467,6 +698,7 @@ mod tests {
                 HintSource::RetryAfter,
                 HintSource::RetryAfterMs,
                 HintSource::XMsRetryAfterMs,
+                HintSource::XAmzRetryAfter,
                 HintSource::RateLimit,
                 HintSource::RateLimitReset,
                 HintSource::XRateLimitReset,
@@ -491,6 +723,60 @@ mod tests {
                 longest(&[("x-ms-retry-after-ms", "20")]),
                 Some((Duration::from_millis(20), HintSource::XMsRetryAfterMs))
             );
+            assert_eq!(
+                longest(&[("x-amz-retry-after", "2500")]),
+                Some((Duration::from_millis(2500), HintSource::XAmzRetryAfter))
+            );
+        }
+
+        #[test]
+        fn reads_the_aws_header_with_the_retry_after_family() {
+            let reading = read(
+                &headers(&[
+                    ("x-amz-retry-after", "2500"),
+                    ("retry-after-ms", "1500"),
+                    ("ratelimit-reset", "100"),
+                ]),
+                VendorHints::ALL,
+                Stamp::whole(0),
+            );
+            assert_eq!(
+                reading.milliseconds.longest,
+                Some((Duration::from_millis(2500), HintSource::XAmzRetryAfter))
+            );
+            assert_eq!(
+                reading.milliseconds.shortest,
+                Some((Duration::from_millis(1500), HintSource::RetryAfterMs))
+            );
+            assert_eq!(
+                reading.resets.longest,
+                Some((Duration::from_secs(100), HintSource::RateLimitReset))
+            );
+        }
+
+        #[test]
+        fn a_malformed_aws_value_is_reported_not_read_as_zero() {
+            for bad in ["1.5", "-1", "", "2s"] {
+                let mut map = HeaderMap::new();
+                map.insert("x-amz-retry-after", HeaderValue::from_str(bad).unwrap());
+                let reading = read(&map, VendorHints::ALL, Stamp::whole(0));
+                assert_eq!(reading.malformed, Some(HintSource::XAmzRetryAfter), "{bad}");
+                assert_eq!(reading.milliseconds, Span::default(), "{bad}");
+            }
+        }
+
+        #[test]
+        fn the_aws_flag_turns_the_aws_header_off() {
+            let only_aws_off = VendorHints {
+                x_amz_retry_after: false,
+                ..VendorHints::ALL
+            };
+            let reading = read(
+                &headers(&[("x-amz-retry-after", "2500")]),
+                only_aws_off,
+                Stamp::whole(0),
+            );
+            assert_eq!(reading, VendorReading::default());
         }
 
         #[test]
@@ -506,6 +792,7 @@ mod tests {
         }
 
         #[test]
+        #[cfg(feature = "ratelimit-fields")]
         fn reads_the_ietf_field_only_when_exhausted() {
             assert_eq!(
                 longest(&[("ratelimit", "\"default\";r=0;t=10")]),
@@ -568,13 +855,25 @@ mod tests {
                 reading.milliseconds.longest,
                 Some((Duration::from_millis(200), HintSource::XMsRetryAfterMs))
             );
+        }
+
+        #[test]
+        #[cfg(not(feature = "ratelimit-fields"))]
+        fn the_ietf_field_is_not_read_without_its_feature() {
             let reading = read(
-                &headers(&[("ratelimit", "r=0;t=")]),
+                &headers(&[
+                    ("ratelimit", "\"default\";r=0;t=10"),
+                    ("retry-after-ms", "5"),
+                ]),
                 VendorHints::ALL,
                 Stamp::whole(0),
             );
-            assert_eq!(reading.malformed, Some(HintSource::RateLimit));
             assert_eq!(reading.resets, Span::default());
+            assert_eq!(reading.malformed, None);
+            assert_eq!(
+                reading.milliseconds.longest,
+                Some((Duration::from_millis(5), HintSource::RetryAfterMs))
+            );
         }
 
         #[test]

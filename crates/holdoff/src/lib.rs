@@ -46,6 +46,12 @@
 //! case-sensitive names, `GMT` only, the weekday that the date falls on, dates that exist.
 //! Anything else is a [`ParseError`] that carries the raw bytes. Parsing allocates nothing
 //! for valid input.
+//!
+//! # Features
+//!
+//! - `ratelimit-fields` (default): read the IETF `RateLimit` structured field
+//!   (draft-ietf-httpapi-ratelimit-headers-11) as a vendor hint, with the `sfv` parser. Off,
+//!   that field is not read; `Retry-After` and every other vendor hint still are.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -1242,6 +1242,38 @@ mod tests {
         }
 
         #[test]
+        fn the_aws_header_decides_with_retry_after_the_longest_winning() {
+            let h = headers(&[
+                ("retry-after", "1"),
+                ("x-amz-retry-after", "2500"),
+                ("ratelimit-reset", "100"),
+            ]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(Duration::from_millis(2500)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::XAmzRetryAfter));
+
+            let h = headers(&[("retry-after", "4"), ("x-amz-retry-after", "2500")]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(4)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RetryAfter));
+        }
+
+        #[test]
+        fn retry_after_decides_over_the_ietf_ratelimit_field() {
+            let h = headers(&[
+                ("retry-after", "2"),
+                ("ratelimit-policy", "\"default\";q=100;w=60"),
+                ("ratelimit", "\"default\";r=0;t=50"),
+            ]);
+            let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.decision.wait(), Some(secs(2)));
+            assert_eq!(verdict.diagnostics.source, Some(HintSource::RetryAfter));
+        }
+
+        #[test]
         fn resets_decide_when_no_retry_after_is_usable() {
             let h = headers(&[("retry-after", "soon"), ("ratelimit-reset", "100")]);
             let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());

@@ -395,7 +395,9 @@ impl Interval {
         out.lenient = deciding.shortest.map(|(wait, source)| {
             let reading = match source {
                 HintSource::RetryAfter => retry_after_reading.unwrap_or(Reading::Delay),
-                HintSource::RetryAfterMs | HintSource::XMsRetryAfterMs => Reading::Delay,
+                HintSource::RetryAfterMs
+                | HintSource::XMsRetryAfterMs
+                | HintSource::XAmzRetryAfter => Reading::Delay,
                 HintSource::XRateLimitReset => Reading::ResetEpoch,
                 _ => Reading::Reset,
             };

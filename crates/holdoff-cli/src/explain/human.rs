@@ -72,7 +72,10 @@ fn decided_by(e: &Explanation<'_>) -> Option<String> {
     }
     let source = e.verdict.diagnostics.source?;
     Some(match source {
-        HintSource::RetryAfter | HintSource::RetryAfterMs | HintSource::XMsRetryAfterMs => {
+        HintSource::RetryAfter
+        | HintSource::RetryAfterMs
+        | HintSource::XMsRetryAfterMs
+        | HintSource::XAmzRetryAfter => {
             format!(
                 "{source}: Retry-After and its millisecond spellings take precedence over \
                  reset-style fields (the IETF RateLimit draft); the longest of them counts"

@@ -517,7 +517,11 @@ pub enum RawScope {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RawHeaderStyle {
-    /// `RateLimit-Policy` and `RateLimit` (IETF structured fields).
+    /// `RateLimit-Policy` and `RateLimit`, the IETF structured fields as
+    /// draft-ietf-httpapi-ratelimit-headers-11 writes them: `RateLimit-Policy:
+    /// "default";q=100;w=60` (the limit and the window in seconds) and `RateLimit:
+    /// "default";r=0;t=12` (units remaining, seconds until more quota; on a refusal, the
+    /// `Retry-After` sent with it).
     Ietf,
     /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
     Draft,

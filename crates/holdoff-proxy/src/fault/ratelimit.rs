@@ -297,12 +297,19 @@ pub fn ceil_secs(wait: Duration) -> u64 {
     wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
 }
 
+/// The largest Structured Fields Integer (RFC 9651 §3.3.1).
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// The name of the one quota policy the IETF fields describe.
+const IETF_POLICY: &str = "default";
+
 /// Which headers a rate-limited API sends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HeaderStyle {
-    /// The IETF structured fields: `RateLimit-Policy: "default";q=100;w=60` and
-    /// `RateLimit: "default";r=42;t=17`.
+    /// The IETF structured fields as draft-ietf-httpapi-ratelimit-headers-11 writes them:
+    /// `RateLimit-Policy: "default";q=100;w=60` and `RateLimit: "default";r=42;t=17`. See
+    /// [`headers()`] for each parameter.
     #[default]
     Ietf,
     /// The older draft: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
@@ -327,6 +334,24 @@ pub enum ResetFormat {
 
 /// The headers describing `taken` under `limit`, in `style`. `wall_now` dates an epoch-seconds
 /// reset. Every number is a plain integer (no separators).
+///
+/// [`HeaderStyle::Ietf`] follows draft-ietf-httpapi-ratelimit-headers-11 (its sections):
+///
+/// - `RateLimit-Policy` (§3) is a List of one quota policy Item, the String `"default"`, with
+///   `q` (§3.1.1), the limit in quota units, and `w` (§3.1.3), the window in whole seconds,
+///   rounded up (the draft has no sub-second windows and no zero one: a zero window, which
+///   config validation refuses anyway, is left out). `qu` (§3.1.2) is left out: the unit is
+///   the default, `requests` (a `cost` above 1 makes one request take several). `pk`
+///   (§3.1.4) is optional and left out: a client gains nothing from its own identity echoed.
+/// - `RateLimit` (§4) is a List of one service limit Item naming the same policy, with `r`
+///   (§4.1.1), the units remaining, and `t` (§4.1.2), the seconds until more quota, rounded
+///   up. On a refusal `t` is the time until this request fits again, the `Retry-After` sent
+///   with it: §6 asks that `Retry-After` not point earlier than `t`, and a client that reads
+///   only `RateLimit` then waits as long as one that reads `Retry-After`. Otherwise it is
+///   the time until the limit is whole again.
+///
+/// Integers are capped at the Structured Fields maximum, 999 999 999 999 999 (RFC 9651
+/// §3.3.1), so the fields stay valid for any config.
 pub fn headers(
     limit: &Limit,
     taken: &Taken,
@@ -346,12 +371,20 @@ pub fn headers(
     match style {
         HeaderStyle::None => Vec::new(),
         HeaderStyle::Ietf => {
-            let policy = format!(
-                "\"default\";q={};w={}",
-                limit.limit,
-                ceil_secs(limit.window)
+            let sf = |n: u64| n.min(SF_INTEGER_MAX);
+            let mut policy = format!("\"{IETF_POLICY}\";q={}", sf(limit.limit));
+            if !limit.window.is_zero() {
+                policy.push_str(&format!(";w={}", sf(ceil_secs(limit.window))));
+            }
+            let more_quota = match taken.retry_after {
+                Some(wait) if !taken.allowed => ceil_secs(wait),
+                _ => reset_left,
+            };
+            let state = format!(
+                "\"{IETF_POLICY}\";r={};t={}",
+                sf(taken.remaining),
+                sf(more_quota)
             );
-            let state = format!("\"default\";r={};t={}", taken.remaining, reset_left);
             [("ratelimit-policy", policy), ("ratelimit", state)]
                 .into_iter()
                 .filter_map(|(name, value)| {
@@ -602,6 +635,112 @@ mod tests {
                 wall,
             );
             assert_eq!(value(&draft, "ratelimit-reset"), "17");
+        }
+
+        fn ietf(limit: &Limit, taken: &Taken) -> Vec<(HeaderName, HeaderValue)> {
+            headers(
+                limit,
+                taken,
+                HeaderStyle::Ietf,
+                ResetFormat::SecondsLeft,
+                UNIX_EPOCH,
+            )
+        }
+
+        /// Each field is a Structured Fields List of one Item, the String `"default"`, with
+        /// exactly the parameters draft-11 defines, each of its type.
+        fn ietf_items(headers: &[(HeaderName, HeaderValue)]) -> [(String, Vec<String>); 2] {
+            ["ratelimit-policy", "ratelimit"].map(|name| {
+                let raw = value(headers, name);
+                let list: sfv::List = sfv::Parser::new(raw.as_bytes()).parse().unwrap();
+                assert_eq!(list.len(), 1, "{name}: {raw}");
+                let sfv::ListEntry::Item(item) = &list[0] else {
+                    panic!("{name}: {raw} is an inner list")
+                };
+                assert_eq!(
+                    item.bare_item.as_string().map(|s| s.as_str()),
+                    Some("default")
+                );
+                for (key, value) in &item.params {
+                    let n = value.as_integer().map(i64::from);
+                    assert!(n.is_some_and(|n| n >= 0), "{name}: {key} in {raw}");
+                }
+                let keys = item.params.keys().map(|k| k.as_str().to_owned()).collect();
+                (raw, keys)
+            })
+        }
+
+        #[test]
+        fn writes_draft_11_syntax() {
+            let limit = Limit {
+                algorithm: Algorithm::FixedWindow,
+                limit: 100,
+                window: 60 * S,
+                cost: 1,
+            };
+            let taken = Taken {
+                allowed: true,
+                remaining: 42,
+                reset: 17 * S,
+                retry_after: None,
+            };
+            let [(policy, policy_keys), (state, state_keys)] = ietf_items(&ietf(&limit, &taken));
+            assert_eq!(policy, "\"default\";q=100;w=60");
+            assert_eq!(policy_keys, ["q", "w"]);
+            assert_eq!(state, "\"default\";r=42;t=17");
+            assert_eq!(state_keys, ["r", "t"]);
+        }
+
+        #[test]
+        fn a_refusal_says_when_this_request_fits_again() {
+            // A sliding window: the request fits again well before the window ends.
+            let limit = Limit {
+                algorithm: Algorithm::SlidingWindow,
+                limit: 10,
+                window: 60 * S,
+                cost: 1,
+            };
+            let taken = Taken {
+                allowed: false,
+                remaining: 0,
+                reset: 50 * S,
+                retry_after: Some(4 * S + MS),
+            };
+            let fields = ietf(&limit, &taken);
+            assert_eq!(value(&fields, "ratelimit"), "\"default\";r=0;t=5");
+            ietf_items(&fields);
+        }
+
+        #[test]
+        fn windows_are_whole_nonzero_seconds_and_integers_stay_in_range() {
+            let taken = Taken {
+                allowed: true,
+                remaining: u64::MAX,
+                reset: Duration::from_secs(u64::MAX),
+                retry_after: None,
+            };
+            let mut limit = Limit {
+                algorithm: Algorithm::TokenBucket,
+                limit: u64::MAX,
+                window: 250 * MS,
+                cost: 1,
+            };
+            let fields = ietf(&limit, &taken);
+            let max = "999999999999999";
+            assert_eq!(
+                value(&fields, "ratelimit-policy"),
+                format!("\"default\";q={max};w=1")
+            );
+            assert_eq!(
+                value(&fields, "ratelimit"),
+                format!("\"default\";r={max};t={max}")
+            );
+            ietf_items(&fields);
+            limit.window = Duration::ZERO;
+            assert_eq!(
+                value(&ietf(&limit, &taken), "ratelimit-policy"),
+                format!("\"default\";q={max}")
+            );
         }
     }
 }

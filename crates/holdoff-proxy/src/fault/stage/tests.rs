@@ -442,6 +442,60 @@ mod rate_limits {
         );
     }
 
+    /// The judge reads the proxy's own draft-11 fields back: alone, on a refusal, they ask
+    /// for the wait its `Retry-After` does, whatever the algorithm.
+    #[tokio::test(start_paused = true)]
+    async fn the_ietf_fields_of_a_refusal_ask_for_the_wait_of_its_retry_after() {
+        use holdoff::{Attempt, Earliest, HintSource, JitterDraw, Policy, ResponseInfo};
+        for algorithm in [
+            Algorithm::FixedWindow,
+            Algorithm::SlidingWindow,
+            Algorithm::TokenBucket,
+            Algorithm::FixedFromFirstRequest,
+        ] {
+            let mut plan = limited(HeaderStyle::Ietf, None);
+            plan.rate_limits[0].limit.algorithm = algorithm;
+            let mut driver = driver(plan);
+            let (_, refused) = fill(&mut driver).await;
+            assert_eq!(
+                refused.status(),
+                StatusCode::TOO_MANY_REQUESTS,
+                "{algorithm:?}"
+            );
+            let asked = Duration::from_secs(header(&refused, "retry-after").parse().unwrap());
+            let receipt = Receipt {
+                instant: SystemClock.now(),
+                wall: UNIX_EPOCH,
+            };
+            let mut ietf_only = refused.headers().clone();
+            ietf_only.remove(header::RETRY_AFTER);
+            let policy = Policy::default();
+            for (headers, decided_by) in [
+                (refused.headers(), HintSource::RetryAfter),
+                (&ietf_only, HintSource::RateLimit),
+            ] {
+                let response = ResponseInfo::from_headers(refused.status(), headers, receipt);
+                let earliest = policy.earliest(&response);
+                assert!(
+                    matches!(earliest, Earliest::At { after, source, .. }
+                        if after == asked && source == decided_by),
+                    "{algorithm:?}: {earliest:?}, asked {asked:?}"
+                );
+                let attempt = Attempt {
+                    method: &Method::GET,
+                    repeat_safe: false,
+                    number: 1,
+                    backoff: Duration::ZERO,
+                    jitter: JitterDraw::Exact(Duration::ZERO),
+                    remaining: None,
+                };
+                let verdict = policy.decide(&response, &attempt);
+                assert_eq!(verdict.decision.wait(), Some(asked), "{algorithm:?}");
+                assert_eq!(verdict.diagnostics.source, Some(decided_by));
+            }
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn writes_each_style() {
         let mut driver = driver(limited(HeaderStyle::Ietf, None));
