@@ -33,7 +33,7 @@ use crate::response::Stamp;
 /// Every header a hint can come from (`Retry-After` and the vendor hints), lowercase. A
 /// response with none of them carries no hint, whatever the policy: callers on a hot path
 /// (the proxy's judge) check this before deciding anything.
-pub const HINT_HEADERS: [&str; 9] = [
+pub const HINT_HEADERS: &[&str] = &[
     "retry-after",
     "retry-after-ms",
     "x-ms-retry-after-ms",
@@ -51,6 +51,7 @@ pub const HINT_HEADERS: [&str; 9] = [
 /// never read, whatever [`ratelimit`](VendorHints::ratelimit) says (the older
 /// `RateLimit-Reset` still is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct VendorHints {
     /// `retry-after-ms` (milliseconds).
     pub retry_after_ms: bool,

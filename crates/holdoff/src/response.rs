@@ -168,6 +168,7 @@ impl Skew {
 
 /// The hint as understood, for diagnostics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HintForm {
     /// The response carried no hint.
     Absent,

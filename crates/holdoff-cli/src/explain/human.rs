@@ -52,7 +52,8 @@ fn value_rows(e: &Explanation<'_>) -> Rows {
                 rows.push(("error", error.to_string()));
             }
         }
-        HintForm::Absent => rows.push(("value", "none".to_owned())),
+        // `Absent`, and any form a later holdoff adds.
+        _ => rows.push(("value", "none".to_owned())),
     }
     rows.push(("hint", hint(e)));
     if let Some(text) = decided_by(e) {
@@ -445,7 +446,7 @@ fn reference(e: &Explanation<'_>) -> Option<String> {
         HintForm::Delay { .. } => {
             return Some("none needed: delay-seconds count from receipt".to_owned());
         }
-        HintForm::Malformed(_) | HintForm::Absent => return None,
+        _ => return None,
     }
     match (
         e.verdict.diagnostics.reference,

@@ -117,7 +117,8 @@ fn report<'a>(e: &Explanation<'a>) -> Report<'a> {
                 .map_or_else(|| kind.as_str().to_owned(), ToString::to_string),
             error_kind: kind.as_str(),
         },
-        HintForm::Absent => Hint::Absent,
+        // `Absent`, and any form a later holdoff adds.
+        _ => Hint::Absent,
     };
     let wait = verdict.decision.wait();
     let permitted = verdict.permitted;

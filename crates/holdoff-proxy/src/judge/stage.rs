@@ -769,7 +769,7 @@ mod tests {
             for name in holdoff::HINT_HEADERS {
                 let mut headers = http::HeaderMap::new();
                 headers.insert("content-type", "text/plain".parse().unwrap());
-                headers.insert(name, "1".parse().unwrap());
+                headers.insert(*name, "1".parse().unwrap());
                 assert!(has_hint_header(&headers), "{name}");
             }
             let mut headers = http::HeaderMap::new();

@@ -446,7 +446,7 @@ mod rate_limits {
     /// for the wait its `Retry-After` does, whatever the algorithm.
     #[tokio::test(start_paused = true)]
     async fn the_ietf_fields_of_a_refusal_ask_for_the_wait_of_its_retry_after() {
-        use holdoff::{Attempt, Earliest, HintSource, JitterDraw, Policy, ResponseInfo};
+        use holdoff::{Attempt, Earliest, HintSource, Policy, ResponseInfo};
         for algorithm in [
             Algorithm::FixedWindow,
             Algorithm::SlidingWindow,
@@ -481,14 +481,7 @@ mod rate_limits {
                         if after == asked && source == decided_by),
                     "{algorithm:?}: {earliest:?}, asked {asked:?}"
                 );
-                let attempt = Attempt {
-                    method: &Method::GET,
-                    repeat_safe: false,
-                    number: 1,
-                    backoff: Duration::ZERO,
-                    jitter: JitterDraw::Exact(Duration::ZERO),
-                    remaining: None,
-                };
+                let attempt = Attempt::new(&Method::GET, 1);
                 let verdict = policy.decide(&response, &attempt);
                 assert_eq!(verdict.decision.wait(), Some(asked), "{algorithm:?}");
                 assert_eq!(verdict.diagnostics.source, Some(decided_by));
