@@ -99,32 +99,35 @@ impl fmt::Display for RetryAfter {
 impl FromStr for RetryAfter {
     type Err = ParseError;
 
-    /// Parses as [`RetryAfter::parse`] does with `now` = [`from_str_now()`], which only matters
+    /// Parses as [`RetryAfter::parse`] does with `now` = [`RetryAfter::from_str_now()`], which only matters
     /// for an rfc850-date's two-digit year.
     ///
     /// `FromStr` has no `now` to pass and parsing never reads the clock, so use
     /// [`RetryAfter::parse`] with the receipt time for values received from the network.
     fn from_str(s: &str) -> Result<RetryAfter, ParseError> {
-        RetryAfter::parse(s.as_bytes(), from_str_now())
+        RetryAfter::parse(s.as_bytes(), RetryAfter::from_str_now())
     }
 }
 
 impl FromStr for HttpDate {
     type Err = ParseError;
 
-    /// Parses an HTTP-date as [`HttpDate::parse`] would with `now` = [`from_str_now()`].
+    /// Parses an HTTP-date as [`HttpDate::parse`] would with `now` = [`RetryAfter::from_str_now()`].
     fn from_str(s: &str) -> Result<HttpDate, ParseError> {
-        HttpDate::parse(s.as_bytes(), from_str_now())
+        HttpDate::parse(s.as_bytes(), RetryAfter::from_str_now())
     }
 }
 
-/// The `now` used by the `FromStr` implementations to resolve rfc850 two-digit years:
-/// 2000-01-01T00:00:00Z, so `00`–`50` read as 2000–2050 and `51`–`99` as 1951–1999.
-///
-/// Parsing never reads the clock (the pure core has no clock reads); code that handles
-/// responses passes the receipt time to [`RetryAfter::parse`] instead.
-pub fn from_str_now() -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(946_684_800)
+impl RetryAfter {
+    /// The `now` the `FromStr` implementations use to resolve rfc850 two-digit years:
+    /// 2000-01-01T00:00:00Z, so `00`–`50` read as 2000–2050 and `51`–`99` as 1951–1999.
+    ///
+    /// Parsing never reads the clock (the pure core has no clock reads); code that handles
+    /// responses passes the receipt time to [`RetryAfter::parse`] instead, and code that
+    /// checks a configured value (no receipt) can pass this.
+    pub fn from_str_now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(946_684_800)
+    }
 }
 
 /// A parsed value and whether its delay saturated at `u64::MAX` seconds.
@@ -214,7 +217,7 @@ mod tests {
     use super::*;
 
     fn now() -> SystemTime {
-        from_str_now()
+        RetryAfter::from_str_now()
     }
 
     mod parse {
@@ -309,8 +312,11 @@ mod tests {
             let parsed: RetryAfter = "Sunday, 06-Nov-94 08:49:37 GMT".parse().expect("valid");
             assert_eq!(
                 parsed,
-                RetryAfter::parse(b"Sunday, 06-Nov-94 08:49:37 GMT", from_str_now())
-                    .expect("valid")
+                RetryAfter::parse(
+                    b"Sunday, 06-Nov-94 08:49:37 GMT",
+                    RetryAfter::from_str_now()
+                )
+                .expect("valid")
             );
             let date: HttpDate = "Sun, 06 Nov 1994 08:49:37 GMT".parse().expect("valid");
             assert_eq!(date.unix_seconds(), 784_111_777);

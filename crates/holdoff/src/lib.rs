@@ -74,7 +74,7 @@ pub use backoff::Backoff;
 pub use date::{DateFormat, HttpDate};
 pub use decision::{Decision, DeferReason, Diagnostics, GiveUpReason, Permitted, Reason, Verdict};
 pub use error::{ParseError, ParseErrorKind};
-pub use header::{RetryAfter, from_str_now};
+pub use header::RetryAfter;
 pub use hints::{HINT_HEADERS, HintSource, Precedence, VendorHints};
 pub use jitter::Jitter;
 pub use policy::{

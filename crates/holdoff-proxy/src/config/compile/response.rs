@@ -260,7 +260,9 @@ impl Compiler {
         let HeaderTemplate::Literal(value) = template else {
             return;
         };
-        if let Err(err) = holdoff::RetryAfter::parse(value.as_bytes(), holdoff::from_str_now()) {
+        if let Err(err) =
+            holdoff::RetryAfter::parse(value.as_bytes(), holdoff::RetryAfter::from_str_now())
+        {
             self.warnings.push(format!(
                 "{path}: `Retry-After: {}` is malformed ({}): it is sent as is, and \
                  the judge fails a client that retries within the minimum backoff after it; \
