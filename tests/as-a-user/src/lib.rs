@@ -1,0 +1,1 @@
+//! Nothing but tests: `tests/scenarios.rs` drives the published API against a local server.
