@@ -258,6 +258,21 @@ mod json {
     }
 
     #[test]
+    fn a_413_with_a_hint_is_temporary_and_retried_after_it() {
+        let r = report(&["--status", "413", "5"], 0);
+        assert_eq!(r["decision"]["action"], "retry");
+        assert_eq!(r["decision"]["reason"], "retryable");
+        assert!(r["decision"]["wait_ms"].as_u64() >= Some(5_000));
+    }
+
+    #[test]
+    fn soon_is_neither_delay_seconds_nor_a_date() {
+        let r = report(&["soon"], 1);
+        assert_eq!(r["hint"]["error_kind"], "neither-delay-nor-date");
+        assert_eq!(r["decision"]["permitted_in_ms"], serde_json::Value::Null);
+    }
+
+    #[test]
     fn gives_up_on_a_post_unless_marked_safe() {
         let r = report(&["--method", "POST", "30"], 0);
         assert_eq!(r["decision"]["action"], "give-up");

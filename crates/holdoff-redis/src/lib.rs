@@ -67,6 +67,8 @@ mod url;
 
 pub use error::{Error, ErrorKind};
 pub use gate::{FailureMode, RedisGate, RedisGateBuilder};
+/// The core crate, so that one dependency is enough.
+pub use holdoff;
 #[cfg(feature = "proxy")]
 pub use state::{RedisState, RedisStateBuilder};
 pub use url::redact as redacted_url;
