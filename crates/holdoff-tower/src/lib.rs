@@ -64,6 +64,24 @@
 //! once and its response never shown to the policy, a retry layer that never retries.
 //! Buffer the body into a `Full` first.
 //!
+//! ```compile_fail
+//! use bytes::Bytes;
+//! use holdoff::Policy;
+//! use holdoff_tower::RetryPolicy;
+//! use http_body_util::combinators::BoxBody;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! type Body = BoxBody<Bytes, std::convert::Infallible>;
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
+//! let service = ServiceBuilder::new()
+//!     .retry(RetryPolicy::new(Policy::default()))
+//!     .service(client);
+//! let request = http::Request::get("http://127.0.0.1:1/").body(Body::default()).unwrap();
+//! let _ = service.oneshot(request); // error: `BoxBody<…>` cannot be sent twice
+//! ```
+//!
 //! A body type of your own may implement [`CloneBody`] and return `None` for some values;
 //! such a request is sent once, its response carries no [`RetryReport`], and the policy
 //! says so with a `tracing::warn!` and counts it in [`RetryPolicy::unclonable_requests`].
