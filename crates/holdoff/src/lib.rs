@@ -46,20 +46,44 @@
 //! case-sensitive names, `GMT` only, the weekday that the date falls on, dates that exist.
 //! Anything else is a [`ParseError`] that carries the raw bytes. Parsing allocates nothing
 //! for valid input.
+//!
+//! # Features
+//!
+//! Both are on by default.
+//!
+//! - `retry`: the async retry loop ([`retry`], [`retry::Retrier`]), the shared [`gate`],
+//!   [`clock::TokioClock`] and [`Jitter::draw`]. Brings tokio, tokio-util, rand and tracing.
+//! - `json`: [`OpenAiQuota`], the classifier that reads OpenAI's `insufficient_quota` error
+//!   from a JSON body, and [`Policy::default`]'s classifier. Brings serde and serde_json.
+//!   Without it, [`Policy::default`] classifies with [`NoQuotaClassifier`]: a 429 that says
+//!   the quota is spent is retried like any other unless [`Policy::quota_classifier`] says
+//!   otherwise.
+//!
+//! With `default-features = false` what is left is the parser ([`RetryAfter`],
+//! [`HttpDate`], [`ParseError`]), the vendor hints ([`VendorHints`]), the pure decision
+//! ([`Policy::decide`], [`Policy::earliest`]), [`Jitter::scale`] for a draw made by the
+//! caller, and [`clock::Clock`] with [`clock::ManualClock`] and [`clock::SystemClock`], none
+//! of which need a runtime; the only dependency is `http`, besides `sfv` for the `RateLimit`
+//! fields.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backoff;
 pub mod clock;
 mod date;
 mod decision;
 mod error;
+#[cfg(feature = "retry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 pub mod gate;
 mod header;
 mod hints;
 mod jitter;
 mod policy;
 mod response;
+#[cfg(feature = "retry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 pub mod retry;
 
 pub use backoff::Backoff;
@@ -69,8 +93,9 @@ pub use error::{ParseError, ParseErrorKind};
 pub use header::{RetryAfter, from_str_now};
 pub use hints::{HINT_HEADERS, HintSource, Precedence, VendorHints};
 pub use jitter::Jitter;
+#[cfg(feature = "json")]
+pub use policy::OpenAiQuota;
 pub use policy::{
-    Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, OpenAiQuota, Policy, QuotaClassifier,
-    StatusSet,
+    Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, Policy, QuotaClassifier, StatusSet,
 };
 pub use response::{Earliest, HintForm, Reading, Receipt, Reference, ResponseInfo, Skew};
