@@ -24,7 +24,7 @@ fn pair(i: u64) -> [Event; 2] {
     let client = format!("worker-{}", i % 50);
     let url = format!("http://api.example/v1/items/{}", i % 30_000);
     let t = i * 20;
-    let compliant = i % 3 == 0;
+    let compliant = i.is_multiple_of(3);
     [
         Event::Throttle {
             at: at(t),

@@ -389,7 +389,7 @@ fn wall_millis(at: SystemTime) -> u64 {
     let since = at
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
-    let millis = since.as_millis() + u128::from(since.subsec_nanos() % 1_000_000 != 0);
+    let millis = since.as_millis() + u128::from(!since.subsec_nanos().is_multiple_of(1_000_000));
     u64::try_from(millis).unwrap_or(u64::MAX)
 }
 

@@ -18,7 +18,8 @@ pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// A source of time: monotonic now, wall now, and sleeping until a monotonic instant.
 ///
-/// [`TokioClock`] is the real one; [`ManualClock`] is for tests, which advance it by hand.
+/// `TokioClock` (with the `retry` feature) is the real one; [`ManualClock`] is for tests,
+/// which advance it by hand.
 pub trait Clock: Send + Sync {
     /// The monotonic clock, for waits and deadlines.
     fn now(&self) -> Instant;
@@ -43,9 +44,12 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 /// The real clock, through tokio's timer, so tokio's paused test time applies to it too.
 ///
 /// [`Clock::now`] and [`Clock::sleep_until`] need a tokio runtime with the time driver.
+#[cfg(feature = "retry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "retry")))]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioClock;
 
+#[cfg(feature = "retry")]
 impl Clock for TokioClock {
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()

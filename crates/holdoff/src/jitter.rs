@@ -3,23 +3,24 @@
 
 use std::time::Duration;
 
+#[cfg(all(test, feature = "retry"))]
 use rand::Rng;
 
 /// How to draw the jitter `j ≥ 0` that is added to `max(H, B)`.
 ///
-/// The draw takes the random source as an argument, so a seeded generator
-/// (e.g. `rand::rngs::SmallRng::seed_from_u64`) makes it reproducible.
+/// [`Jitter::scale`] turns a uniform draw in `[0, 1]` that the caller made into a jitter (the
+/// retry loop and the gate draw it from their own seedable generator).
 ///
 /// # Examples
 ///
 /// ```
 /// use holdoff::Jitter;
-/// use rand::{SeedableRng, rngs::SmallRng};
 /// use std::time::Duration;
 ///
-/// let mut rng = SmallRng::seed_from_u64(7);
-/// let j = Jitter::Uniform(Duration::from_millis(500)).draw(Duration::from_secs(30), &mut rng);
-/// assert!(j <= Duration::from_millis(500));
+/// // Up to 2 s, whatever the wait; a draw of 0.5 is half of that.
+/// let jitter = Jitter::Uniform(Duration::from_secs(2));
+/// assert_eq!(jitter.max_for(Duration::from_secs(30)), Duration::from_secs(2));
+/// assert_eq!(jitter.scale(Duration::from_secs(30), 0.5), Duration::from_secs(1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
@@ -44,8 +45,11 @@ impl Jitter {
         }
     }
 
-    /// Draws a jitter for a wait of `wait` (that is, `max(H, B)`). Always `≥ 0`.
-    pub fn draw<R: Rng + ?Sized>(&self, wait: Duration, rng: &mut R) -> Duration {
+    /// Draws a jitter for a wait of `wait` (that is, `max(H, B)`). Always `≥ 0`. The loop
+    /// and the gate draw through [`Jitter::scale`] with their own seeded generator; this is
+    /// for tests, so `rand` stays out of the public API.
+    #[cfg(all(test, feature = "retry"))]
+    pub(crate) fn draw<R: Rng + ?Sized>(&self, wait: Duration, rng: &mut R) -> Duration {
         self.scale(wait, rng.random::<f64>())
     }
 
@@ -83,15 +87,16 @@ impl Default for Jitter {
     }
 }
 
-#[cfg(test)]
+// `draw` needs rand, which only the `retry` feature brings.
+#[cfg(all(test, feature = "retry"))]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-    use rand::SeedableRng;
-    use rand::rngs::SmallRng;
 
     mod draw {
         use super::*;
+        use proptest::prelude::*;
+        use rand::SeedableRng;
+        use rand::rngs::SmallRng;
 
         proptest! {
             #[test]

@@ -4,6 +4,7 @@
 //! backoff and the jitter draw are all arguments, so the same inputs always give the same
 //! verdict, and it allocates nothing.
 
+#[cfg(feature = "json")]
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
@@ -42,9 +43,12 @@ pub trait QuotaClassifier: Send + Sync + fmt::Debug {
 
 /// The default classifier: OpenAI's `insufficient_quota` error (`error.code` or
 /// `error.type`) in a JSON body.
+#[cfg(feature = "json")]
+#[cfg_attr(docsrs, doc(cfg(feature = "json")))]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenAiQuota;
 
+#[cfg(feature = "json")]
 impl QuotaClassifier for OpenAiQuota {
     fn is_quota_exhausted(&self, response: &ResponseInfo<'_>) -> bool {
         #[derive(serde::Deserialize)]
@@ -87,6 +91,7 @@ impl QuotaClassifier for NoQuotaClassifier {
     }
 }
 
+#[cfg(feature = "json")]
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
@@ -221,6 +226,10 @@ impl<'a> Attempt<'a> {
 /// How to retry: which statuses, how many attempts, how long to wait at most, the local
 /// backoff and jitter. A plain value, cheap to clone per request.
 ///
+/// [`Policy::default`]'s quota classifier is [`OpenAiQuota`] with the `json` feature (on by
+/// default) and [`NoQuotaClassifier`] without it: without `json`, a 429 whose body says the
+/// quota is spent is retried like any other 429 unless [`Policy::quota_classifier`] sets one.
+///
 /// # Examples
 ///
 /// The canonical case: the server asks for 30 s, the local backoff is 8 s, 12 s remain
@@ -257,7 +266,8 @@ pub struct Policy {
 
 impl Default for Policy {
     /// Retries 408, 429, 500, 502, 503 and 504, up to 5 attempts, no `max_wait`, malformed
-    /// hints are errors, [`Backoff::default`], [`Jitter::default`], [`OpenAiQuota`].
+    /// hints are errors, [`Backoff::default`], [`Jitter::default`], and [`OpenAiQuota`] with
+    /// the `json` feature, [`NoQuotaClassifier`] without it.
     fn default() -> Policy {
         Policy {
             retryable: StatusSet::default_retryable(),
@@ -266,7 +276,10 @@ impl Default for Policy {
             on_malformed: OnMalformed::Error,
             backoff: Backoff::default(),
             jitter: Jitter::default(),
+            #[cfg(feature = "json")]
             classifier: Arc::new(OpenAiQuota),
+            #[cfg(not(feature = "json"))]
+            classifier: Arc::new(NoQuotaClassifier),
             vendor_hints: VendorHints::ALL,
             precedence: Precedence::RetryAfter,
             rate_limited_403: true,
@@ -664,8 +677,16 @@ mod tests {
 
         #[test]
         fn only_a_classifier_that_reads_bodies_makes_a_429_body_worth_reading() {
-            assert!(Policy::default().reads_body(StatusCode::TOO_MANY_REQUESTS));
-            assert!(!Policy::default().reads_body(StatusCode::SERVICE_UNAVAILABLE));
+            #[derive(Debug)]
+            struct Reads;
+            impl QuotaClassifier for Reads {
+                fn is_quota_exhausted(&self, response: &ResponseInfo<'_>) -> bool {
+                    !response.body.is_empty()
+                }
+            }
+            let reading = Policy::default().with_quota_classifier(Arc::new(Reads));
+            assert!(reading.reads_body(StatusCode::TOO_MANY_REQUESTS));
+            assert!(!reading.reads_body(StatusCode::SERVICE_UNAVAILABLE));
             let blind = Policy::default().with_quota_classifier(Arc::new(NoQuotaClassifier));
             assert!(!blind.reads_body(StatusCode::TOO_MANY_REQUESTS));
         }
@@ -823,6 +844,7 @@ mod tests {
         }
 
         #[test]
+        #[cfg(feature = "json")]
         fn a_spent_openai_quota_is_not_retried() {
             let body = br#"{"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}"#;
             let response = ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt())

@@ -286,6 +286,7 @@ mod decide {
     }
 }
 
+#[cfg(feature = "retry")]
 mod gate {
     use super::*;
     use holdoff::clock::{Clock, ManualClock};

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use holdoff::clock::{Clock, TokioClock};
+use holdoff::clock::Clock;
+#[cfg(feature = "tokio-clock")]
+use holdoff::clock::TokioClock;
 use http::header::DATE;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
@@ -104,6 +106,7 @@ impl TestServer {
     /// # Panics
     ///
     /// Outside a tokio runtime with IO and time enabled, or if no loopback port can be bound.
+    #[cfg(feature = "tokio-clock")]
     pub async fn start() -> TestServer {
         TestServer::start_with_clock(TokioClock).await
     }
