@@ -73,7 +73,7 @@ impl HoldoffMiddleware<MemoryGateStore> {
 impl<S: GateStore> HoldoffMiddleware<S> {
     /// Shares hints through `gate` between every request (and every client) that uses it:
     /// when one response closes a server, every request to it waits. Requests are keyed by
-    /// `scheme://host:port` unless they carry a [`GateKey`].
+    /// `scheme://host:port` unless they carry a [`GateKey`](crate::GateKey).
     pub fn gate<S2: GateStore>(self, gate: Arc<Gate<S2>>) -> HoldoffMiddleware<S2> {
         HoldoffMiddleware {
             policy: self.policy,
@@ -85,7 +85,7 @@ impl<S: GateStore> HoldoffMiddleware<S> {
     }
 
     /// Every request must be done within `timeout` of entering the middleware, waits
-    /// included; a request's own [`Timeout`] or [`Deadline`] overrides or tightens it.
+    /// included; a request's own [`Timeout`](crate::Timeout) or [`Deadline`](crate::Deadline) overrides or tightens it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self

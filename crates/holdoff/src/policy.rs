@@ -228,7 +228,7 @@ impl<'a> Attempt<'a> {
 ///
 /// [`Policy::default`]'s quota classifier is [`OpenAiQuota`] with the `json` feature (on by
 /// default) and [`NoQuotaClassifier`] without it: without `json`, a 429 whose body says the
-/// quota is spent is retried like any other 429 unless [`Policy::quota_classifier`] sets one.
+/// quota is spent is retried like any other 429 unless [`Policy::with_quota_classifier`] sets one.
 ///
 /// # Examples
 ///
