@@ -157,10 +157,8 @@ fn ensure(target: &Target, out: &mut impl Write) -> Result<(), Failure> {
         Err(err) if err.kind() == TlsErrorKind::NotFound => false,
         Err(err) => return Err(report(&err, target)),
     };
-    if !existed {
-        if let Err(err) = CertificateAuthority::load_or_create(dir) {
-            return Err(report(&err, target));
-        }
+    if !existed && let Err(err) = CertificateAuthority::load_or_create(dir) {
+        return Err(report(&err, target));
     }
     let cert = CertificateAuthority::cert_file(dir);
     let key = CertificateAuthority::key_file(dir);

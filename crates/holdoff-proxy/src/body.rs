@@ -334,11 +334,11 @@ struct Lent(Option<(Incoming, oneshot::Sender<Incoming>)>);
 
 impl Drop for Lent {
     fn drop(&mut self) {
-        if let Some((body, back)) = self.0.take() {
-            if !body.is_end_stream() {
-                // Nobody waiting (the request went upstream): the body is dropped here.
-                let _ = back.send(body);
-            }
+        if let Some((body, back)) = self.0.take()
+            && !body.is_end_stream()
+        {
+            // Nobody waiting (the request went upstream): the body is dropped here.
+            let _ = back.send(body);
         }
     }
 }

@@ -132,10 +132,10 @@ impl Breaker {
     ) -> Result<T, Error> {
         let epoch = self.admit()?;
         let outcome = operation.await;
-        if let Err(error) = &outcome {
-            if matches!(error.kind(), ErrorKind::Timeout | ErrorKind::Connection) {
-                self.trip(epoch, error);
-            }
+        if let Err(error) = &outcome
+            && matches!(error.kind(), ErrorKind::Timeout | ErrorKind::Connection)
+        {
+            self.trip(epoch, error);
         }
         outcome
     }
@@ -285,10 +285,9 @@ impl Drop for Running {
             if let State::Open {
                 probing, opening, ..
             } = &mut *lock(&shared.state)
+                && *opening == self.opening
             {
-                if *opening == self.opening {
-                    *probing = false;
-                }
+                *probing = false;
             }
         });
     }

@@ -242,32 +242,32 @@ fn resets(reading: &mut VendorReading) -> &mut Span {
 pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) -> VendorReading {
     let mut reading = VendorReading::default();
     let get = |name: &str| headers.get(name).map(|v| v.as_bytes().trim_ascii());
-    if enabled.retry_after_ms {
-        if let Some(raw) = get("retry-after-ms") {
-            reading.offer(
-                milliseconds,
-                HintSource::RetryAfterMs,
-                digits(raw).map(Duration::from_millis),
-            );
-        }
+    if enabled.retry_after_ms
+        && let Some(raw) = get("retry-after-ms")
+    {
+        reading.offer(
+            milliseconds,
+            HintSource::RetryAfterMs,
+            digits(raw).map(Duration::from_millis),
+        );
     }
-    if enabled.x_ms_retry_after_ms {
-        if let Some(raw) = get("x-ms-retry-after-ms") {
-            reading.offer(
-                milliseconds,
-                HintSource::XMsRetryAfterMs,
-                digits(raw).map(Duration::from_millis),
-            );
-        }
+    if enabled.x_ms_retry_after_ms
+        && let Some(raw) = get("x-ms-retry-after-ms")
+    {
+        reading.offer(
+            milliseconds,
+            HintSource::XMsRetryAfterMs,
+            digits(raw).map(Duration::from_millis),
+        );
     }
-    if enabled.x_amz_retry_after {
-        if let Some(raw) = get("x-amz-retry-after") {
-            reading.offer(
-                milliseconds,
-                HintSource::XAmzRetryAfter,
-                digits(raw).map(Duration::from_millis),
-            );
-        }
+    if enabled.x_amz_retry_after
+        && let Some(raw) = get("x-amz-retry-after")
+    {
+        reading.offer(
+            milliseconds,
+            HintSource::XAmzRetryAfter,
+            digits(raw).map(Duration::from_millis),
+        );
     }
     #[cfg(feature = "ratelimit-fields")]
     if enabled.ratelimit {
@@ -292,34 +292,32 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
             }
         }
     }
-    if enabled.ratelimit_reset {
-        if let Some(raw) = get("ratelimit-reset") {
-            if exhausted(get("ratelimit-remaining"), true) {
-                reading.offer(
-                    resets,
-                    HintSource::RateLimitReset,
-                    digits(raw).map(Duration::from_secs),
-                );
-            }
-        }
+    if enabled.ratelimit_reset
+        && let Some(raw) = get("ratelimit-reset")
+        && exhausted(get("ratelimit-remaining"), true)
+    {
+        reading.offer(
+            resets,
+            HintSource::RateLimitReset,
+            digits(raw).map(Duration::from_secs),
+        );
     }
-    if enabled.x_ratelimit_reset {
-        if let Some(raw) = get("x-ratelimit-reset") {
-            if exhausted(get("x-ratelimit-remaining"), false) {
-                match digits(raw) {
-                    None => reading.offer(resets, HintSource::XRateLimitReset, None),
-                    Some(epoch) => {
-                        let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
-                        let wait = Stamp::whole(epoch).after(reference).0;
-                        // The reference is a clock of whole seconds (`Date`) or the reset
-                        // is: the earliest reading is a second sooner.
-                        reading.resets.offer(
-                            HintSource::XRateLimitReset,
-                            wait,
-                            wait.saturating_sub(WHOLE_SECOND),
-                        );
-                    }
-                }
+    if enabled.x_ratelimit_reset
+        && let Some(raw) = get("x-ratelimit-reset")
+        && exhausted(get("x-ratelimit-remaining"), false)
+    {
+        match digits(raw) {
+            None => reading.offer(resets, HintSource::XRateLimitReset, None),
+            Some(epoch) => {
+                let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
+                let wait = Stamp::whole(epoch).after(reference).0;
+                // The reference is a clock of whole seconds (`Date`) or the reset
+                // is: the earliest reading is a second sooner.
+                reading.resets.offer(
+                    HintSource::XRateLimitReset,
+                    wait,
+                    wait.saturating_sub(WHOLE_SECOND),
+                );
             }
         }
     }
@@ -336,10 +334,10 @@ pub(crate) fn read(headers: &HeaderMap, enabled: VendorHints, reference: Stamp) 
                 HintSource::OpenAiResetTokens,
             ),
         ] {
-            if let Some(raw) = get(reset) {
-                if exhausted(get(remaining), true) {
-                    reading.offer(resets, source, go_duration(raw));
-                }
+            if let Some(raw) = get(reset)
+                && exhausted(get(remaining), true)
+            {
+                reading.offer(resets, source, go_duration(raw));
             }
         }
     }

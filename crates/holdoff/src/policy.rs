@@ -558,10 +558,10 @@ impl Policy {
         let wait = base.saturating_add(jitter);
         diagnostics.wait = Some(wait);
         // 7. Never cap the hint: defer instead.
-        if let (Some(max_wait), Some(hint)) = (self.max_wait, hint) {
-            if hint > max_wait {
-                return Decision::Defer(DeferReason::HintExceedsMaxWait);
-            }
+        if let (Some(max_wait), Some(hint)) = (self.max_wait, hint)
+            && hint > max_wait
+        {
+            return Decision::Defer(DeferReason::HintExceedsMaxWait);
         }
         // 8. A wait that does not fit before the deadline is deferred, not shortened.
         if attempt.remaining.is_some_and(|left| wait >= left) {

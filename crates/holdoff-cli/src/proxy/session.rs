@@ -109,13 +109,12 @@ pub(crate) fn prepare(
             Some((source, loaded))
         }
     };
-    if config.urls_to_watch.is_empty() {
-        if let Some(urls) = faults
+    if config.urls_to_watch.is_empty()
+        && let Some(urls) = faults
             .as_ref()
             .and_then(|(_, loaded)| loaded.compiled.urls_to_watch.as_ref())
-        {
-            config.urls_to_watch = urls.clone();
-        }
+    {
+        config.urls_to_watch = urls.clone();
     }
     let limit = match options.events_max_size {
         Some(max) => LogLimit::rotate(max, options.events_keep),
@@ -265,10 +264,10 @@ impl Prepared {
                 let rng = seed
                     .or(compiled.seed)
                     .map_or_else(FaultRng::random, FaultRng::new);
-                if seed.or(compiled.seed).is_none() {
-                    if let Some(argv) = &mut argv {
-                        with_seed(argv, rng.seed());
-                    }
+                if seed.or(compiled.seed).is_none()
+                    && let Some(argv) = &mut argv
+                {
+                    with_seed(argv, rng.seed());
                 }
                 let plan = overrides.apply(compiled.plan.clone());
                 describe = format!("faults from {source}: {}", faults::describe(&plan));

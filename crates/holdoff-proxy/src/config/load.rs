@@ -249,17 +249,17 @@ fn key_path(path: &serde_path_to_error::Path) -> String {
 /// serde's messages, said in the file's terms: keys rather than fields, JSON's names for
 /// types rather than Rust's, and the keys allowed after an unknown one.
 fn humanize(message: &str, path: &str) -> String {
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        if let Some((key, allowed)) = rest.split_once('`') {
-            let allowed = backticked(allowed);
-            return unknown("key", key, &allowed, "the keys allowed here are");
-        }
+    if let Some(rest) = message.strip_prefix("unknown field `")
+        && let Some((key, allowed)) = rest.split_once('`')
+    {
+        let allowed = backticked(allowed);
+        return unknown("key", key, &allowed, "the keys allowed here are");
     }
-    if let Some(rest) = message.strip_prefix("unknown variant `") {
-        if let Some((value, allowed)) = rest.split_once('`') {
-            let allowed = backticked(allowed);
-            return unknown("value", value, &allowed, "expected one of");
-        }
+    if let Some(rest) = message.strip_prefix("unknown variant `")
+        && let Some((value, allowed)) = rest.split_once('`')
+    {
+        let allowed = backticked(allowed);
+        return unknown("value", value, &allowed, "expected one of");
     }
     if let Some(key) = message
         .strip_prefix("missing field `")
@@ -278,15 +278,15 @@ fn humanize(message: &str, path: &str) -> String {
     {
         return "expected [MIN, MAX]: two whole numbers of seconds".to_owned();
     }
-    if let Some((found, expected)) = message.split_once(", expected ") {
-        if found.starts_with("invalid type: ") || found.starts_with("invalid value: ") {
-            let expected = if path.ends_with("statusCode") {
-                "an HTTP status, a whole number from 100 to 599".to_owned()
-            } else {
-                expected_in_file_terms(expected)
-            };
-            return format!("{found}, expected {expected}");
-        }
+    if let Some((found, expected)) = message.split_once(", expected ")
+        && (found.starts_with("invalid type: ") || found.starts_with("invalid value: "))
+    {
+        let expected = if path.ends_with("statusCode") {
+            "an HTTP status, a whole number from 100 to 599".to_owned()
+        } else {
+            expected_in_file_terms(expected)
+        };
+        return format!("{found}, expected {expected}");
     }
     let said = match message {
         "trailing comma" => "a comma after the last item: JSON allows none there",

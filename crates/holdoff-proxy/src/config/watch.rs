@@ -233,10 +233,10 @@ impl WatchList {
             parts: ["https", "", "", "", "", ""],
         };
         for pattern in &self.patterns {
-            if let Some(scheme) = &pattern.scheme {
-                if !glob(scheme.as_bytes(), &https) {
-                    continue;
-                }
+            if let Some(scheme) = &pattern.scheme
+                && !glob(scheme.as_bytes(), &https)
+            {
+                continue;
             }
             if !glob(pattern.host.as_bytes(), &host_text) {
                 continue;

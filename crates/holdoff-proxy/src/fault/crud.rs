@@ -139,13 +139,13 @@ impl CrudAction {
                 let bad = |message| ("query", message);
                 let parts = template(query, true).map_err(bad)?;
                 for part in &parts {
-                    if let Part::Param { name, .. } = part {
-                        if !names.iter().any(|known| same_name(known, name)) {
-                            return Err(bad(format!(
-                                "the query's `{{{name}}}` is not a placeholder of the url \
+                    if let Part::Param { name, .. } = part
+                        && !names.iter().any(|known| same_name(known, name))
+                    {
+                        return Err(bad(format!(
+                            "the query's `{{{name}}}` is not a placeholder of the url \
                                  `{whole}`: use one of the url's placeholders"
-                            )));
-                        }
+                        )));
                     }
                 }
                 if query.contains("=~") {
@@ -525,10 +525,10 @@ fn template(text: &str, quoted: bool) -> Result<Vec<Part>, String> {
     }
     if quoted {
         // Dev Proxy's queries start `$.[`, which Json.NET reads as `$[`.
-        if let Some(Part::Text(first)) = parts.first_mut() {
-            if let Some(rest) = first.strip_prefix("$.[") {
-                *first = format!("$[{rest}");
-            }
+        if let Some(Part::Text(first)) = parts.first_mut()
+            && let Some(rest) = first.strip_prefix("$.[")
+        {
+            *first = format!("$[{rest}");
         }
     }
     Ok(parts)
@@ -593,12 +593,13 @@ fn percent_decode(text: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((high * 16 + low) as u8);
-                i += 3;
-                continue;
-            }
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((high * 16 + low) as u8);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

@@ -112,11 +112,11 @@ impl Affinity {
     /// task on every wake-up.
     pub(crate) fn poll_upstream(&self, count: &AtomicUsize, cx: &mut Context<'_>) {
         let mut slot = self.slot();
-        if let Some(driver) = slot.driver.as_mut() {
-            if driver.as_mut().poll(cx).is_ready() {
-                // The upstream closed: forget it.
-                slot.clear(count);
-            }
+        if let Some(driver) = slot.driver.as_mut()
+            && driver.as_mut().poll(cx).is_ready()
+        {
+            // The upstream closed: forget it.
+            slot.clear(count);
         }
         if slot
             .waker
@@ -178,10 +178,10 @@ impl Affinity {
                 .cloned()
                 .unwrap_or_else(|| PathAndQuery::from_static("/"));
             let absolute = std::mem::replace(request.uri_mut(), Uri::from(target));
-            if !request.headers().contains_key(HOST) {
-                if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
-                    request.headers_mut().insert(HOST, host);
-                }
+            if !request.headers().contains_key(HOST)
+                && let Ok(host) = HeaderValue::from_str(authority.as_str())
+            {
+                request.headers_mut().insert(HOST, host);
             }
             match sender.try_send_request(request).await {
                 Ok(response) => {

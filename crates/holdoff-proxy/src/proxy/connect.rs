@@ -130,12 +130,12 @@ impl PlainTunnel {
         if let Ok(uri) = Uri::from_parts(parts) {
             *request.uri_mut() = uri;
         }
-        if let Some(credentials) = &self.credentials {
-            if !request.headers().contains_key(PROXY_AUTHORIZATION) {
-                request
-                    .headers_mut()
-                    .insert(PROXY_AUTHORIZATION, credentials.clone());
-            }
+        if let Some(credentials) = &self.credentials
+            && !request.headers().contains_key(PROXY_AUTHORIZATION)
+        {
+            request
+                .headers_mut()
+                .insert(PROXY_AUTHORIZATION, credentials.clone());
         }
     }
 }

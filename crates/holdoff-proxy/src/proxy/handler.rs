@@ -437,10 +437,8 @@ fn set_host(headers: &mut HeaderMap, uri: &Uri) {
         host.as_bytes()
             .eq_ignore_ascii_case(authority.as_str().as_bytes())
     });
-    if !same {
-        if let Ok(host) = http::HeaderValue::from_str(authority.as_str()) {
-            headers.insert(HOST, host);
-        }
+    if !same && let Ok(host) = http::HeaderValue::from_str(authority.as_str()) {
+        headers.insert(HOST, host);
     }
 }
 
@@ -545,10 +543,10 @@ impl ProxyAuth {
     /// Checks the credentials in `headers`, sent by `peer` at `now`.
     pub(crate) fn admit(&self, headers: &HeaderMap, peer: IpAddr, now: Instant) -> Admission {
         let peer = peer_key(peer);
-        if self.tracked.load(Ordering::Acquire) > 0 {
-            if let Some(retry_after) = self.locked(peer, now) {
-                return Admission::Locked { retry_after };
-            }
+        if self.tracked.load(Ordering::Acquire) > 0
+            && let Some(retry_after) = self.locked(peer, now)
+        {
+            return Admission::Locked { retry_after };
         }
         if self.credentials.accepts(headers) {
             return Admission::Accepted;

@@ -333,10 +333,10 @@ impl Drop for ClientIo {
         let unread = matches!(stream.try_read(&mut probe), Ok(n) if n > 0);
         // Unread input or an answer still to send: linger. Otherwise (end of stream, nothing
         // pending, an error) close at once.
-        if unread || unsent.is_some() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(linger(stream, unsent));
-            }
+        if (unread || unsent.is_some())
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(linger(stream, unsent));
         }
     }
 }
@@ -345,10 +345,10 @@ impl Drop for ClientIo {
 /// closes, or for a while.
 async fn linger(mut stream: TcpStream, unsent: Option<Vec<u8>>) {
     let drain = async {
-        if let Some(rest) = unsent {
-            if stream.write_all(&rest).await.is_err() {
-                return;
-            }
+        if let Some(rest) = unsent
+            && stream.write_all(&rest).await.is_err()
+        {
+            return;
         }
         let _ = stream.shutdown().await;
         let mut buf = [0u8; 4096];

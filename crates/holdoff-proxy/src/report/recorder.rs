@@ -187,10 +187,10 @@ impl Recorder {
     /// them (it builds the report from its bounded tally, not from the events).
     pub fn report(&self) -> Report {
         let (reply, report) = mpsc::sync_channel(1);
-        if self.send(Message::Report(reply)) {
-            if let Ok(report) = report.recv() {
-                return report;
-            }
+        if self.send(Message::Report(reply))
+            && let Ok(report) = report.recv()
+        {
+            return report;
         }
         Report::from_events(&[])
     }
@@ -247,17 +247,17 @@ impl Worker {
     fn handle(&mut self, message: Message) {
         match message {
             Message::Event(event) => {
-                if let Some(log) = &mut self.log {
-                    if let Err(err) = log.append(&event) {
-                        tracing::error!(
-                            target: "holdoff::report",
-                            path = %log.path.display(),
-                            error = %err,
-                            "cannot write to the event log; the reports still count every \
-                             event, but the log stops here"
-                        );
-                        self.log = None;
-                    }
+                if let Some(log) = &mut self.log
+                    && let Err(err) = log.append(&event)
+                {
+                    tracing::error!(
+                        target: "holdoff::report",
+                        path = %log.path.display(),
+                        error = %err,
+                        "cannot write to the event log; the reports still count every \
+                         event, but the log stops here"
+                    );
+                    self.log = None;
                 }
                 self.tally.add(&event);
             }
@@ -272,17 +272,17 @@ impl Worker {
     }
 
     fn flush(&mut self) {
-        if let Some(log) = &mut self.log {
-            if let Err(err) = log.file.flush() {
-                tracing::error!(
-                    target: "holdoff::report",
-                    path = %log.path.display(),
-                    error = %err,
-                    "cannot write to the event log; the reports still count every event, but \
-                     the log stops here"
-                );
-                self.log = None;
-            }
+        if let Some(log) = &mut self.log
+            && let Err(err) = log.file.flush()
+        {
+            tracing::error!(
+                target: "holdoff::report",
+                path = %log.path.display(),
+                error = %err,
+                "cannot write to the event log; the reports still count every event, but \
+                 the log stops here"
+            );
+            self.log = None;
         }
     }
 }
@@ -306,14 +306,13 @@ impl Log {
         if is_start && self.start.is_none() {
             self.start = Some(line.clone());
         }
-        if let Some(max) = self.limit.max_bytes {
-            if self.written > 0 && self.written + line.len() as u64 > max {
-                self.rotate()?;
-                if !is_start {
-                    if let Some(start) = self.start.clone() {
-                        self.write(&start)?;
-                    }
-                }
+        if let Some(max) = self.limit.max_bytes
+            && self.written > 0
+            && self.written + line.len() as u64 > max
+        {
+            self.rotate()?;
+            if !is_start && let Some(start) = self.start.clone() {
+                self.write(&start)?;
             }
         }
         self.write(&line)

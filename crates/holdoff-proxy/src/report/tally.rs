@@ -557,10 +557,11 @@ fn endpoint<'m>(
 
 /// Adds `agent` to `agents` once, while there is room.
 fn agent(agents: &mut Vec<String>, agent: Option<&str>) {
-    if let Some(agent) = agent {
-        if agents.len() < LISTED_AGENTS && !agents.iter().any(|a| a == agent) {
-            agents.push(agent.to_owned());
-        }
+    if let Some(agent) = agent
+        && agents.len() < LISTED_AGENTS
+        && !agents.iter().any(|a| a == agent)
+    {
+        agents.push(agent.to_owned());
     }
 }
 

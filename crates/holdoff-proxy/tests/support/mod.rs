@@ -88,10 +88,10 @@ fn newest_file(dir: &Path) -> Option<(PathBuf, SystemTime)> {
         } else {
             modified(&path).map(|at| (path, at))
         };
-        if let Some(candidate) = candidate {
-            if newest.as_ref().is_none_or(|(_, at)| candidate.1 > *at) {
-                newest = Some(candidate);
-            }
+        if let Some(candidate) = candidate
+            && newest.as_ref().is_none_or(|(_, at)| candidate.1 > *at)
+        {
+            newest = Some(candidate);
         }
     }
     newest

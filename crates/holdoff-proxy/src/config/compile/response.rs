@@ -318,13 +318,13 @@ impl Compiler {
                 }
             },
         };
-        if let Some(content_type) = content_type {
-            if !headers.iter().any(|(name, _)| name == header::CONTENT_TYPE) {
-                headers.push((
-                    header::CONTENT_TYPE,
-                    HeaderTemplate::Literal(HeaderValue::from_static(content_type)),
-                ));
-            }
+        if let Some(content_type) = content_type
+            && !headers.iter().any(|(name, _)| name == header::CONTENT_TYPE)
+        {
+            headers.push((
+                header::CONTENT_TYPE,
+                HeaderTemplate::Literal(HeaderValue::from_static(content_type)),
+            ));
         }
         Some(body)
     }

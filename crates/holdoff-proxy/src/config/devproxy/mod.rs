@@ -249,11 +249,11 @@ impl Importer {
                 .keys()
                 .find(|key| *key != known && key.eq_ignore_ascii_case(known))
                 .cloned();
-            if let Some(other) = other.filter(|_| !map.contains_key(known)) {
-                if let Some(value) = map.remove(&other) {
-                    map.insert(known.to_owned(), value);
-                    doc.changed = true;
-                }
+            if let Some(other) = other.filter(|_| !map.contains_key(known))
+                && let Some(value) = map.remove(&other)
+            {
+                map.insert(known.to_owned(), value);
+                doc.changed = true;
             }
         }
         if doc.value.get("plugins").is_none() {
@@ -586,10 +586,10 @@ impl Importer {
         if same_set(plugin.urls, &self.watched) {
             return None;
         }
-        if let [url] = plugin.urls {
-            if !url.starts_with('!') {
-                return Some(url.clone());
-            }
+        if let [url] = plugin.urls
+            && !url.starts_with('!')
+        {
+            return Some(url.clone());
         }
         self.note(format!(
             "{}: Dev Proxy applied {what} only to {}; holdoff applies it to every watched URL.",
