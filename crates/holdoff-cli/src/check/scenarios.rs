@@ -1,0 +1,176 @@
+//! The scenarios of `holdoff check`: what the first watched request is answered with, and the
+//! rule the client's next move is judged by. One home for each: the `--list` text, the config
+//! the proxy runs with, and the rule.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// How long the judge makes a client wait after a throttle whose `Retry-After` is malformed
+/// or missing: a retry sooner than this read the hint as zero (or did not back off at all).
+/// Passed to `holdoff run --judge-min-backoff`, so the judge and the verdicts say the same.
+pub(crate) const MIN_BACKOFF: Duration = Duration::from_millis(100);
+
+/// [`MIN_BACKOFF`] for people, e.g. `100 ms`.
+pub(crate) fn min_backoff() -> String {
+    format!("{} ms", MIN_BACKOFF.as_millis())
+}
+
+/// What a scenario's verdict turns on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// A usable hint: a retry before the permitted time fails (the judge's `premature`).
+    Hint,
+    /// A malformed hint: a retry sooner than the minimum backoff fails (`read_as_zero`).
+    Malformed,
+    /// No hint on a 429: a retry sooner than the minimum backoff fails (`no_backoff`).
+    NoHint,
+}
+
+/// One scenario.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scenario {
+    /// Its name, for `--scenario`.
+    pub(crate) name: &'static str,
+    /// One line for `--list`.
+    pub(crate) description: &'static str,
+    /// What the first watched request is answered with, short, for the table.
+    pub(crate) sends: &'static str,
+    /// What decides the verdict.
+    pub(crate) rule: Rule,
+    status: u16,
+    /// The `Retry-After` sent, if any (`@dynamic=N` is filled in by the proxy).
+    retry_after: Option<&'static str>,
+    /// The config's `retryAfterForm`, for a `@dynamic` hint.
+    form: &'static str,
+}
+
+/// Every scenario, in the order they are reported.
+pub(crate) const ALL: &[Scenario] = &[
+    Scenario {
+        name: "delay-429",
+        description: "429 with Retry-After: 2; a retry sooner than 2 s fails, a later one or \
+                      none passes",
+        sends: "429, Retry-After: 2",
+        rule: Rule::Hint,
+        status: 429,
+        retry_after: Some("2"),
+        form: "delay",
+    },
+    Scenario {
+        name: "delay-503",
+        description: "503 with Retry-After: 2; a retry sooner than 2 s fails, a later one or \
+                      none passes",
+        sends: "503, Retry-After: 2",
+        rule: Rule::Hint,
+        status: 503,
+        retry_after: Some("2"),
+        form: "delay",
+    },
+    Scenario {
+        name: "http-date",
+        description: "503 with Retry-After an HTTP-date 3 s ahead and a matching Date; a retry \
+                      before that date (the judge's lenient reading) fails",
+        sends: "503, Retry-After: <HTTP-date +3 s>",
+        rule: Rule::Hint,
+        status: 503,
+        retry_after: Some("@dynamic=3"),
+        form: "http-date",
+    },
+    Scenario {
+        name: "malformed",
+        description: "503 with Retry-After: soon; a retry within 100 ms (the hint read as \
+                      zero) fails, backing off or giving up passes",
+        sends: "503, Retry-After: soon",
+        rule: Rule::Malformed,
+        status: 503,
+        retry_after: Some("soon"),
+        form: "delay",
+    },
+    Scenario {
+        name: "no-hint",
+        description: "429 without Retry-After; a retry within 100 ms fails, backing off or \
+                      giving up passes",
+        sends: "429, no Retry-After",
+        rule: Rule::NoHint,
+        status: 429,
+        retry_after: None,
+        form: "delay",
+    },
+];
+
+impl Scenario {
+    /// The scenario called `name`.
+    ///
+    /// # Errors
+    ///
+    /// A message naming every known scenario.
+    pub(crate) fn find(name: &str) -> Result<Scenario, String> {
+        ALL.iter()
+            .find(|scenario| scenario.name == name)
+            .copied()
+            .ok_or_else(|| {
+                let known: Vec<&str> = ALL.iter().map(|scenario| scenario.name).collect();
+                format!(
+                    "unknown scenario `{name}`; the scenarios are: {}",
+                    known.join(", ")
+                )
+            })
+    }
+
+    /// The proxy's config: a mock answering the first watched request (`nth` 1) with the
+    /// scenario's throttle; every later request goes to the upstream.
+    pub(crate) fn config(&self) -> Value {
+        let headers: Vec<Value> = self
+            .retry_after
+            .iter()
+            .map(|value| json!({ "name": "Retry-After", "value": value }))
+            .collect();
+        json!({
+            "retryAfterForm": self.form,
+            "mocks": { "mocks": [{
+                "request": { "url": "*", "nth": 1 },
+                "response": {
+                    "statusCode": self.status,
+                    "headers": headers,
+                    "body": format!("holdoff check: scenario {}\n", self.name),
+                },
+            }] },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod find {
+        use super::*;
+
+        #[test]
+        fn names_the_known_scenarios_for_an_unknown_one() {
+            let err = Scenario::find("delay").unwrap_err();
+            assert!(err.starts_with("unknown scenario `delay`"), "{err}");
+            for scenario in ALL {
+                assert!(err.contains(scenario.name), "{err}");
+            }
+            assert_eq!(Scenario::find("no-hint").map(|s| s.rule), Ok(Rule::NoHint));
+        }
+    }
+
+    mod config {
+        use super::*;
+
+        #[test]
+        fn answers_only_the_first_request_with_the_throttle() {
+            let config = Scenario::find("http-date").unwrap().config();
+            let mock = &config["mocks"]["mocks"][0];
+            assert_eq!(mock["request"]["nth"], 1);
+            assert_eq!(mock["response"]["statusCode"], 503);
+            assert_eq!(mock["response"]["headers"][0]["value"], "@dynamic=3");
+            assert_eq!(config["retryAfterForm"], "http-date");
+            let none = Scenario::find("no-hint").unwrap().config();
+            assert_eq!(none["mocks"]["mocks"][0]["response"]["headers"], json!([]));
+        }
+    }
+}
