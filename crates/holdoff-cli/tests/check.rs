@@ -1,0 +1,231 @@
+//! `holdoff check -- CLIENT` against clients whose behaviour is known by construction: a
+//! Python client that honours Retry-After (tests/check/honours.py), one that retries after
+//! 10 ms whatever it is told (tests/check/naive.py), and curl with `--retry 2`. Each calls a
+//! loopback upstream the test starts, through the proxy variables `holdoff check` sets.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use holdoff_testkit::{Reply, TestServer};
+use serde_json::Value;
+use support::{TempDir, runtime, show};
+
+/// The five scenarios of the first slice, in the order they are reported.
+const SCENARIOS: [&str; 5] = [
+    "delay-429",
+    "delay-503",
+    "http-date",
+    "malformed",
+    "no-hint",
+];
+
+/// A test client's script.
+fn script(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/check")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// `holdoff check ARGS…` with `--json`: its output and the JSON read back (`Null` if none).
+fn check(dir: &TempDir, args: &[&str]) -> (Output, Value) {
+    let json = dir.path().join("check.json");
+    let output = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .arg("check")
+        .arg("--json")
+        .arg(&json)
+        .args(args)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run holdoff check");
+    let value = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    (output, value)
+}
+
+/// Each scenario's verdict, by name, from the JSON.
+fn verdicts(json: &Value) -> Vec<(String, String)> {
+    json["scenarios"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|row| {
+                    (
+                        row["scenario"].as_str().unwrap_or_default().to_owned(),
+                        row["verdict"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every scenario with `verdict`.
+fn all(verdict: &str) -> Vec<(String, String)> {
+    SCENARIOS
+        .iter()
+        .map(|name| ((*name).to_owned(), verdict.to_owned()))
+        .collect()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn list_describes_every_scenario() {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args(["check", "--list"])
+        .output()
+        .expect("run holdoff check --list");
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let text = stdout(&output);
+    assert_eq!(text.lines().count(), SCENARIOS.len(), "{text}");
+    for (line, name) in text.lines().zip(SCENARIOS) {
+        assert!(line.starts_with(name), "{text}");
+    }
+    assert!(text.contains("Retry-After: soon"), "{text}");
+}
+
+#[test]
+fn an_unknown_scenario_is_a_usage_error_naming_the_known_ones() {
+    let dir = TempDir::new("check-unknown");
+    let (output, _) = check(&dir, &["--scenario", "delay", "--", "true"]);
+    assert_eq!(output.status.code(), Some(2), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown scenario `delay`"), "{stderr}");
+    for name in SCENARIOS {
+        assert!(stderr.contains(name), "{stderr}");
+    }
+}
+
+#[test]
+fn a_client_that_honours_retry_after_passes_every_scenario() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/items", Reply::ok("items"));
+    let dir = TempDir::new("check-honours");
+    let url = upstream.url("/v1/items");
+    let (output, json) = check(&dir, &["--", "python3", &script("honours.py"), &url]);
+
+    assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
+    assert_eq!(verdicts(&json), all("pass"), "{json:#}");
+    let rows = &json["scenarios"];
+    for (n, wait) in [(0, 2.0), (1, 2.0), (2, 2.0)] {
+        let after = rows[n]["first_retry_after_s"].as_f64().unwrap_or(0.0);
+        assert!(after >= wait, "{:#}", rows[n]);
+        assert_eq!(
+            rows[n]["did"]
+                .as_str()
+                .map(|d| d.starts_with("retried after")),
+            Some(true)
+        );
+    }
+    assert_eq!(rows[3]["did"], "gave up (exited 1)", "{json:#}");
+    assert_eq!(rows[3]["retries"], 0, "{json:#}");
+    // The throttles were the proxy's; every retry that came reached the upstream.
+    assert_eq!(upstream.requests_to("/v1/items").len(), 4, "{json:#}");
+    let table = stdout(&output);
+    assert!(table.starts_with("SCENARIO "), "{table}");
+    assert!(table.contains("honours Retry-After: 5/5\n"), "{table}");
+    assert_eq!(json["summary"], "honours Retry-After: 5/5");
+}
+
+#[test]
+fn a_client_that_retries_after_10ms_fails_every_scenario() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/items", Reply::ok("items"));
+    let dir = TempDir::new("check-naive");
+    let url = upstream.url("/v1/items");
+    let (output, json) = check(&dir, &["--", "python3", &script("naive.py"), &url]);
+
+    assert_eq!(output.status.code(), Some(3), "{}\n{json:#}", show(&output));
+    assert_eq!(verdicts(&json), all("fail"), "{json:#}");
+    for row in json["scenarios"].as_array().into_iter().flatten() {
+        let after = row["first_retry_after_s"].as_f64().unwrap_or(1.0);
+        assert!(after < 0.1, "{row:#}");
+    }
+    let why = json["scenarios"][3]["why"].as_str().unwrap_or_default();
+    assert!(why.contains("read the hint as zero"), "{why}");
+    let table = stdout(&output);
+    assert!(
+        table.contains("honours Retry-After: 0/5 (5 fail); fails delay-429, delay-503"),
+        "{table}"
+    );
+}
+
+#[test]
+fn curl_with_retry_honours_delay_seconds_and_dates() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/items", Reply::ok("items"));
+    let dir = TempDir::new("check-curl");
+    let url = upstream.url("/v1/items");
+    let (output, json) = check(&dir, &["--", "curl", "-s", "--retry", "2", &url]);
+
+    assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
+    // curl waits as long as Retry-After says (seconds or a date), and backs off 1 s after a
+    // malformed hint or none.
+    assert_eq!(verdicts(&json), all("pass"), "{json:#}");
+    for row in json["scenarios"].as_array().into_iter().flatten() {
+        assert_eq!(row["retries"], 1, "{row:#}");
+    }
+}
+
+#[test]
+fn a_command_that_sends_nothing_is_not_tested() {
+    let dir = TempDir::new("check-nothing");
+    let (output, json) = check(&dir, &["-s", "delay-429", "-s", "no-hint", "--", "true"]);
+    assert_eq!(output.status.code(), Some(4), "{}\n{json:#}", show(&output));
+    let want = vec![
+        ("delay-429".to_owned(), "n/a".to_owned()),
+        ("no-hint".to_owned(), "n/a".to_owned()),
+    ];
+    assert_eq!(verdicts(&json), want, "{json:#}");
+    assert!(stdout(&output).contains("honours Retry-After: 0/0 (2 n/a)"));
+}
+
+#[test]
+fn a_command_not_found_exits_127() {
+    let dir = TempDir::new("check-missing");
+    let (output, _) = check(&dir, &["-s", "delay-429", "--", "holdoff-no-such-client"]);
+    assert_eq!(output.status.code(), Some(127), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("command not found"), "{stderr}");
+}
+
+#[test]
+fn a_client_still_running_at_the_timeout_is_stopped_and_judged() {
+    let dir = TempDir::new("check-timeout");
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/items", Reply::ok("items"));
+    let url = upstream.url("/v1/items");
+    // One request, throttled, then a sleep far past the time limit.
+    let client = format!("curl -s {url}; sleep 30");
+    let (output, json) = check(
+        &dir,
+        &[
+            "-s",
+            "delay-429",
+            "--timeout",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            &client,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
+    let row = &json["scenarios"][0];
+    assert_eq!(row["timed_out"], true, "{row:#}");
+    assert_eq!(row["verdict"], "pass", "{row:#}");
+    assert_eq!(row["did"], "gave up (stopped at the time limit)", "{row:#}");
+}
