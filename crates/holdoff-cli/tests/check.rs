@@ -12,8 +12,18 @@ use holdoff_testkit::{Reply, TestServer};
 use serde_json::Value;
 use support::{TempDir, runtime, show};
 
-/// The five scenarios of the first slice, in the order they are reported.
-const SCENARIOS: [&str; 5] = [
+/// The scenarios, in the order they are reported.
+const SCENARIOS: [&str; 6] = [
+    "delay-429",
+    "delay-503",
+    "http-date",
+    "malformed",
+    "no-hint",
+    "post",
+];
+
+/// The scenarios a GET client meets: all but `post`.
+const GET_SCENARIOS: [&str; 5] = [
     "delay-429",
     "delay-503",
     "http-date",
@@ -66,12 +76,15 @@ fn verdicts(json: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// Every scenario with `verdict`.
+/// Every scenario a GET client meets with `verdict`, then `post` not tested (it sends no
+/// POST).
 fn all(verdict: &str) -> Vec<(String, String)> {
-    SCENARIOS
+    let mut want: Vec<(String, String)> = GET_SCENARIOS
         .iter()
         .map(|name| ((*name).to_owned(), verdict.to_owned()))
-        .collect()
+        .collect();
+    want.push(("post".to_owned(), "n/a".to_owned()));
+    want
 }
 
 fn stdout(output: &Output) -> String {
@@ -129,12 +142,20 @@ fn a_client_that_honours_retry_after_passes_every_scenario() {
     }
     assert_eq!(rows[3]["did"], "gave up (exited 1)", "{json:#}");
     assert_eq!(rows[3]["retries"], 0, "{json:#}");
-    // The throttles were the proxy's; every retry that came reached the upstream.
-    assert_eq!(upstream.requests_to("/v1/items").len(), 4, "{json:#}");
+    // The throttles were the proxy's; every retry that came reached the upstream, and so did
+    // the GET of the post scenario, which throttles only a POST.
+    assert_eq!(upstream.requests_to("/v1/items").len(), 5, "{json:#}");
     let table = stdout(&output);
     assert!(table.starts_with("SCENARIO "), "{table}");
-    assert!(table.contains("honours Retry-After: 5/5\n"), "{table}");
-    assert_eq!(json["summary"], "honours Retry-After: 5/5");
+    assert!(
+        table.contains("honours Retry-After: 5/5 (1 n/a)\n"),
+        "{table}"
+    );
+    assert_eq!(json["summary"], "honours Retry-After: 5/5 (1 n/a)");
+    assert_eq!(
+        json["scenarios"][5]["why"],
+        "the client sent no POST: nothing was tested"
+    );
 }
 
 #[test]
@@ -148,7 +169,7 @@ fn a_client_that_retries_after_10ms_fails_every_scenario() {
 
     assert_eq!(output.status.code(), Some(3), "{}\n{json:#}", show(&output));
     assert_eq!(verdicts(&json), all("fail"), "{json:#}");
-    for row in json["scenarios"].as_array().into_iter().flatten() {
+    for row in json["scenarios"].as_array().into_iter().flatten().take(5) {
         let after = row["first_retry_after_s"].as_f64().unwrap_or(1.0);
         assert!(after < 0.1, "{row:#}");
     }
@@ -156,7 +177,7 @@ fn a_client_that_retries_after_10ms_fails_every_scenario() {
     assert!(why.contains("read the hint as zero"), "{why}");
     let table = stdout(&output);
     assert!(
-        table.contains("honours Retry-After: 0/5 (5 fail); fails delay-429, delay-503"),
+        table.contains("honours Retry-After: 0/5 (5 fail, 1 n/a); fails delay-429, delay-503"),
         "{table}"
     );
 }
@@ -174,9 +195,72 @@ fn curl_with_retry_honours_delay_seconds_and_dates() {
     // curl waits as long as Retry-After says (seconds or a date), and backs off 1 s after a
     // malformed hint or none.
     assert_eq!(verdicts(&json), all("pass"), "{json:#}");
-    for row in json["scenarios"].as_array().into_iter().flatten() {
+    for row in json["scenarios"].as_array().into_iter().flatten().take(5) {
         assert_eq!(row["retries"], 1, "{row:#}");
     }
+}
+
+/// `holdoff check -s post -- CLIENT… URL`: the post scenario's row.
+fn post(name: &str, client: &[&str]) -> (Output, Value) {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/jobs", Reply::ok("queued"));
+    let dir = TempDir::new(name);
+    let url = upstream.url("/v1/jobs");
+    let mut args = vec!["-s", "post", "--"];
+    args.extend(client);
+    args.push(&url);
+    let (output, json) = check(&dir, &args);
+    (output, json["scenarios"][0].clone())
+}
+
+#[test]
+fn a_post_repeated_after_the_hint_with_an_idempotency_key_passes() {
+    let (output, row) = post(
+        "check-post-keyed",
+        &["python3", &script("honours.py"), "POST"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}\n{row:#}", show(&output));
+    assert_eq!(row["verdict"], "pass", "{row:#}");
+    assert!(
+        row["first_retry_after_s"].as_f64().unwrap_or(0.0) >= 1.0,
+        "{row:#}"
+    );
+}
+
+#[test]
+fn a_post_repeated_without_an_idempotency_key_warns() {
+    let client = ["python3", &script("honours.py"), "--no-key", "POST"];
+    let (output, row) = post("check-post-blind", &client);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "a warning: {}\n{row:#}",
+        show(&output)
+    );
+    assert_eq!(row["verdict"], "warn", "{row:#}");
+    let why = row["why"].as_str().unwrap_or_default();
+    assert!(why.contains("a hint does not make a POST safe"), "{why}");
+}
+
+#[test]
+fn curl_repeats_a_post_without_a_key() {
+    let (output, row) = post(
+        "check-post-curl",
+        &["curl", "-s", "--retry", "2", "-d", "{}"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}\n{row:#}", show(&output));
+    assert_eq!(row["verdict"], "warn", "{row:#}");
+}
+
+#[test]
+fn a_post_repeated_before_the_hint_fails() {
+    let (output, row) = post(
+        "check-post-naive",
+        &["python3", &script("naive.py"), "POST"],
+    );
+    assert_eq!(output.status.code(), Some(3), "{}\n{row:#}", show(&output));
+    assert_eq!(row["verdict"], "fail", "{row:#}");
 }
 
 #[test]

@@ -25,6 +25,8 @@ pub(crate) enum Rule {
     Malformed,
     /// No hint on a 429: a retry sooner than the minimum backoff fails (`no_backoff`).
     NoHint,
+    /// A hint on a POST: a retry before it fails, one without an `Idempotency-Key` warns.
+    Post,
 }
 
 /// One scenario.
@@ -43,6 +45,8 @@ pub(crate) struct Scenario {
     retry_after: Option<&'static str>,
     /// The config's `retryAfterForm`, for a `@dynamic` hint.
     form: &'static str,
+    /// The only method throttled, if not every one.
+    method: Option<&'static str>,
 }
 
 /// Every scenario, in the order they are reported.
@@ -56,6 +60,7 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         retry_after: Some("2"),
         form: "delay",
+        method: None,
     },
     Scenario {
         name: "delay-503",
@@ -66,6 +71,7 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         retry_after: Some("2"),
         form: "delay",
+        method: None,
     },
     Scenario {
         name: "http-date",
@@ -76,6 +82,7 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         retry_after: Some("@dynamic=3"),
         form: "http-date",
+        method: None,
     },
     Scenario {
         name: "malformed",
@@ -86,6 +93,7 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         retry_after: Some("soon"),
         form: "delay",
+        method: None,
     },
     Scenario {
         name: "no-hint",
@@ -96,6 +104,18 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         retry_after: None,
         form: "delay",
+        method: None,
+    },
+    Scenario {
+        name: "post",
+        description: "a POST answered 503 with Retry-After: 1; a retry sooner fails, one \
+                      without an Idempotency-Key warns (a hint does not make a POST safe)",
+        sends: "POST: 503, Retry-After: 1",
+        rule: Rule::Post,
+        status: 503,
+        retry_after: Some("1"),
+        form: "delay",
+        method: Some("POST"),
     },
 ];
 
@@ -126,10 +146,14 @@ impl Scenario {
             .iter()
             .map(|value| json!({ "name": "Retry-After", "value": value }))
             .collect();
+        let mut request = json!({ "url": "*", "nth": 1 });
+        if let Some(method) = self.method {
+            request["method"] = json!(method);
+        }
         json!({
             "retryAfterForm": self.form,
             "mocks": { "mocks": [{
-                "request": { "url": "*", "nth": 1 },
+                "request": request,
                 "response": {
                     "statusCode": self.status,
                     "headers": headers,

@@ -17,7 +17,6 @@ pub(crate) enum Verdict {
     /// The client broke the scenario's rule.
     Fail,
     /// Allowed, but worth a look.
-    #[allow(dead_code)]
     Warn,
     /// Nothing was tested: no request reached the proxy, or none was throttled.
     NotApplicable,
@@ -79,12 +78,18 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
                 throttled_at: opened,
                 retried_at,
                 early_by_ms,
+                idempotency_key,
                 ..
-            } => retries.push((*verdict, secs_between(*opened, *retried_at), *early_by_ms)),
+            } => retries.push(Retried {
+                verdict: *verdict,
+                after: secs_between(*opened, *retried_at),
+                early_by_ms: *early_by_ms,
+                keyed: *idempotency_key,
+            }),
             _ => {}
         }
     }
-    let first_retry_after_s = retries.first().map(|(_, after, _)| *after);
+    let first_retry_after_s = retries.first().map(|retry| retry.after);
     let mut outcome = Outcome {
         verdict: Verdict::NotApplicable,
         did: String::new(),
@@ -101,9 +106,13 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
         (false, None) => "ended by a signal".to_owned(),
     };
     if requests == 0 || throttled_at.is_none() {
-        outcome.did = format!("sent no request through the proxy, {ended}");
-        outcome.why = match requests {
-            0 => "no request reached the proxy: nothing was tested".to_owned(),
+        outcome.did = match requests {
+            0 => format!("sent no request through the proxy, {ended}"),
+            _ => format!("sent {requests} request(s), none throttled, {ended}"),
+        };
+        outcome.why = match (requests, rule) {
+            (0, _) => "no request reached the proxy: nothing was tested".to_owned(),
+            (_, Rule::Post) => "the client sent no POST: nothing was tested".to_owned(),
             _ => "no request was throttled: nothing was tested".to_owned(),
         };
         return outcome;
@@ -116,21 +125,12 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
     let broke = |wanted: &[Judged]| {
         retries
             .iter()
-            .find(|(verdict, _, _)| wanted.contains(verdict))
-            .copied()
+            .find(|retry| wanted.contains(&retry.verdict))
+            .map(|retry| (retry.verdict, retry.after, retry.early_by_ms))
     };
     let (verdict, why) = match rule {
         Rule::Hint => match broke(&[Judged::Premature]) {
-            Some((_, after, early)) => (
-                Verdict::Fail,
-                format!(
-                    "retried {after:.2} s after the throttle, {} before Retry-After permitted",
-                    early.map_or_else(
-                        || "inside a window that never closes".to_owned(),
-                        |ms| { format!("{:.2} s", ms / 1000.0) }
-                    )
-                ),
-            ),
+            Some((_, after, early)) => (Verdict::Fail, early_retry(after, early)),
             None if retries.is_empty() => (
                 Verdict::Pass,
                 "did not retry, so never before Retry-After permitted".to_owned(),
@@ -182,10 +182,52 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
                 ),
             ),
         },
+        Rule::Post => match broke(&[Judged::Premature]) {
+            Some((_, after, early)) => (Verdict::Fail, early_retry(after, early)),
+            None => match retries.iter().find(|retry| !retry.keyed) {
+                Some(blind) => (
+                    Verdict::Warn,
+                    format!(
+                        "repeated the POST {:.2} s later without an Idempotency-Key: a hint \
+                         does not make a POST safe",
+                        blind.after
+                    ),
+                ),
+                None if retries.is_empty() => (
+                    Verdict::Pass,
+                    "did not repeat a POST it had no key for".to_owned(),
+                ),
+                None => (
+                    Verdict::Pass,
+                    "repeated the POST after the hint, with an Idempotency-Key".to_owned(),
+                ),
+            },
+        },
     };
     outcome.verdict = verdict;
     outcome.why = why;
     outcome
+}
+
+/// A retry the judge saw, as the verdict needs it.
+struct Retried {
+    verdict: Judged,
+    /// Seconds after the throttle.
+    after: f64,
+    early_by_ms: Option<f64>,
+    /// Whether it carried an `Idempotency-Key`.
+    keyed: bool,
+}
+
+/// Why a retry `after` seconds after the throttle, `early` ms before the permitted time, fails.
+fn early_retry(after: f64, early: Option<f64>) -> String {
+    format!(
+        "retried {after:.2} s after the throttle, {} before Retry-After permitted",
+        early.map_or_else(
+            || "inside a window that never closes".to_owned(),
+            |ms| format!("{:.2} s", ms / 1000.0)
+        )
+    )
 }
 
 /// Seconds from `from` to `to`, negative if `to` came first.
@@ -223,6 +265,7 @@ mod tests {
             verdict: serde_json::from_value(serde_json::json!(verdict)).unwrap(),
             client: "127.0.0.1".into(),
             user_agent: None,
+            idempotency_key: false,
             method: "GET".into(),
             url: "http://127.0.0.1:1/x".into(),
             throttled_at: T0,
@@ -285,6 +328,34 @@ mod tests {
         fn fails_no_backoff_after_no_hint() {
             let events = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
             assert_eq!(judge(Rule::NoHint, &events, false).verdict, Verdict::Fail);
+        }
+
+        #[test]
+        fn warns_on_a_post_repeated_without_a_key_and_passes_one_with() {
+            let keyed = |key: bool| {
+                let mut event = retry("compliant", 1.2, None);
+                if let Event::Retry {
+                    idempotency_key, ..
+                } = &mut event
+                {
+                    *idempotency_key = key;
+                }
+                event
+            };
+            let blind = judge(Rule::Post, &[throttle(), keyed(false), finish(2)], false);
+            assert_eq!(blind.verdict, Verdict::Warn);
+            assert!(
+                blind.why.contains("without an Idempotency-Key"),
+                "{}",
+                blind.why
+            );
+            let safe = judge(Rule::Post, &[throttle(), keyed(true), finish(2)], false);
+            assert_eq!(safe.verdict, Verdict::Pass);
+            let early = [throttle(), retry("premature", 0.01, Some(990.0)), finish(2)];
+            assert_eq!(judge(Rule::Post, &early, false).verdict, Verdict::Fail);
+            let none = judge(Rule::Post, &[finish(1)], false);
+            assert_eq!(none.verdict, Verdict::NotApplicable);
+            assert_eq!(none.why, "the client sent no POST: nothing was tested");
         }
 
         #[test]

@@ -1,7 +1,8 @@
 """A client that honours Retry-After as RFC 9110 says, through the proxy variables (urllib
 reads HTTP_PROXY for http URLs): it waits the delay-seconds, or until the HTTP-date by the
 server's own clock (its Date header); it gives up on a malformed hint, backs off 1 s when
-there is none, and retries a POST only with an Idempotency-Key. Usage: honours.py [GET|POST] URL
+there is none, and retries a POST only with an Idempotency-Key (with --no-key: without one,
+blindly). Usage: honours.py [--no-key] [GET|POST] URL
 """
 import email.utils
 import sys
@@ -9,7 +10,11 @@ import time
 import urllib.error
 import urllib.request
 
-method, url = (sys.argv[1], sys.argv[2]) if len(sys.argv) > 2 else ("GET", sys.argv[1])
+args = sys.argv[1:]
+blind = args[0] == "--no-key"
+if blind:
+    args = args[1:]
+method, url = (args[0], args[1]) if len(args) > 1 else ("GET", args[0])
 
 
 def wait_for(headers):
@@ -46,7 +51,7 @@ for attempt in range(3):
         if wait is None:
             print("malformed Retry-After: giving up", file=sys.stderr)
             sys.exit(1)
-        if method == "POST":
+        if method == "POST" and not blind:
             # A hint does not make a POST safe: repeat it only as the same operation.
             headers["Idempotency-Key"] = "holdoff-check-test-1"
         time.sleep(wait)
