@@ -50,7 +50,7 @@ Examples:
   holdoff check -- curl -s --retry 2 http://127.0.0.1:8080/v1/items
   holdoff check --scenario delay-429 --scenario malformed --json check.json -- python3 client.py";
 
-/// Check how a client handles Retry-After: one scenario after another, each a fresh proxy.
+/// Check how a client handles Retry-After: every scenario at once, each with a fresh proxy.
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct Args {
