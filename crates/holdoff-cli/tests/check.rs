@@ -13,21 +13,31 @@ use serde_json::Value;
 use support::{TempDir, runtime, show};
 
 /// The scenarios, in the order they are reported.
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 11] = [
     "delay-429",
     "delay-503",
     "http-date",
+    "second-throttle",
     "malformed",
+    "malformed-negative",
+    "malformed-decimal",
+    "malformed-empty",
+    "wrong-weekday",
     "no-hint",
     "post",
 ];
 
 /// The scenarios a GET client meets: all but `post`.
-const GET_SCENARIOS: [&str; 5] = [
+const GET_SCENARIOS: [&str; 10] = [
     "delay-429",
     "delay-503",
     "http-date",
+    "second-throttle",
     "malformed",
+    "malformed-negative",
+    "malformed-decimal",
+    "malformed-empty",
+    "wrong-weekday",
     "no-hint",
 ];
 
@@ -140,20 +150,29 @@ fn a_client_that_honours_retry_after_passes_every_scenario() {
             Some(true)
         );
     }
-    assert_eq!(rows[3]["did"], "gave up (exited 1)", "{json:#}");
-    assert_eq!(rows[3]["retries"], 0, "{json:#}");
-    // The throttles were the proxy's; every retry that came reached the upstream, and so did
-    // the GET of the post scenario, which throttles only a POST.
-    assert_eq!(upstream.requests_to("/v1/items").len(), 5, "{json:#}");
+    // The second throttle's hint was waited out too: two retries, the last 3 s after it.
+    assert_eq!(rows[3]["retries"], 2, "{json:#}");
+    assert!(
+        rows[3]["first_retry_after_s"].as_f64().unwrap_or(0.0) >= 1.0,
+        "{json:#}"
+    );
+    for row in 4..=8 {
+        assert_eq!(rows[row]["did"], "gave up (exited 1)", "{json:#}");
+        assert_eq!(rows[row]["retries"], 0, "{json:#}");
+    }
+    // The throttles were the proxy's; every retry that came reached the upstream (but the one
+    // the second throttle answered), and so did the GET of the post scenario, which throttles
+    // only a POST.
+    assert_eq!(upstream.requests_to("/v1/items").len(), 6, "{json:#}");
     let table = stdout(&output);
     assert!(table.starts_with("SCENARIO "), "{table}");
     assert!(
-        table.contains("honours Retry-After: 5/5 (1 n/a)\n"),
+        table.contains("honours Retry-After: 10/10 (1 n/a)\n"),
         "{table}"
     );
-    assert_eq!(json["summary"], "honours Retry-After: 5/5 (1 n/a)");
+    assert_eq!(json["summary"], "honours Retry-After: 10/10 (1 n/a)");
     assert_eq!(
-        json["scenarios"][5]["why"],
+        json["scenarios"][10]["why"],
         "the client sent no POST: nothing was tested"
     );
 }
@@ -169,15 +188,15 @@ fn a_client_that_retries_after_10ms_fails_every_scenario() {
 
     assert_eq!(output.status.code(), Some(3), "{}\n{json:#}", show(&output));
     assert_eq!(verdicts(&json), all("fail"), "{json:#}");
-    for row in json["scenarios"].as_array().into_iter().flatten().take(5) {
+    for row in json["scenarios"].as_array().into_iter().flatten().take(10) {
         let after = row["first_retry_after_s"].as_f64().unwrap_or(1.0);
         assert!(after < 0.1, "{row:#}");
     }
-    let why = json["scenarios"][3]["why"].as_str().unwrap_or_default();
+    let why = json["scenarios"][4]["why"].as_str().unwrap_or_default();
     assert!(why.contains("read the hint as zero"), "{why}");
     let table = stdout(&output);
     assert!(
-        table.contains("honours Retry-After: 0/5 (5 fail, 1 n/a); fails delay-429, delay-503"),
+        table.contains("honours Retry-After: 0/10 (10 fail, 1 n/a); fails delay-429, delay-503"),
         "{table}"
     );
 }
@@ -189,15 +208,23 @@ fn curl_with_retry_honours_delay_seconds_and_dates() {
     upstream.set_default("/v1/items", Reply::ok("items"));
     let dir = TempDir::new("check-curl");
     let url = upstream.url("/v1/items");
-    let (output, json) = check(&dir, &["--", "curl", "-s", "--retry", "2", &url]);
+    let client = ["--timeout", "8s", "--", "curl", "-s", "--retry", "2", &url];
+    let (output, json) = check(&dir, &client);
 
     assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
     // curl waits as long as Retry-After says (seconds or a date), and backs off 1 s after a
     // malformed hint or none.
     assert_eq!(verdicts(&json), all("pass"), "{json:#}");
-    for row in json["scenarios"].as_array().into_iter().flatten().take(5) {
-        assert_eq!(row["retries"], 1, "{row:#}");
+    let rows = &json["scenarios"];
+    for n in [0, 1, 2, 4, 5, 6, 7, 9] {
+        assert_eq!(rows[n]["retries"], 1, "{:#}", rows[n]);
+        let after = rows[n]["first_retry_after_s"].as_f64().unwrap_or(0.0);
+        assert!(after >= 1.0, "{:#}", rows[n]);
     }
+    assert_eq!(rows[3]["retries"], 2, "{json:#}");
+    // A date with the wrong weekday: curl does not retry before the time limit.
+    assert_eq!(rows[8]["timed_out"], true, "{json:#}");
+    assert_eq!(rows[8]["did"], "no retry before the time limit (stopped)");
 }
 
 /// `holdoff check -s post -- CLIENT… URL`: the post scenario's row.
@@ -311,5 +338,8 @@ fn a_client_still_running_at_the_timeout_is_stopped_and_judged() {
     let row = &json["scenarios"][0];
     assert_eq!(row["timed_out"], true, "{row:#}");
     assert_eq!(row["verdict"], "pass", "{row:#}");
-    assert_eq!(row["did"], "gave up (stopped at the time limit)", "{row:#}");
+    assert_eq!(
+        row["did"], "no retry before the time limit (stopped)",
+        "{row:#}"
+    );
 }

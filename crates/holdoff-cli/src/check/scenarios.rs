@@ -47,6 +47,9 @@ pub(crate) struct Scenario {
     form: &'static str,
     /// The only method throttled, if not every one.
     method: Option<&'static str>,
+    /// A second throttle, the same status with this `Retry-After`, for the first request the
+    /// first throttle did not answer (the retry).
+    then: Option<&'static str>,
 }
 
 /// Every scenario, in the order they are reported.
@@ -61,6 +64,7 @@ pub(crate) const ALL: &[Scenario] = &[
         retry_after: Some("2"),
         form: "delay",
         method: None,
+        then: None,
     },
     Scenario {
         name: "delay-503",
@@ -72,6 +76,7 @@ pub(crate) const ALL: &[Scenario] = &[
         retry_after: Some("2"),
         form: "delay",
         method: None,
+        then: None,
     },
     Scenario {
         name: "http-date",
@@ -83,6 +88,19 @@ pub(crate) const ALL: &[Scenario] = &[
         retry_after: Some("@dynamic=3"),
         form: "http-date",
         method: None,
+        then: None,
+    },
+    Scenario {
+        name: "second-throttle",
+        description: "429 with Retry-After: 1, then the retry 429 with Retry-After: 3; a \
+                      retry sooner than either fails",
+        sends: "429, Retry-After: 1, then 3",
+        rule: Rule::Hint,
+        status: 429,
+        retry_after: Some("1"),
+        form: "delay",
+        method: None,
+        then: Some("3"),
     },
     Scenario {
         name: "malformed",
@@ -94,6 +112,53 @@ pub(crate) const ALL: &[Scenario] = &[
         retry_after: Some("soon"),
         form: "delay",
         method: None,
+        then: None,
+    },
+    Scenario {
+        name: "malformed-negative",
+        description: "503 with Retry-After: -1; a retry within 100 ms (read as zero) fails",
+        sends: "503, Retry-After: -1",
+        rule: Rule::Malformed,
+        status: 503,
+        retry_after: Some("-1"),
+        form: "delay",
+        method: None,
+        then: None,
+    },
+    Scenario {
+        name: "malformed-decimal",
+        description: "503 with Retry-After: 1.5 (delay-seconds are whole); a retry within \
+                      100 ms fails",
+        sends: "503, Retry-After: 1.5",
+        rule: Rule::Malformed,
+        status: 503,
+        retry_after: Some("1.5"),
+        form: "delay",
+        method: None,
+        then: None,
+    },
+    Scenario {
+        name: "malformed-empty",
+        description: "503 with an empty Retry-After; a retry within 100 ms fails",
+        sends: "503, Retry-After: (empty)",
+        rule: Rule::Malformed,
+        status: 503,
+        retry_after: Some(""),
+        form: "delay",
+        method: None,
+        then: None,
+    },
+    Scenario {
+        name: "wrong-weekday",
+        description: "503 with Retry-After: Mon, 06 Nov 1994 08:49:37 GMT (a Sunday): \
+                      malformed, so a retry within 100 ms (a lenient parser's past date) fails",
+        sends: "503, Retry-After: Mon, 06 Nov 1994 …",
+        rule: Rule::Malformed,
+        status: 503,
+        retry_after: Some("Mon, 06 Nov 1994 08:49:37 GMT"),
+        form: "delay",
+        method: None,
+        then: None,
     },
     Scenario {
         name: "no-hint",
@@ -105,6 +170,7 @@ pub(crate) const ALL: &[Scenario] = &[
         retry_after: None,
         form: "delay",
         method: None,
+        then: None,
     },
     Scenario {
         name: "post",
@@ -116,6 +182,7 @@ pub(crate) const ALL: &[Scenario] = &[
         retry_after: Some("1"),
         form: "delay",
         method: Some("POST"),
+        then: None,
     },
 ];
 
@@ -139,10 +206,22 @@ impl Scenario {
     }
 
     /// The proxy's config: a mock answering the first watched request (`nth` 1) with the
-    /// scenario's throttle; every later request goes to the upstream.
+    /// scenario's throttle (and, for a second throttle, another answering the first request
+    /// the first mock let through: a mock counts only the requests that reach it); every
+    /// later request goes to the upstream.
     pub(crate) fn config(&self) -> Value {
-        let headers: Vec<Value> = self
-            .retry_after
+        let mocks: Vec<Value> = [Some(self.retry_after), self.then.map(Some)]
+            .into_iter()
+            .flatten()
+            .map(|retry_after| self.mock(retry_after))
+            .collect();
+        json!({ "retryAfterForm": self.form, "mocks": { "mocks": mocks } })
+    }
+
+    /// A mock answering the first request that reaches it with the scenario's status and
+    /// `retry_after`.
+    fn mock(&self, retry_after: Option<&str>) -> Value {
+        let headers: Vec<Value> = retry_after
             .iter()
             .map(|value| json!({ "name": "Retry-After", "value": value }))
             .collect();
@@ -151,15 +230,12 @@ impl Scenario {
             request["method"] = json!(method);
         }
         json!({
-            "retryAfterForm": self.form,
-            "mocks": { "mocks": [{
-                "request": request,
-                "response": {
-                    "statusCode": self.status,
-                    "headers": headers,
-                    "body": format!("holdoff check: scenario {}\n", self.name),
-                },
-            }] },
+            "request": request,
+            "response": {
+                "statusCode": self.status,
+                "headers": headers,
+                "body": format!("holdoff check: scenario {}\n", self.name),
+            },
         })
     }
 }
@@ -195,6 +271,16 @@ mod tests {
             assert_eq!(config["retryAfterForm"], "http-date");
             let none = Scenario::find("no-hint").unwrap().config();
             assert_eq!(none["mocks"]["mocks"][0]["response"]["headers"], json!([]));
+            assert_eq!(none["mocks"]["mocks"].as_array().map(Vec::len), Some(1));
+        }
+
+        #[test]
+        fn answers_the_retry_too_for_a_second_throttle() {
+            let config = Scenario::find("second-throttle").unwrap().config();
+            let mocks = &config["mocks"]["mocks"];
+            assert_eq!(mocks[0]["response"]["headers"][0]["value"], "1");
+            assert_eq!(mocks[1]["request"]["nth"], 1);
+            assert_eq!(mocks[1]["response"]["headers"][0]["value"], "3");
         }
     }
 }

@@ -118,6 +118,7 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
         return outcome;
     }
     outcome.did = match first_retry_after_s {
+        None if timed_out => "no retry before the time limit (stopped)".to_owned(),
         None => format!("gave up ({ended})"),
         Some(after) if retries.len() == 1 => format!("retried after {after:.2} s"),
         Some(after) => format!("retried {} times, first after {after:.2} s", retries.len()),
@@ -377,7 +378,7 @@ mod tests {
             assert_eq!(outcome.verdict, Verdict::NotApplicable);
             assert!(outcome.why.contains("nothing was tested"));
             let stopped = judge(Rule::Hint, &[throttle(), finish(1)], true);
-            assert_eq!(stopped.did, "gave up (stopped at the time limit)");
+            assert_eq!(stopped.did, "no retry before the time limit (stopped)");
         }
     }
 }

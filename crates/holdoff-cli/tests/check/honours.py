@@ -29,7 +29,8 @@ def wait_for(headers):
         date = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    if date is None:
+    # RFC 9110: the weekday must be the day the date falls on; email.utils does not check.
+    if date is None or not value.startswith(date.strftime("%a") + ","):
         return None
     server_now = headers.get("Date")
     now = email.utils.parsedate_to_datetime(server_now).timestamp() if server_now else time.time()
