@@ -63,8 +63,8 @@ enum Command {
     /// upstream, the proxy, and two clients (one using holdoff, one retrying after 100 ms).
     Demo(demo::Args),
     /// Check how a client handles Retry-After: run it once per scenario (429 and 503 with a
-    /// delay, an HTTP-date, a malformed hint, none, a POST) through a proxy of its own, and
-    /// fail (exit 3) if it retried too early in any.
+    /// delay, an HTTP-date, malformed hints, none, a used-up quota, a POST) through a proxy of
+    /// its own, and fail (exit 3) if it retried too early in any.
     Check(Box<check::Args>),
 }
 

@@ -27,6 +27,19 @@ pub(crate) enum Rule {
     NoHint,
     /// A hint on a POST: a retry before it fails, one without an `Idempotency-Key` warns.
     Post,
+    /// A 429 for a used-up quota (OpenAI's `insufficient_quota`): waiting won't help, so any
+    /// retry warns, and one without a backoff fails.
+    Quota,
+}
+
+/// OpenAI's answer when the account's quota is used up: a 429 no wait will end.
+fn quota_body() -> Value {
+    json!({ "error": {
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "type": "insufficient_quota",
+        "param": null,
+        "code": "insufficient_quota",
+    } })
 }
 
 /// One scenario.
@@ -173,6 +186,18 @@ pub(crate) const ALL: &[Scenario] = &[
         then: None,
     },
     Scenario {
+        name: "quota",
+        description: "429 with OpenAI's insufficient_quota error and no Retry-After; a retry \
+                      warns (waiting won't help), one within 100 ms fails",
+        sends: "429 insufficient_quota, no hint",
+        rule: Rule::Quota,
+        status: 429,
+        retry_after: None,
+        form: "delay",
+        method: None,
+        then: None,
+    },
+    Scenario {
         name: "post",
         description: "a POST answered 503 with Retry-After: 1; a retry sooner fails, one \
                       without an Idempotency-Key warns (a hint does not make a POST safe)",
@@ -229,13 +254,13 @@ impl Scenario {
         if let Some(method) = self.method {
             request["method"] = json!(method);
         }
+        let body = match self.rule {
+            Rule::Quota => quota_body(),
+            _ => json!(format!("holdoff check: scenario {}\n", self.name)),
+        };
         json!({
             "request": request,
-            "response": {
-                "statusCode": self.status,
-                "headers": headers,
-                "body": format!("holdoff check: scenario {}\n", self.name),
-            },
+            "response": { "statusCode": self.status, "headers": headers, "body": body },
         })
     }
 }

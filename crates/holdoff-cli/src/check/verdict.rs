@@ -183,6 +183,29 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
                 ),
             ),
         },
+        Rule::Quota => match broke(&[Judged::NoBackoff, Judged::Premature]) {
+            Some((_, after, _)) => (
+                Verdict::Fail,
+                format!(
+                    "retried {after:.3} s after a quota 429, sooner than the {} minimum \
+                     backoff",
+                    min_backoff()
+                ),
+            ),
+            None => match first_retry_after_s {
+                Some(after) => (
+                    Verdict::Warn,
+                    format!(
+                        "retried a quota 429 after {after:.2} s: the quota is used up, waiting \
+                         won't help"
+                    ),
+                ),
+                None => (
+                    Verdict::Pass,
+                    "did not retry a 429 for a used-up quota".to_owned(),
+                ),
+            },
+        },
         Rule::Post => match broke(&[Judged::Premature]) {
             Some((_, after, early)) => (Verdict::Fail, early_retry(after, early)),
             None => match retries.iter().find(|retry| !retry.keyed) {
@@ -357,6 +380,22 @@ mod tests {
             let none = judge(Rule::Post, &[finish(1)], false);
             assert_eq!(none.verdict, Verdict::NotApplicable);
             assert_eq!(none.why, "the client sent no POST: nothing was tested");
+        }
+
+        #[test]
+        fn warns_on_a_retried_quota_429_and_fails_one_without_backoff() {
+            let retried = [throttle(), retry("compliant", 1.0, None), finish(2)];
+            let outcome = judge(Rule::Quota, &retried, false);
+            assert_eq!(outcome.verdict, Verdict::Warn);
+            assert!(
+                outcome.why.contains("waiting won't help"),
+                "{}",
+                outcome.why
+            );
+            let hammered = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
+            assert_eq!(judge(Rule::Quota, &hammered, false).verdict, Verdict::Fail);
+            let gave_up = judge(Rule::Quota, &[throttle(), finish(1)], false);
+            assert_eq!(gave_up.verdict, Verdict::Pass);
         }
 
         #[test]

@@ -1,8 +1,9 @@
 """A client that honours Retry-After as RFC 9110 says, through the proxy variables (urllib
 reads HTTP_PROXY for http URLs): it waits the delay-seconds, or until the HTTP-date by the
 server's own clock (its Date header); it gives up on a malformed hint, backs off 1 s when
-there is none, and retries a POST only with an Idempotency-Key (with --no-key: without one,
-blindly). Usage: honours.py [--no-key] [GET|POST] URL
+there is none, gives up on a used-up quota (OpenAI's insufficient_quota), and retries a POST
+only with an Idempotency-Key (with --no-key: without one, blindly).
+Usage: honours.py [--no-key] [GET|POST] URL
 """
 import email.utils
 import sys
@@ -47,6 +48,9 @@ for attempt in range(3):
             sys.exit(0)
     except urllib.error.HTTPError as err:
         if err.code not in (429, 503):
+            sys.exit(1)
+        if b"insufficient_quota" in err.read():
+            print("quota used up: giving up", file=sys.stderr)
             sys.exit(1)
         wait = wait_for(err.headers)
         if wait is None:
