@@ -13,10 +13,11 @@ use serde_json::Value;
 use support::{TempDir, runtime, show};
 
 /// The scenarios, in the order they are reported.
-const SCENARIOS: [&str; 12] = [
+const SCENARIOS: [&str; 13] = [
     "delay-429",
     "delay-503",
     "http-date",
+    "date-past",
     "second-throttle",
     "malformed",
     "malformed-negative",
@@ -29,10 +30,11 @@ const SCENARIOS: [&str; 12] = [
 ];
 
 /// The scenarios a GET client meets: all but `post`.
-const GET_SCENARIOS: [&str; 11] = [
+const GET_SCENARIOS: [&str; 12] = [
     "delay-429",
     "delay-503",
     "http-date",
+    "date-past",
     "second-throttle",
     "malformed",
     "malformed-negative",
@@ -130,6 +132,21 @@ fn an_unknown_scenario_is_a_usage_error_naming_the_known_ones() {
     }
 }
 
+/// The row of scenario `name`.
+fn row<'a>(json: &'a Value, name: &str) -> &'a Value {
+    json["scenarios"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|row| row["scenario"] == name))
+        .unwrap_or(&Value::Null)
+}
+
+/// Seconds from the throttle to the first retry in scenario `name` (-1 for none).
+fn first_retry(json: &Value, name: &str) -> f64 {
+    row(json, name)["first_retry_after_s"]
+        .as_f64()
+        .unwrap_or(-1.0)
+}
+
 #[test]
 fn a_client_that_honours_retry_after_passes_every_scenario() {
     let rt = runtime();
@@ -141,46 +158,48 @@ fn a_client_that_honours_retry_after_passes_every_scenario() {
 
     assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
     assert_eq!(verdicts(&json), all("pass"), "{json:#}");
-    let rows = &json["scenarios"];
-    for (n, wait) in [(0, 2.0), (1, 2.0), (2, 2.0)] {
-        let after = rows[n]["first_retry_after_s"].as_f64().unwrap_or(0.0);
-        assert!(after >= wait, "{:#}", rows[n]);
-        assert_eq!(
-            rows[n]["did"]
-                .as_str()
-                .map(|d| d.starts_with("retried after")),
-            Some(true)
-        );
+    for name in ["delay-429", "delay-503", "http-date"] {
+        assert!(first_retry(&json, name) >= 2.0, "{json:#}");
+        assert_eq!(row(&json, name)["retries"], 1, "{json:#}");
     }
-    // The second throttle's hint was waited out too: two retries, the last 3 s after it.
-    assert_eq!(rows[3]["retries"], 2, "{json:#}");
+    // A date in the past permits a retry at once, and it came at once.
     assert!(
-        rows[3]["first_retry_after_s"].as_f64().unwrap_or(0.0) >= 1.0,
+        (0.0..1.0).contains(&first_retry(&json, "date-past")),
         "{json:#}"
     );
-    for row in [4, 5, 6, 7, 8, 10] {
-        assert_eq!(rows[row]["did"], "gave up (exited 1)", "{json:#}");
-        assert_eq!(rows[row]["retries"], 0, "{json:#}");
+    // The second throttle's hint was waited out too: two retries.
+    assert_eq!(row(&json, "second-throttle")["retries"], 2, "{json:#}");
+    assert!(first_retry(&json, "second-throttle") >= 1.0, "{json:#}");
+    for name in [
+        "malformed",
+        "malformed-negative",
+        "malformed-decimal",
+        "malformed-empty",
+        "wrong-weekday",
+        "quota",
+    ] {
+        assert_eq!(row(&json, name)["did"], "gave up (exited 1)", "{json:#}");
+        assert_eq!(row(&json, name)["retries"], 0, "{json:#}");
     }
     // The throttles were the proxy's; every retry that came reached the upstream (but the one
     // the second throttle answered), and so did the GET of the post scenario, which throttles
     // only a POST.
-    assert_eq!(upstream.requests_to("/v1/items").len(), 6, "{json:#}");
+    assert_eq!(upstream.requests_to("/v1/items").len(), 7, "{json:#}");
     let table = stdout(&output);
     assert!(table.starts_with("SCENARIO "), "{table}");
     assert!(
-        table.contains("honours Retry-After: 11/11 (1 n/a)\n"),
+        table.contains("honours Retry-After: 12/12 (1 n/a)\n"),
         "{table}"
     );
-    assert_eq!(json["summary"], "honours Retry-After: 11/11 (1 n/a)");
+    assert_eq!(json["summary"], "honours Retry-After: 12/12 (1 n/a)");
     assert_eq!(
-        json["scenarios"][11]["why"],
+        row(&json, "post")["why"],
         "the client sent no POST: nothing was tested"
     );
 }
 
 #[test]
-fn a_client_that_retries_after_10ms_fails_every_scenario() {
+fn a_client_that_retries_after_10ms_fails_every_scenario_but_a_past_date() {
     let rt = runtime();
     let upstream = rt.block_on(TestServer::start());
     upstream.set_default("/v1/items", Reply::ok("items"));
@@ -189,22 +208,24 @@ fn a_client_that_retries_after_10ms_fails_every_scenario() {
     let (output, json) = check(&dir, &["--", "python3", &script("naive.py"), &url]);
 
     assert_eq!(output.status.code(), Some(3), "{}\n{json:#}", show(&output));
-    assert_eq!(verdicts(&json), all("fail"), "{json:#}");
-    for row in json["scenarios"].as_array().into_iter().flatten().take(11) {
-        let after = row["first_retry_after_s"].as_f64().unwrap_or(1.0);
-        assert!(after < 0.1, "{row:#}");
+    let mut want = all("fail");
+    // A date in the past permits a retry at once: 10 ms later is fine.
+    want[3].1 = "pass".to_owned();
+    assert_eq!(verdicts(&json), want, "{json:#}");
+    for name in GET_SCENARIOS {
+        assert!((0.0..0.1).contains(&first_retry(&json, name)), "{json:#}");
     }
-    let why = json["scenarios"][4]["why"].as_str().unwrap_or_default();
+    let why = row(&json, "malformed")["why"].as_str().unwrap_or_default();
     assert!(why.contains("read the hint as zero"), "{why}");
     let table = stdout(&output);
     assert!(
-        table.contains("honours Retry-After: 0/11 (11 fail, 1 n/a); fails delay-429, delay-503"),
+        table.contains("honours Retry-After: 1/12 (11 fail, 1 n/a); fails delay-429, delay-503"),
         "{table}"
     );
 }
 
 #[test]
-fn curl_with_retry_honours_delay_seconds_and_dates() {
+fn curl_with_retry_honours_delay_seconds_and_dates_but_waits_on_past_ones() {
     let rt = runtime();
     let upstream = rt.block_on(TestServer::start());
     upstream.set_default("/v1/items", Reply::ok("items"));
@@ -214,21 +235,37 @@ fn curl_with_retry_honours_delay_seconds_and_dates() {
     let (output, json) = check(&dir, &client);
 
     assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
-    // curl waits as long as Retry-After says (seconds or a date), and backs off 1 s after a
-    // malformed hint or none; it retries a used-up quota all the same.
+    // curl waits as long as Retry-After says (seconds or a date) and backs off 1 s after a
+    // malformed hint or none; it retries a used-up quota all the same, and a date in the past
+    // it waits for past the time limit.
     let mut want = all("pass");
-    want[10].1 = "warn".to_owned();
+    want[3].1 = "warn".to_owned();
+    want[11].1 = "warn".to_owned();
     assert_eq!(verdicts(&json), want, "{json:#}");
-    let rows = &json["scenarios"];
-    for n in [0, 1, 2, 4, 5, 6, 7, 9, 10] {
-        assert_eq!(rows[n]["retries"], 1, "{:#}", rows[n]);
-        let after = rows[n]["first_retry_after_s"].as_f64().unwrap_or(0.0);
-        assert!(after >= 1.0, "{:#}", rows[n]);
+    for name in [
+        "delay-429",
+        "delay-503",
+        "http-date",
+        "malformed",
+        "malformed-negative",
+        "malformed-decimal",
+        "malformed-empty",
+        "no-hint",
+        "quota",
+    ] {
+        assert_eq!(row(&json, name)["retries"], 1, "{json:#}");
+        assert!(first_retry(&json, name) >= 1.0, "{json:#}");
     }
-    assert_eq!(rows[3]["retries"], 2, "{json:#}");
-    // A date with the wrong weekday: curl does not retry before the time limit.
-    assert_eq!(rows[8]["timed_out"], true, "{json:#}");
-    assert_eq!(rows[8]["did"], "no retry before the time limit (stopped)");
+    assert_eq!(row(&json, "second-throttle")["retries"], 2, "{json:#}");
+    // A date in the past, or one with the wrong weekday (read leniently, it is in the past
+    // too): curl does not retry before the time limit.
+    for name in ["date-past", "wrong-weekday"] {
+        assert_eq!(row(&json, name)["timed_out"], true, "{json:#}");
+        assert_eq!(
+            row(&json, name)["did"],
+            "no retry before the time limit (stopped)"
+        );
+    }
 }
 
 /// `holdoff check -s post -- CLIENT… URL`: the post scenario's row.

@@ -27,6 +27,9 @@ pub(crate) enum Rule {
     NoHint,
     /// A hint on a POST: a retry before it fails, one without an `Idempotency-Key` warns.
     Post,
+    /// A date in the past: a retry is permitted at once, so still waiting at the time limit
+    /// warns (the date was read as a long wait).
+    PastDate,
     /// A 429 for a used-up quota (OpenAI's `insufficient_quota`): waiting won't help, so any
     /// retry warns, and one without a backoff fails.
     Quota,
@@ -100,6 +103,18 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         retry_after: Some("@dynamic=3"),
         form: "http-date",
+        method: None,
+        then: None,
+    },
+    Scenario {
+        name: "date-past",
+        description: "503 with Retry-After: Sun, 06 Nov 1994 08:49:37 GMT, long past: a retry \
+                      is permitted at once; still waiting at the time limit warns",
+        sends: "503, Retry-After: <a date in 1994>",
+        rule: Rule::PastDate,
+        status: 503,
+        retry_after: Some("Sun, 06 Nov 1994 08:49:37 GMT"),
+        form: "delay",
         method: None,
         then: None,
     },

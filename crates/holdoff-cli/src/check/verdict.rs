@@ -183,6 +183,23 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
                 ),
             ),
         },
+        Rule::PastDate => match broke(&[Judged::Premature]) {
+            Some((_, after, early)) => (Verdict::Fail, early_retry(after, early)),
+            None if retries.is_empty() && timed_out => (
+                Verdict::Warn,
+                "was still waiting at the time limit, though a date in the past permits a \
+                 retry at once"
+                    .to_owned(),
+            ),
+            None if retries.is_empty() => (
+                Verdict::Pass,
+                "did not retry; a date in the past permitted it at once".to_owned(),
+            ),
+            None => (
+                Verdict::Pass,
+                "retried: a date in the past permits a retry at once".to_owned(),
+            ),
+        },
         Rule::Quota => match broke(&[Judged::NoBackoff, Judged::Premature]) {
             Some((_, after, _)) => (
                 Verdict::Fail,
@@ -395,6 +412,19 @@ mod tests {
             let hammered = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
             assert_eq!(judge(Rule::Quota, &hammered, false).verdict, Verdict::Fail);
             let gave_up = judge(Rule::Quota, &[throttle(), finish(1)], false);
+            assert_eq!(gave_up.verdict, Verdict::Pass);
+        }
+
+        #[test]
+        fn warns_when_a_past_date_is_still_waited_for_at_the_time_limit() {
+            let waiting = judge(Rule::PastDate, &[throttle(), finish(1)], true);
+            assert_eq!(waiting.verdict, Verdict::Warn);
+            let retried = [throttle(), retry("compliant", 0.01, None), finish(2)];
+            assert_eq!(
+                judge(Rule::PastDate, &retried, false).verdict,
+                Verdict::Pass
+            );
+            let gave_up = judge(Rule::PastDate, &[throttle(), finish(1)], false);
             assert_eq!(gave_up.verdict, Verdict::Pass);
         }
 
