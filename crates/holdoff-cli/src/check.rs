@@ -38,7 +38,7 @@ shown.
 Exit status:
   0    no scenario failed (warnings and n/a allowed), and at least one was tested
   3    a scenario failed: the client retried before Retry-After permitted, or sooner than the
-       minimum backoff (100 ms) after a malformed hint or none
+       minimum backoff (100 ms) after a malformed hint, none, or a used-up quota
   4    no scenario was tested: no request reached the proxy in any
   1    a scenario's proxy could not start
   2    a usage error (e.g. an unknown scenario)

@@ -266,6 +266,13 @@ fn curl_with_retry_honours_delay_seconds_and_dates_but_waits_on_past_ones() {
             "no retry before the time limit (stopped)"
         );
     }
+    let why = row(&json, "wrong-weekday")["why"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.starts_with("did not retry before the time limit"),
+        "{why}"
+    );
 }
 
 /// `holdoff check -s post -- CLIENT… URL`: the post scenario's row.

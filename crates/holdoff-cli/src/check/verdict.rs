@@ -150,6 +150,11 @@ pub(crate) fn judge(rule: Rule, events: &[Event], timed_out: bool) -> Outcome {
                     min_backoff()
                 ),
             ),
+            None if retries.is_empty() && timed_out => (
+                Verdict::Pass,
+                "did not retry before the time limit, so never read the malformed hint as zero"
+                    .to_owned(),
+            ),
             None if retries.is_empty() => (
                 Verdict::Pass,
                 "gave up on a malformed Retry-After rather than read it as zero".to_owned(),
