@@ -27,19 +27,22 @@ pub(crate) const FAILED: u8 = 1;
 pub(crate) const USAGE: u8 = 2;
 
 /// A client retried before its `Retry-After` had passed, or sooner than the minimum backoff
-/// after a malformed one (read as zero): `run` (even if the command succeeded) and `report`.
+/// after a malformed one (read as zero): `run` (even if the command succeeded) and `report`;
+/// `check`: a scenario failed.
 pub(crate) const PREMATURE: u8 = 3;
 
 /// No request reached the proxy, so nothing was tested (as nextest exits 4 when no test ran),
-/// or a client's TLS handshake with the proxy failed: `run` and `report`. With
+/// or a client's TLS handshake with the proxy failed: `run` and `report`; `check`: no
+/// scenario was tested. With
 /// `--allow-no-traffic`, a run without requests exits [`SUCCESS`] instead (not one whose
 /// handshakes failed).
 pub(crate) const NOT_TESTED: u8 = 4;
 
-/// `run`: the command was found but could not be run (not executable), as a shell has it.
+/// `run`, `check`: the command was found but could not be run (not executable), as a shell
+/// has it.
 pub(crate) const CANNOT_EXECUTE: u8 = 126;
 
-/// `run`: the command was not found, as a shell has it.
+/// `run`, `check`: the command was not found, as a shell has it.
 pub(crate) const NOT_FOUND: u8 = 127;
 
 /// The table at the end of `holdoff --help`.
@@ -51,10 +54,11 @@ Exit status (each subcommand's --help says which it returns):
   {FAILED:<4} a problem found (explain: a malformed value; config: a file with problems), or the
        command could not do its job (no CA, the proxy could not start)
   {USAGE:<4} a usage or config error, an unreadable event log, or output that cannot be written
-  {PREMATURE:<4} a client retried before its Retry-After had passed (run, report)
-  {NOT_TESTED:<4} no request reached the proxy: nothing was tested (run, report)
-  {CANNOT_EXECUTE:<4} run: the command could not be run (not executable)
-  {NOT_FOUND:<4} run: the command was not found
+  {PREMATURE:<4} a client retried before its Retry-After had passed (run, report; check: a
+       scenario failed)
+  {NOT_TESTED:<4} no request reached the proxy: nothing was tested (run, report, check)
+  {CANNOT_EXECUTE:<4} run, check: the command could not be run (not executable)
+  {NOT_FOUND:<4} run, check: the command was not found
   N    run: otherwise the command's own status, when it failed"
     )
 }

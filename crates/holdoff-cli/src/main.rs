@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod ca;
+mod check;
 mod config;
 mod demo;
 mod devproxy;
@@ -61,6 +62,10 @@ enum Command {
     /// See the judge at work in one command, no network or setup needed: an embedded
     /// upstream, the proxy, and two clients (one using holdoff, one retrying after 100 ms).
     Demo(demo::Args),
+    /// Check how a client handles Retry-After: run it once per scenario (429 and 503 with a
+    /// delay, an HTTP-date, malformed hints, none, a used-up quota, a POST) through a proxy of
+    /// its own, and fail (exit 3) if it retried too early in any.
+    Check(Box<check::Args>),
 }
 
 impl Command {
@@ -73,6 +78,7 @@ impl Command {
             Command::Config(_) => "config",
             Command::Report(_) => "report",
             Command::Demo(_) => "demo",
+            Command::Check(_) => "check",
         }
     }
 }
@@ -197,6 +203,7 @@ fn main() -> ExitCode {
         Command::Config(args) => config::run(args, &mut stdout),
         Command::Report(args) => report::run(args, &mut stdout),
         Command::Demo(args) => demo::run(args, &mut stdout),
+        Command::Check(args) => check::run(*args, &mut stdout),
     };
     let result = result.and_then(|()| Ok(stdout.flush()?));
     ExitCode::from(match result {

@@ -76,6 +76,33 @@ async fn a_retry_after_the_permitted_time_is_compliant_and_forwarded() {
 }
 
 #[tokio::test]
+async fn a_retry_records_whether_it_carried_an_idempotency_key() {
+    let upstream = TestServer::start().await;
+    upstream.script("/jobs", [Reply::unavailable("0"), Reply::unavailable("0")]);
+    let judge = stage(KeyMode::default());
+    let (addr, handle) = proxy(judge.clone()).await;
+    let url = upstream.url("/jobs");
+    let post = |key: Option<&str>| {
+        let mut request = http::Request::post(&url)
+            .header(http::header::HOST, upstream.addr().to_string())
+            .header("x-holdoff-client", "alice");
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        request
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .expect("request")
+    };
+
+    assert_eq!(support::send(addr, post(None)).await.status(), 503);
+    assert_eq!(support::send(addr, post(None)).await.status(), 503);
+    assert_eq!(support::send(addr, post(Some("k1"))).await.status(), 200);
+    let keyed: Vec<bool> = judge.events().iter().map(|e| e.idempotency_key).collect();
+    assert_eq!(keyed, [false, true]);
+    handle.shutdown();
+}
+
+#[tokio::test]
 async fn clients_have_their_own_windows_unless_keyed_by_host() {
     let upstream = TestServer::start().await;
     upstream.script("/a", [Reply::unavailable("30"), Reply::unavailable("30")]);

@@ -47,6 +47,7 @@ fn pair(i: u64) -> [Event; 2] {
             },
             client,
             user_agent: Some(format!("loadgen/{}", i % 7)),
+            idempotency_key: false,
             method: "GET".into(),
             url,
             throttled_at: at(t),

@@ -28,6 +28,9 @@ pub struct JudgeEvent {
     pub client: String,
     /// The retry's `User-Agent`, if it had one.
     pub user_agent: Option<String>,
+    /// Whether the retry carried an `Idempotency-Key` header: a repeated POST is safe only
+    /// with one (a hint does not make it safe).
+    pub idempotency_key: bool,
     /// The method.
     pub method: String,
     /// The URL.
@@ -123,6 +126,7 @@ impl Verdicts {
     fn record(
         &self,
         verdict: Verdict,
+        request: &Request<Body>,
         meta: &RequestMeta,
         throttled_at: Instant,
         permitted_at: Option<Instant>,
@@ -140,6 +144,7 @@ impl Verdicts {
             verdict,
             client: meta.client.to_string(),
             user_agent: user_agent(meta),
+            idempotency_key: request.headers().contains_key(IDEMPOTENCY_KEY),
             method: meta.method.to_string(),
             url: meta.target.to_string(),
             throttled_at: wall(throttled_at),
@@ -203,6 +208,7 @@ impl Verdicts {
                 let verdict = Verdict::Compliant;
                 self.record(
                     verdict,
+                    &request,
                     meta,
                     throttled_at,
                     Some(permitted_at),
@@ -219,6 +225,7 @@ impl Verdicts {
                 let verdict = Verdict::NoBackoff;
                 self.record(
                     verdict,
+                    &request,
                     meta,
                     throttled_at,
                     Some(permitted_at),
@@ -235,6 +242,7 @@ impl Verdicts {
                 let verdict = Verdict::ReadAsZero;
                 self.record(
                     verdict,
+                    &request,
                     meta,
                     throttled_at,
                     Some(permitted_at),
@@ -247,7 +255,7 @@ impl Verdicts {
                 )
             }
             Check::Unbounded { throttled_at } => {
-                self.record(Verdict::Premature, meta, throttled_at, None, None);
+                self.record(Verdict::Premature, &request, meta, throttled_at, None, None);
                 (
                     None,
                     "premature retry: the server asked for a wait longer than any clock can \
@@ -262,6 +270,7 @@ impl Verdicts {
                 let verdict = Verdict::Premature;
                 self.record(
                     verdict,
+                    &request,
                     meta,
                     throttled_at,
                     Some(permitted_at),
@@ -331,6 +340,9 @@ fn log_left_out(verdict: Verdict, left_out: u64) {
         ),
     }
 }
+
+/// The header that marks a request safe to repeat (draft-ietf-httpapi-idempotency-key-header).
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The request's `User-Agent`, as text.
 fn user_agent(meta: &RequestMeta) -> Option<String> {
@@ -907,6 +919,7 @@ mod tests {
                     for _ in 0..count {
                         verdicts.record(
                             Verdict::Premature,
+                            &Request::new(Body::empty()),
                             &RequestMeta::for_test(
                                 0,
                                 "alice",

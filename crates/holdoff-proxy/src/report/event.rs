@@ -99,6 +99,9 @@ pub enum Event {
         /// The request's `User-Agent`, if it had one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         user_agent: Option<String>,
+        /// Whether the retry carried an `Idempotency-Key` header. Left out when it did not.
+        #[serde(default, skip_serializing_if = "is_false")]
+        idempotency_key: bool,
         /// The method.
         method: String,
         /// The URL.
@@ -204,6 +207,7 @@ impl From<JudgeEvent> for Event {
             verdict: event.verdict,
             client: event.client,
             user_agent: event.user_agent,
+            idempotency_key: event.idempotency_key,
             method: event.method,
             url: event.url,
             throttled_at: event.throttled_at,
@@ -255,6 +259,7 @@ mod tests {
                 verdict: Verdict::Premature,
                 client: "alice".into(),
                 user_agent: None,
+                idempotency_key: false,
                 method: "GET".into(),
                 url: "http://api.example/items".into(),
                 throttled_at: t(0),
@@ -370,6 +375,7 @@ mod tests {
                 verdict: Verdict::Compliant,
                 client: "bob".into(),
                 user_agent: Some("curl/8.5.0".into()),
+                idempotency_key: false,
                 method: "POST".into(),
                 url: "http://api.example/jobs".into(),
                 throttled_at: t(0),

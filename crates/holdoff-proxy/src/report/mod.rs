@@ -27,6 +27,7 @@
 //!         verdict: Verdict::Premature,
 //!         client: "alice".into(),
 //!         user_agent: Some("curl/8.5.0".into()),
+//!         idempotency_key: false,
 //!         method: "GET".into(),
 //!         url: "http://api.example/items".into(),
 //!         throttled_at: at(0),

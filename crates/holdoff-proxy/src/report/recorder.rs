@@ -382,6 +382,7 @@ mod tests {
             verdict: Verdict::Compliant,
             client: "alice".into(),
             user_agent: None,
+            idempotency_key: false,
             method: "GET".into(),
             url: "http://api.example/items".into(),
             throttled_at: t(0),

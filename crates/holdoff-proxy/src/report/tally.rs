@@ -191,6 +191,7 @@ impl Tally {
                 retried_at,
                 early_by_ms,
                 late_by_ms,
+                ..
             } => {
                 // A hand-made log may leave the duration out: the times say it.
                 let by_ms = match verdict {

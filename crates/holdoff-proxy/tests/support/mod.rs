@@ -612,6 +612,11 @@ pub(crate) async fn get_as(proxy: SocketAddr, url: &str, client: &str) -> Respon
         .header("x-holdoff-client", client)
         .body(Full::new(Bytes::new()))
         .expect("request");
+    send(proxy, request).await
+}
+
+/// One absolute-form request through the proxy on a new connection, with its body read.
+pub(crate) async fn send(proxy: SocketAddr, request: Request<Full<Bytes>>) -> Response<Bytes> {
     let stream = tokio::net::TcpStream::connect(proxy)
         .await
         .expect("connect");
