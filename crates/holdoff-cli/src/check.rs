@@ -3,9 +3,11 @@
 //! Each scenario is one `holdoff run` of the command (this same binary, so the throwaway CA,
 //! the proxy variables and the judge are exactly `holdoff run`'s) with a config whose mock
 //! answers the first watched request with the scenario's throttle and lets every later one
-//! through to the upstream. The scenarios run side by side, each with a proxy of its own;
-//! each one's verdict comes from its event log ([`verdict::judge`]).
+//! through to the upstream (or answers it with a configured success). The scenarios run side
+//! by side, each with a proxy of its own; each one's verdict comes from its event log
+//! ([`verdict::judge`]), and the reports from the verdicts ([`report`]).
 
+mod report;
 mod scenarios;
 mod verdict;
 
@@ -18,22 +20,21 @@ use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::report::{Event, Report};
-use serde_json::json;
 use tokio::process::{Child, Command};
 
-use self::scenarios::{MIN_BACKOFF, Scenario};
+use self::scenarios::{MIN_BACKOFF, Rule, Scenario, Setup, Success};
 use self::verdict::{Outcome, Verdict};
 use crate::{Failure, duration};
 
 const AFTER_HELP: &str = "\
 Each scenario starts a proxy of its own exactly as `holdoff run` does (a throwaway CA, the proxy
 and CA variables set for the command), runs COMMAND once, answers its first request with the
-scenario's throttle and every later one from the upstream, and judges what the client did next
-with the judge's own rules. The scenarios run at the same time, each with its own proxy; every
-request the command sends is one client's (the peer address), so a shell script running several
-programs is judged as one client. A scenario ends when the command exits, or at --timeout, when
-it is stopped (SIGTERM) and judged on what it did until then. The command's own output is not
-shown.
+scenario's throttle and every later one from the upstream (or with --success-*), and judges what
+the client did next with the judge's own rules. The scenarios run at the same time, each with its
+own proxy; every request the command sends is one client's (the peer address), so a shell script
+running several programs is judged as one client. A scenario ends when the command exits, or
+--timeout after the throttle (a long hint's scenario: the hint, then --timeout), when it is
+stopped (SIGTERM) and judged on what it did until then. The command's own output is not shown.
 
 Exit status:
   0    no scenario failed (warnings and n/a allowed), and at least one was tested
@@ -48,13 +49,15 @@ Exit status:
 Examples:
   holdoff check --list
   holdoff check -- curl -s --retry 2 http://127.0.0.1:8080/v1/items
-  holdoff check --scenario delay-429 --scenario malformed --json check.json -- python3 client.py";
+  holdoff check --long --parallel 4 --junit check.xml -- python3 client.py
+  holdoff check --success-body '{\"ok\": true}' -- node client.js https://api.example.com/v1";
 
 /// Check how a client handles Retry-After: every scenario at once, each with a fresh proxy.
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct Args {
-    /// Run only this scenario (repeatable); every one by default. `--list` names them.
+    /// Run only this scenario (repeatable); every one but the long ones by default. `--list`
+    /// names them.
     #[arg(long = "scenario", short = 's', value_name = "NAME")]
     scenarios: Vec<String>,
 
@@ -62,11 +65,57 @@ pub(crate) struct Args {
     #[arg(long)]
     list: bool,
 
+    /// Also run the long hints: 90 s and 150 s (above the 60 s and 120 s caps of real SDKs)
+    /// and an hour, which ends once the client has shown its hand (165 s at most).
+    #[arg(long)]
+    long: bool,
+
+    /// Divide the long hints, and how long `long-hour` waits, by N: to test a client whose cap
+    /// can be divided the same way, quickly.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    long_scale: u32,
+
+    /// Run N copies of the command at once in `no-hint`, each with its own proxy: copies that
+    /// all come back the same time after their throttles are a herd (a warning: no jitter).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    parallel: u16,
+
+    /// Answer every request a throttle does not answer with this status instead of sending it
+    /// upstream: for an API CI cannot reach. 200 when only --success-body or --success-header
+    /// is given.
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(100..=599))]
+    success_status: Option<u16>,
+
+    /// A header of the success answer, `Name: value` (repeatable).
+    #[arg(long, value_name = "HEADER", value_parser = parse_header)]
+    success_header: Vec<(String, String)>,
+
+    /// The body of the success answer: sent as JSON (with a JSON content type) when it parses
+    /// as JSON, else as text.
+    #[arg(long, value_name = "TEXT", conflicts_with = "success_body_file")]
+    success_body: Option<String>,
+
+    /// The body of the success answer, from a file (as --success-body).
+    #[arg(long, value_name = "FILE")]
+    success_body_file: Option<PathBuf>,
+
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
-    /// Stop the command after this long in each scenario, and judge what it did until then.
+    /// Also write the results as JUnit XML to this file: a test case per scenario, a failure
+    /// per failed one, n/a as skipped.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+
+    /// Also write the results as a self-contained HTML page to this file.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+
+    /// Stop the command this long after its throttle in each scenario (after the hint, for a
+    /// long one; after its start, if no request comes), and judge what it did until then.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
     timeout: Duration,
 
@@ -75,23 +124,31 @@ pub(crate) struct Args {
     command: Vec<OsString>,
 }
 
+/// `Name: value`, for `--success-header`.
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not `Name: value`: put a colon after the name"))?;
+    let name = name.trim();
+    http::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("`{name}` is not a header name (letters, digits and -)"))?;
+    http::HeaderValue::from_str(value.trim())
+        .map_err(|_| format!("the value of `{name}` has a character a header cannot carry"))?;
+    Ok((name.to_owned(), value.trim().to_owned()))
+}
+
 /// One scenario's result.
-struct Row {
+pub(crate) struct Row {
     scenario: Scenario,
+    /// What it sent, as the table shows it.
+    sends: String,
     outcome: Outcome,
+    /// How long its command ran (the longest copy's, with `--parallel`).
+    elapsed: Duration,
 }
 
 /// Runs `holdoff check`: the table on `out`.
 pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
-    let chosen = match args.scenarios.is_empty() {
-        true => scenarios::ALL.to_vec(),
-        false => args
-            .scenarios
-            .iter()
-            .map(|name| Scenario::find(name))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Failure::Usage)?,
-    };
     if args.list {
         let width = scenarios::ALL
             .iter()
@@ -103,6 +160,24 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         }
         return Ok(());
     }
+    let chosen = match args.scenarios.is_empty() {
+        true => scenarios::ALL
+            .iter()
+            .filter(|scenario| args.long || !scenario.long)
+            .copied()
+            .collect(),
+        false => args
+            .scenarios
+            .iter()
+            .map(|name| Scenario::find(name))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Failure::Usage)?,
+    };
+    let setup = Setup {
+        now: TokioClock.wall_now(),
+        long_scale: args.long_scale,
+        success: success(&args)?,
+    };
     let exe = std::env::current_exe().map_err(|err| {
         Failure::Runtime(format!(
             "failed to find the holdoff executable to run: {err}"
@@ -122,29 +197,65 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
     let results = runtime.block_on(async {
         let mut runs = Vec::new();
         for scenario in &chosen {
-            let spawned = spawn(&exe, scenario, &args, dir.path())?;
-            runs.push(tokio::spawn(finish(*scenario, spawned, args.timeout)));
+            let copies = match scenario.rule {
+                Rule::NoHint => args.parallel,
+                _ => 1,
+            };
+            let config = write_config(scenario, &setup, dir.path())?;
+            let mut spawned = Vec::new();
+            for copy in 1..=copies {
+                let name = match copies {
+                    1 => scenario.name.to_owned(),
+                    _ => format!("{}-{copy}", scenario.name),
+                };
+                spawned.push(spawn(&exe, &config, &name, &args.command, dir.path())?);
+            }
+            let limit = scenario.time_limit(args.timeout, &setup);
+            let hint = scenario.hint_secs(&setup);
+            let copies = spawned
+                .into_iter()
+                .map(|one| tokio::spawn(finish(*scenario, hint, one, limit)))
+                .collect::<Vec<_>>();
+            runs.push((*scenario, scenario.sends(&setup), copies));
         }
         let mut rows = Vec::new();
-        for run in runs {
-            let row = run
-                .await
-                .map_err(|err| Failure::Runtime(format!("a scenario's task failed: {err}")))??;
-            rows.push(row);
+        for (scenario, sends, copies) in runs {
+            let mut outcomes = Vec::new();
+            let mut elapsed = Duration::ZERO;
+            for copy in copies {
+                let (outcome, took) = copy.await.map_err(|err| {
+                    Failure::Runtime(format!("a scenario's task failed: {err}"))
+                })??;
+                outcomes.push(outcome);
+                elapsed = elapsed.max(took);
+            }
+            rows.push(Row {
+                scenario,
+                sends,
+                outcome: verdict::herd(outcomes),
+                elapsed,
+            });
         }
         Ok::<_, Failure>(rows)
     });
     drop(runtime);
     let rows = results?;
-    write_table(&rows, out)?;
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&to_json(&rows)).unwrap_or_default();
-        fs::write(path, text + "\n").map_err(|err| {
-            Failure::Usage(format!(
-                "cannot write the JSON report {}: {err}",
-                path.display()
-            ))
-        })?;
+    report::write_table(&rows, out)?;
+    let command = report::command_line(&args.command);
+    let reports: [(&Option<PathBuf>, &str, Render); 3] = [
+        (&args.json, "JSON", report::json),
+        (&args.junit, "JUnit", report::junit),
+        (&args.html, "HTML", report::html),
+    ];
+    for (path, kind, render) in reports {
+        if let Some(path) = path {
+            fs::write(path, render(&rows, &command)).map_err(|err| {
+                Failure::Usage(format!(
+                    "cannot write the {kind} report {}: {err}",
+                    path.display()
+                ))
+            })?;
+        }
     }
     let count = |verdict| {
         rows.iter()
@@ -160,6 +271,40 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A report's renderer: the rows and the command line to the file's text.
+type Render = fn(&[Row], &str) -> String;
+
+/// The success answer the `--success-*` options configure, if any.
+fn success(args: &Args) -> Result<Option<Success>, Failure> {
+    let body = match (&args.success_body, &args.success_body_file) {
+        (Some(text), _) => Some(text.clone()),
+        (None, Some(path)) => Some(fs::read_to_string(path).map_err(|err| {
+            Failure::Usage(format!(
+                "cannot read --success-body-file {}: {err}",
+                path.display()
+            ))
+        })?),
+        (None, None) => None,
+    };
+    if args.success_status.is_none() && args.success_header.is_empty() && body.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Success {
+        status: args.success_status.unwrap_or(200),
+        headers: args.success_header.clone(),
+        body: body.unwrap_or_default(),
+    }))
+}
+
+/// Writes the scenario's config into `dir`, and says where.
+fn write_config(scenario: &Scenario, setup: &Setup, dir: &Path) -> Result<PathBuf, Failure> {
+    let path = dir.join(format!("{}.json", scenario.name));
+    let text = serde_json::to_string_pretty(&scenario.config(setup)).unwrap_or_default();
+    fs::write(&path, text)
+        .map_err(|err| Failure::Runtime(format!("failed to write {}: {err}", path.display())))?;
+    Ok(path)
+}
+
 /// A scenario's `holdoff run`, started.
 struct Spawned {
     child: Child,
@@ -169,33 +314,36 @@ struct Spawned {
     stderr: PathBuf,
 }
 
-/// Writes the scenario's config and starts `holdoff run` with it.
-fn spawn(exe: &Path, scenario: &Scenario, args: &Args, dir: &Path) -> Result<Spawned, Failure> {
-    let file = |ext: &str| dir.join(format!("{}.{ext}", scenario.name));
-    let (config, events, stdout, stderr) = (file("json"), file("events"), file("out"), file("err"));
-    let text = serde_json::to_string_pretty(&scenario.config()).unwrap_or_default();
+/// Starts `holdoff run` with `config`, its files in `dir` named after `name`.
+fn spawn(
+    exe: &Path,
+    config: &Path,
+    name: &str,
+    command: &[OsString],
+    dir: &Path,
+) -> Result<Spawned, Failure> {
+    let file = |ext: &str| dir.join(format!("{name}.{ext}"));
+    let (events, stdout, stderr) = (file("events"), file("out"), file("err"));
     let created = |path: &Path| {
         File::create(path)
             .map_err(|err| Failure::Runtime(format!("failed to create {}: {err}", path.display())))
     };
-    created(&config)?.write_all(text.as_bytes())?;
-    let mut command = Command::new(exe);
-    command
-        .arg("run")
+    let mut run = Command::new(exe);
+    run.arg("run")
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .args(["--client-id", "peer", "--judge-min-backoff"])
         .arg(format!("{}ms", MIN_BACKOFF.as_millis()))
         .args(["--log-level", "off"])
         .arg("--events")
         .arg(&events)
         .arg("--")
-        .args(&args.command)
+        .args(command)
         .stdin(Stdio::null())
         .stdout(created(&stdout)?)
         .stderr(created(&stderr)?)
         .kill_on_drop(true);
-    let child = command
+    let child = run
         .spawn()
         .map_err(|err| Failure::Runtime(format!("failed to run {} run: {err}", exe.display())))?;
     Ok(Spawned {
@@ -208,30 +356,49 @@ fn spawn(exe: &Path, scenario: &Scenario, args: &Args, dir: &Path) -> Result<Spa
 /// How long a command stopped at the time limit has to exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// Waits for a scenario's run (stopping it at `timeout`), and judges its event log.
+/// How often a running scenario's event log is read for its throttle.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Waits for a scenario's run, stopping it `limit` after its throttle (or after its start, if
+/// no throttle comes: a client that sends nothing), and judges its event log: the outcome,
+/// and how long the run took. The limit counts from the throttle so that a client slow to
+/// start — a JVM, or any client on a machine busy starting every scenario at once — gets the
+/// whole of it to show what it does next.
 async fn finish(
     scenario: Scenario,
+    hint: Option<u64>,
     mut spawned: Spawned,
-    timeout: Duration,
-) -> Result<Row, Failure> {
+    limit: Duration,
+) -> Result<(Outcome, Duration), Failure> {
     let clock = TokioClock;
-    let deadline = clock.now() + timeout;
+    let started = clock.now();
+    let mut deadline = started + limit;
+    let mut throttled = false;
     let mut timed_out = false;
-    let status = tokio::select! {
-        status = spawned.child.wait() => status,
-        () = clock.sleep_until(deadline) => {
-            timed_out = true;
-            terminate(&spawned.child);
-            let grace = clock.now() + STOP_GRACE;
-            tokio::select! {
-                status = spawned.child.wait() => status,
-                () = clock.sleep_until(grace) => {
-                    let _ = spawned.child.start_kill();
-                    spawned.child.wait().await
+    let status = loop {
+        tokio::select! {
+            status = spawned.child.wait() => break status,
+            () = clock.sleep_until(clock.now() + POLL), if !throttled => {
+                if throttle_logged(&spawned.events) {
+                    throttled = true;
+                    deadline = clock.now() + limit;
+                }
+            }
+            () = clock.sleep_until(deadline) => {
+                timed_out = true;
+                terminate(&spawned.child);
+                let grace = clock.now() + STOP_GRACE;
+                tokio::select! {
+                    status = spawned.child.wait() => break status,
+                    () = clock.sleep_until(grace) => {
+                        let _ = spawned.child.start_kill();
+                        break spawned.child.wait().await;
+                    }
                 }
             }
         }
     };
+    let elapsed = clock.now().saturating_duration_since(started);
     status.map_err(|err| {
         Failure::Runtime(format!(
             "failed to wait for scenario {}: {err}",
@@ -260,10 +427,13 @@ async fn finish(
         None => return Err(Failure::Runtime(said())),
         _ => {}
     }
-    Ok(Row {
-        scenario,
-        outcome: verdict::judge(scenario.rule, &events, timed_out),
-    })
+    let outcome = verdict::judge(scenario.rule, hint, &events, timed_out);
+    Ok((outcome, elapsed))
+}
+
+/// Whether a run's event log (written as it goes, a JSON object a line) has a throttle yet.
+fn throttle_logged(events: &Path) -> bool {
+    fs::read_to_string(events).is_ok_and(|log| log.contains(r#""event":"throttle""#))
 }
 
 /// Asks a run to stop: SIGTERM, which `holdoff run` passes on to the command.
@@ -278,91 +448,4 @@ fn terminate(child: &Child) {
     }
     #[cfg(not(unix))]
     let _ = child;
-}
-
-/// The table: one row per scenario, then the summary line.
-fn write_table(rows: &[Row], out: &mut dyn Write) -> std::io::Result<()> {
-    let header = ["SCENARIO", "SENT", "CLIENT", "VERDICT", "WHY"];
-    let cells: Vec<[String; 5]> = rows
-        .iter()
-        .map(|row| {
-            [
-                row.scenario.name.to_owned(),
-                row.scenario.sends.to_owned(),
-                row.outcome.did.clone(),
-                row.outcome.verdict.as_str().to_owned(),
-                row.outcome.why.clone(),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; 5], out: &mut dyn Write| {
-        let mut text = String::new();
-        for (n, cell) in cells.iter().enumerate().take(4) {
-            text.push_str(&format!("{cell:width$}  ", width = widths[n]));
-        }
-        text.push_str(cells[4]);
-        writeln!(out, "{}", text.trim_end())
-    };
-    line(header, out)?;
-    for row in &cells {
-        line(row.each_ref().map(String::as_str), out)?;
-    }
-    writeln!(out, "{}", summary(rows))
-}
-
-/// `honours Retry-After: 4/5 (1 fail)`: passes out of the scenarios tested.
-fn summary(rows: &[Row]) -> String {
-    let count = |verdict| {
-        rows.iter()
-            .filter(|row| row.outcome.verdict == verdict)
-            .count()
-    };
-    let tested = rows.len() - count(Verdict::NotApplicable);
-    let mut line = format!("honours Retry-After: {}/{tested}", count(Verdict::Pass));
-    let mut rest = Vec::new();
-    for verdict in [Verdict::Fail, Verdict::Warn, Verdict::NotApplicable] {
-        if count(verdict) > 0 {
-            rest.push(format!("{} {}", count(verdict), verdict.as_str()));
-        }
-    }
-    if !rest.is_empty() {
-        line.push_str(&format!(" ({})", rest.join(", ")));
-    }
-    let failed: Vec<&str> = rows
-        .iter()
-        .filter(|row| row.outcome.verdict == Verdict::Fail)
-        .map(|row| row.scenario.name)
-        .collect();
-    if !failed.is_empty() {
-        line.push_str(&format!("; fails {}", failed.join(", ")));
-    }
-    line
-}
-
-/// The results as JSON: the same rows and summary as the table.
-fn to_json(rows: &[Row]) -> serde_json::Value {
-    let scenarios: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|row| {
-            json!({
-                "scenario": row.scenario.name,
-                "sent": row.scenario.sends,
-                "did": row.outcome.did,
-                "verdict": row.outcome.verdict.as_str(),
-                "why": row.outcome.why,
-                "requests": row.outcome.requests,
-                "retries": row.outcome.retries,
-                "first_retry_after_s": row.outcome.first_retry_after_s,
-                "exit_code": row.outcome.exit_code,
-                "timed_out": row.outcome.timed_out,
-            })
-        })
-        .collect();
-    json!({ "scenarios": scenarios, "summary": summary(rows) })
 }

@@ -1,9 +1,11 @@
 //! The scenarios of `holdoff check`: what the first watched request is answered with, and the
 //! rule the client's next move is judged by. One home for each: the `--list` text, the config
-//! the proxy runs with, and the rule.
+//! the proxy runs with, and the rule. Pure: the time a scenario's dates are written from is
+//! given ([`Setup::now`]), never read here.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use holdoff::HttpDate;
 use serde_json::{Value, json};
 
 /// How long the judge makes a client wait after a throttle whose `Retry-After` is malformed
@@ -16,14 +18,26 @@ pub(crate) fn min_backoff() -> String {
     format!("{} ms", MIN_BACKOFF.as_millis())
 }
 
+/// How long a client may wait on `long-hour`'s one-hour hint before it is stopped and judged
+/// to be waiting it out: longer than any cap worth detecting (real SDKs cap at 60 s and
+/// 120 s; `long-150` finds those), so a client still waiting then waits for the hour.
+pub(crate) const HOUR_SHOWN_AFTER: Duration = Duration::from_secs(165);
+
 /// What a scenario's verdict turns on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rule {
     /// A usable hint: a retry before the permitted time fails (the judge's `premature`).
     Hint,
+    /// A date hint from a server whose clock is behind: as [`Rule::Hint`], and an early retry
+    /// is the client measuring the date against its own clock instead of the response's `Date`.
+    Skew,
+    /// `Retry-After` beside a shorter `retry-after-ms`: as [`Rule::Hint`], and the verdict
+    /// says which of the two the client waited for.
+    Millis,
     /// A malformed hint: a retry sooner than the minimum backoff fails (`read_as_zero`).
     Malformed,
-    /// No hint on a 429: a retry sooner than the minimum backoff fails (`no_backoff`).
+    /// No hint on a 429: a retry sooner than the minimum backoff fails (`no_backoff`); with
+    /// `--parallel`, copies that resume in lockstep warn (no jitter).
     NoHint,
     /// A hint on a POST: a retry before it fails, one without an `Idempotency-Key` warns.
     Post,
@@ -33,6 +47,11 @@ pub(crate) enum Rule {
     /// A 429 for a used-up quota (OpenAI's `insufficient_quota`): waiting won't help, so any
     /// retry warns, and one without a backoff fails.
     Quota,
+    /// A hint longer than some clients' caps: a retry before it fails (the client capped it).
+    Long,
+    /// A hint of an hour: a retry before it fails, still waiting when the scenario ends
+    /// ([`HOUR_SHOWN_AFTER`]) warns (it blocks the task), giving up passes.
+    Hour,
 }
 
 /// OpenAI's answer when the account's quota is used up: a 429 no wait will end.
@@ -45,6 +64,45 @@ fn quota_body() -> Value {
     } })
 }
 
+/// The `Retry-After` a scenario sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hint {
+    /// None at all.
+    None,
+    /// This value, as written.
+    Literal(&'static str),
+    /// An IMF-fixdate this many seconds after the proxy's clock when it answers, with a
+    /// matching `Date` (the proxy's `@dynamic=N` in `http-date` form).
+    Date(u64),
+    /// A `Date` `behind` seconds behind [`Setup::now`] and a `Retry-After` date `ahead`
+    /// seconds after that `Date`: a server whose clock is behind.
+    Behind { behind: u64, ahead: u64 },
+    /// Delay-seconds, divided by [`Setup::long_scale`] (rounded up).
+    Long(u64),
+}
+
+/// What every scenario of one `holdoff check` shares.
+#[derive(Clone, Debug)]
+pub(crate) struct Setup {
+    /// The wall clock when the configs are written: the `clock-behind` dates count from it.
+    pub(crate) now: SystemTime,
+    /// `--long-scale`: the long hints (and how long `long-hour` waits) are divided by it.
+    pub(crate) long_scale: u32,
+    /// The answer to every request a throttle does not answer, if not the upstream's.
+    pub(crate) success: Option<Success>,
+}
+
+/// A configured success answer (`--success-status`, `--success-header`, `--success-body`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Success {
+    pub(crate) status: u16,
+    /// Header names and values, in order.
+    pub(crate) headers: Vec<(String, String)>,
+    /// The body: JSON when it parses as JSON (the mock sends it with a JSON content type),
+    /// else text.
+    pub(crate) body: String,
+}
+
 /// One scenario.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Scenario {
@@ -52,20 +110,22 @@ pub(crate) struct Scenario {
     pub(crate) name: &'static str,
     /// One line for `--list`.
     pub(crate) description: &'static str,
-    /// What the first watched request is answered with, short, for the table.
-    pub(crate) sends: &'static str,
+    /// What the first watched request is answered with, short, for the table (unscaled).
+    sends: &'static str,
     /// What decides the verdict.
     pub(crate) rule: Rule,
     status: u16,
-    /// The `Retry-After` sent, if any (`@dynamic=N` is filled in by the proxy).
-    retry_after: Option<&'static str>,
-    /// The config's `retryAfterForm`, for a `@dynamic` hint.
-    form: &'static str,
+    /// The `Retry-After` sent.
+    hint: Hint,
     /// The only method throttled, if not every one.
     method: Option<&'static str>,
     /// A second throttle, the same status with this `Retry-After`, for the first request the
     /// first throttle did not answer (the retry).
     then: Option<&'static str>,
+    /// Another header sent beside the hint.
+    also: Option<(&'static str, &'static str)>,
+    /// Run only with `--long` (and only by name without it).
+    pub(crate) long: bool,
 }
 
 /// Every scenario, in the order they are reported.
@@ -77,10 +137,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "429, Retry-After: 2",
         rule: Rule::Hint,
         status: 429,
-        retry_after: Some("2"),
-        form: "delay",
+        hint: Hint::Literal("2"),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "delay-503",
@@ -89,10 +150,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: 2",
         rule: Rule::Hint,
         status: 503,
-        retry_after: Some("2"),
-        form: "delay",
+        hint: Hint::Literal("2"),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "http-date",
@@ -101,10 +163,28 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: <HTTP-date +3 s>",
         rule: Rule::Hint,
         status: 503,
-        retry_after: Some("@dynamic=3"),
-        form: "http-date",
+        hint: Hint::Date(3),
         method: None,
         then: None,
+        also: None,
+        long: false,
+    },
+    Scenario {
+        name: "clock-behind",
+        description: "503 from a server whose clock is an hour behind: Date and a Retry-After \
+                      HTTP-date 3 s after it; a client that measures the date against its own \
+                      clock, not Date, retries at once and fails",
+        sends: "503, Date: <an hour ago>, Retry-After: <Date +3 s>",
+        rule: Rule::Skew,
+        status: 503,
+        hint: Hint::Behind {
+            behind: 3600,
+            ahead: 3,
+        },
+        method: None,
+        then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "date-past",
@@ -113,10 +193,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: <a date in 1994>",
         rule: Rule::PastDate,
         status: 503,
-        retry_after: Some("Sun, 06 Nov 1994 08:49:37 GMT"),
-        form: "delay",
+        hint: Hint::Literal("Sun, 06 Nov 1994 08:49:37 GMT"),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "second-throttle",
@@ -125,10 +206,24 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "429, Retry-After: 1, then 3",
         rule: Rule::Hint,
         status: 429,
-        retry_after: Some("1"),
-        form: "delay",
+        hint: Hint::Literal("1"),
         method: None,
         then: Some("3"),
+        also: None,
+        long: false,
+    },
+    Scenario {
+        name: "retry-after-ms",
+        description: "429 with Retry-After: 3 and retry-after-ms: 1500; says which one the \
+                      client used; a retry sooner than 1.5 s fails",
+        sends: "429, Retry-After: 3, retry-after-ms: 1500",
+        rule: Rule::Millis,
+        status: 429,
+        hint: Hint::Literal("3"),
+        method: None,
+        then: None,
+        also: Some(("retry-after-ms", "1500")),
+        long: false,
     },
     Scenario {
         name: "malformed",
@@ -137,10 +232,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: soon",
         rule: Rule::Malformed,
         status: 503,
-        retry_after: Some("soon"),
-        form: "delay",
+        hint: Hint::Literal("soon"),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "malformed-negative",
@@ -148,10 +244,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: -1",
         rule: Rule::Malformed,
         status: 503,
-        retry_after: Some("-1"),
-        form: "delay",
+        hint: Hint::Literal("-1"),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "malformed-decimal",
@@ -160,10 +257,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: 1.5",
         rule: Rule::Malformed,
         status: 503,
-        retry_after: Some("1.5"),
-        form: "delay",
+        hint: Hint::Literal("1.5"),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "malformed-empty",
@@ -171,10 +269,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: (empty)",
         rule: Rule::Malformed,
         status: 503,
-        retry_after: Some(""),
-        form: "delay",
+        hint: Hint::Literal(""),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "wrong-weekday",
@@ -183,10 +282,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "503, Retry-After: Mon, 06 Nov 1994 …",
         rule: Rule::Malformed,
         status: 503,
-        retry_after: Some("Mon, 06 Nov 1994 08:49:37 GMT"),
-        form: "delay",
+        hint: Hint::Literal("Mon, 06 Nov 1994 08:49:37 GMT"),
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "no-hint",
@@ -195,10 +295,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "429, no Retry-After",
         rule: Rule::NoHint,
         status: 429,
-        retry_after: None,
-        form: "delay",
+        hint: Hint::None,
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "quota",
@@ -207,10 +308,11 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "429 insufficient_quota, no hint",
         rule: Rule::Quota,
         status: 429,
-        retry_after: None,
-        form: "delay",
+        hint: Hint::None,
         method: None,
         then: None,
+        also: None,
+        long: false,
     },
     Scenario {
         name: "post",
@@ -219,10 +321,51 @@ pub(crate) const ALL: &[Scenario] = &[
         sends: "POST: 503, Retry-After: 1",
         rule: Rule::Post,
         status: 503,
-        retry_after: Some("1"),
-        form: "delay",
+        hint: Hint::Literal("1"),
         method: Some("POST"),
         then: None,
+        also: None,
+        long: false,
+    },
+    Scenario {
+        name: "long-90",
+        description: "with --long: 429 with Retry-After: 90, above the 60 s cap of some SDKs; a \
+                      retry before 90 s fails, waiting or giving up passes",
+        sends: "429, Retry-After: 90",
+        rule: Rule::Long,
+        status: 429,
+        hint: Hint::Long(90),
+        method: None,
+        then: None,
+        also: None,
+        long: true,
+    },
+    Scenario {
+        name: "long-150",
+        description: "with --long: 429 with Retry-After: 150, above the 120 s cap of others; a \
+                      retry before 150 s fails, waiting or giving up passes",
+        sends: "429, Retry-After: 150",
+        rule: Rule::Long,
+        status: 429,
+        hint: Hint::Long(150),
+        method: None,
+        then: None,
+        also: None,
+        long: true,
+    },
+    Scenario {
+        name: "long-hour",
+        description: "with --long: 429 with Retry-After: 3600; giving up (or deferring the task) \
+                      passes, still waiting after 165 s warns (it blocks the task), an early \
+                      retry fails",
+        sends: "429, Retry-After: 3600",
+        rule: Rule::Hour,
+        status: 429,
+        hint: Hint::Long(3600),
+        method: None,
+        then: None,
+        also: None,
+        long: true,
     },
 ];
 
@@ -245,26 +388,79 @@ impl Scenario {
             })
     }
 
+    /// What the first watched request is answered with, for the table: a long hint as
+    /// scaled, with the unscaled value beside it.
+    pub(crate) fn sends(&self, setup: &Setup) -> String {
+        match self.hint {
+            Hint::Long(seconds) if setup.long_scale > 1 => format!(
+                "{}, Retry-After: {} ({seconds} s / {})",
+                self.status,
+                scaled(seconds, setup.long_scale),
+                setup.long_scale
+            ),
+            _ => self.sends.to_owned(),
+        }
+    }
+
+    /// The hint the client was given, in seconds from the throttle, when the scenario's rule
+    /// needs it to explain a verdict: a long hint as scaled.
+    pub(crate) fn hint_secs(&self, setup: &Setup) -> Option<u64> {
+        match self.hint {
+            Hint::Long(seconds) => Some(scaled(seconds, setup.long_scale)),
+            Hint::Literal(value) => value.parse().ok(),
+            Hint::Date(ahead) | Hint::Behind { ahead, .. } => Some(ahead),
+            Hint::None => None,
+        }
+    }
+
+    /// How long the command may run in this scenario before it is stopped: `timeout`, or for
+    /// a long hint the hint and `timeout` after it (the client must be given time to honour
+    /// it), or for `long-hour` until it has shown its hand ([`HOUR_SHOWN_AFTER`], scaled).
+    pub(crate) fn time_limit(&self, timeout: Duration, setup: &Setup) -> Duration {
+        match (self.rule, self.hint) {
+            (Rule::Hour, _) => HOUR_SHOWN_AFTER / setup.long_scale.max(1),
+            (_, Hint::Long(seconds)) => {
+                Duration::from_secs(scaled(seconds, setup.long_scale)) + timeout
+            }
+            _ => timeout,
+        }
+    }
+
     /// The proxy's config: a mock answering the first watched request (`nth` 1) with the
     /// scenario's throttle (and, for a second throttle, another answering the first request
     /// the first mock let through: a mock counts only the requests that reach it); every
-    /// later request goes to the upstream.
-    pub(crate) fn config(&self) -> Value {
-        let mocks: Vec<Value> = [Some(self.retry_after), self.then.map(Some)]
-            .into_iter()
-            .flatten()
-            .map(|retry_after| self.mock(retry_after))
-            .collect();
-        json!({ "retryAfterForm": self.form, "mocks": { "mocks": mocks } })
+    /// later request goes to the upstream, or gets the configured success answer.
+    pub(crate) fn config(&self, setup: &Setup) -> Value {
+        let first = match self.hint {
+            Hint::None => vec![],
+            Hint::Literal(value) => vec![("Retry-After".to_owned(), value.to_owned())],
+            Hint::Date(ahead) => vec![("Retry-After".to_owned(), format!("@dynamic={ahead}"))],
+            Hint::Behind { behind, ahead } => behind_by(setup.now, behind, ahead),
+            Hint::Long(seconds) => vec![(
+                "Retry-After".to_owned(),
+                scaled(seconds, setup.long_scale).to_string(),
+            )],
+        };
+        let mut mocks = vec![self.mock(first)];
+        if let Some(value) = self.then {
+            mocks.push(self.mock(vec![("Retry-After".to_owned(), value.to_owned())]));
+        }
+        if let Some(success) = &setup.success {
+            mocks.push(success.mock());
+        }
+        let form = match self.hint {
+            Hint::Date(_) => "http-date",
+            _ => "delay",
+        };
+        json!({ "retryAfterForm": form, "mocks": { "mocks": mocks } })
     }
 
     /// A mock answering the first request that reaches it with the scenario's status and
-    /// `retry_after`.
-    fn mock(&self, retry_after: Option<&str>) -> Value {
-        let headers: Vec<Value> = retry_after
-            .iter()
-            .map(|value| json!({ "name": "Retry-After", "value": value }))
-            .collect();
+    /// `headers` (and [`Scenario::also`]).
+    fn mock(&self, mut headers: Vec<(String, String)>) -> Value {
+        if let Some((name, value)) = self.also {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
         let mut request = json!({ "url": "*", "nth": 1 });
         if let Some(method) = self.method {
             request["method"] = json!(method);
@@ -275,14 +471,65 @@ impl Scenario {
         };
         json!({
             "request": request,
-            "response": { "statusCode": self.status, "headers": headers, "body": body },
+            "response": { "statusCode": self.status, "headers": pairs(&headers), "body": body },
         })
     }
+}
+
+impl Success {
+    /// A mock answering every request that reaches it (after the throttles) with this.
+    fn mock(&self) -> Value {
+        let body = serde_json::from_str::<Value>(&self.body).unwrap_or_else(|_| json!(self.body));
+        json!({
+            "request": { "url": "*" },
+            "response": { "statusCode": self.status, "headers": pairs(&self.headers), "body": body },
+        })
+    }
+}
+
+/// Headers as a mock's list of `name`/`value` objects.
+fn pairs(headers: &[(String, String)]) -> Vec<Value> {
+    headers
+        .iter()
+        .map(|(name, value)| json!({ "name": name, "value": value }))
+        .collect()
+}
+
+/// `Date` `behind` seconds before `now` (whole seconds) and `Retry-After` `ahead` seconds
+/// after that `Date`, both IMF-fixdates: what a server whose clock is behind sends. Written
+/// once, with the config: the judge reads the date against the `Date` beside it, so the
+/// moment the proxy sends them does not change the wait they ask for.
+fn behind_by(now: SystemTime, behind: u64, ahead: u64) -> Vec<(String, String)> {
+    let date = HttpDate::from_system_time(now)
+        .and_then(|now| HttpDate::from_unix_seconds(now.unix_seconds() - behind as i64));
+    let until =
+        date.and_then(|date| HttpDate::from_unix_seconds(date.unix_seconds() + ahead as i64));
+    match (date, until) {
+        (Some(date), Some(until)) => vec![
+            ("Date".to_owned(), date.to_string()),
+            ("Retry-After".to_owned(), until.to_string()),
+        ],
+        // A clock before 1970 plus an hour: nothing sensible to send but the delay.
+        _ => vec![("Retry-After".to_owned(), ahead.to_string())],
+    }
+}
+
+/// `seconds` divided by `scale`, rounded up, at least 1.
+fn scaled(seconds: u64, scale: u32) -> u64 {
+    seconds.div_ceil(u64::from(scale.max(1))).max(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn setup() -> Setup {
+        Setup {
+            now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            long_scale: 1,
+            success: None,
+        }
+    }
 
     mod find {
         use super::*;
@@ -301,26 +548,123 @@ mod tests {
     mod config {
         use super::*;
 
+        fn headers(config: &Value, mock: usize) -> Vec<(String, String)> {
+            config["mocks"]["mocks"][mock]["response"]["headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    let text = |key: &str| h[key].as_str().unwrap().to_owned();
+                    (text("name"), text("value"))
+                })
+                .collect()
+        }
+
         #[test]
         fn answers_only_the_first_request_with_the_throttle() {
-            let config = Scenario::find("http-date").unwrap().config();
+            let config = Scenario::find("http-date").unwrap().config(&setup());
             let mock = &config["mocks"]["mocks"][0];
             assert_eq!(mock["request"]["nth"], 1);
             assert_eq!(mock["response"]["statusCode"], 503);
             assert_eq!(mock["response"]["headers"][0]["value"], "@dynamic=3");
             assert_eq!(config["retryAfterForm"], "http-date");
-            let none = Scenario::find("no-hint").unwrap().config();
+            let none = Scenario::find("no-hint").unwrap().config(&setup());
             assert_eq!(none["mocks"]["mocks"][0]["response"]["headers"], json!([]));
             assert_eq!(none["mocks"]["mocks"].as_array().map(Vec::len), Some(1));
         }
 
         #[test]
         fn answers_the_retry_too_for_a_second_throttle() {
-            let config = Scenario::find("second-throttle").unwrap().config();
+            let config = Scenario::find("second-throttle").unwrap().config(&setup());
             let mocks = &config["mocks"]["mocks"];
             assert_eq!(mocks[0]["response"]["headers"][0]["value"], "1");
             assert_eq!(mocks[1]["request"]["nth"], 1);
             assert_eq!(mocks[1]["response"]["headers"][0]["value"], "3");
+        }
+
+        #[test]
+        fn dates_a_server_an_hour_behind_from_the_given_clock() {
+            let config = Scenario::find("clock-behind").unwrap().config(&setup());
+            // 1_700_000_000 is Tue, 14 Nov 2023 22:13:20 GMT.
+            assert_eq!(
+                headers(&config, 0),
+                [
+                    (
+                        "Date".to_owned(),
+                        "Tue, 14 Nov 2023 21:13:20 GMT".to_owned()
+                    ),
+                    (
+                        "Retry-After".to_owned(),
+                        "Tue, 14 Nov 2023 21:13:23 GMT".to_owned()
+                    ),
+                ]
+            );
+        }
+
+        #[test]
+        fn sends_retry_after_ms_beside_retry_after() {
+            let config = Scenario::find("retry-after-ms").unwrap().config(&setup());
+            assert_eq!(
+                headers(&config, 0),
+                [
+                    ("Retry-After".to_owned(), "3".to_owned()),
+                    ("retry-after-ms".to_owned(), "1500".to_owned()),
+                ]
+            );
+        }
+
+        #[test]
+        fn scales_long_hints_and_their_time_limits() {
+            let long = Scenario::find("long-90").unwrap();
+            let hour = Scenario::find("long-hour").unwrap();
+            let timeout = Duration::from_secs(30);
+            assert_eq!(headers(&long.config(&setup()), 0)[0].1, "90");
+            assert_eq!(long.time_limit(timeout, &setup()), Duration::from_secs(120));
+            assert_eq!(hour.time_limit(timeout, &setup()), HOUR_SHOWN_AFTER);
+            let fast = Setup {
+                long_scale: 30,
+                ..setup()
+            };
+            assert_eq!(headers(&long.config(&fast), 0)[0].1, "3");
+            assert_eq!(long.sends(&fast), "429, Retry-After: 3 (90 s / 30)");
+            assert_eq!(headers(&hour.config(&fast), 0)[0].1, "120");
+            assert_eq!(hour.time_limit(timeout, &fast), Duration::from_millis(5500));
+            assert_eq!(
+                Scenario::find("long-150").unwrap().hint_secs(&fast),
+                Some(5)
+            );
+        }
+
+        #[test]
+        fn answers_everything_else_with_a_configured_success() {
+            let with = Setup {
+                success: Some(Success {
+                    status: 201,
+                    headers: vec![("x-from".to_owned(), "check".to_owned())],
+                    body: r#"{"id": 1}"#.to_owned(),
+                }),
+                ..setup()
+            };
+            let config = Scenario::find("delay-429").unwrap().config(&with);
+            let last = &config["mocks"]["mocks"][1];
+            assert_eq!(last["request"], json!({ "url": "*" }));
+            assert_eq!(last["response"]["statusCode"], 201);
+            assert_eq!(last["response"]["body"], json!({ "id": 1 }));
+            assert_eq!(
+                headers(&config, 1),
+                [("x-from".to_owned(), "check".to_owned())]
+            );
+        }
+
+        #[test]
+        fn every_scenario_has_a_config_the_proxy_accepts() {
+            for scenario in ALL {
+                use holdoff_proxy::config::{compile, load};
+                let text = serde_json::to_string(&scenario.config(&setup())).unwrap();
+                let raw = load::parse(&text, load::Format::Json, "scenario.json").unwrap();
+                compile::compile(&raw, "scenario.json", std::path::Path::new("."))
+                    .unwrap_or_else(|err| panic!("{}: {err}", scenario.name));
+            }
         }
     }
 }

@@ -3,18 +3,31 @@ reads HTTP_PROXY for http URLs): it waits the delay-seconds, or until the HTTP-d
 server's own clock (its Date header); it gives up on a malformed hint, backs off 1 s when
 there is none, gives up on a used-up quota (OpenAI's insufficient_quota), and retries a POST
 only with an Idempotency-Key (with --no-key: without one, blindly).
-Usage: honours.py [--no-key] [GET|POST] URL
+
+Variants, each an option: --cap S waits at most S seconds whatever the hint says, then retries
+(the cap some SDKs have); --max-wait S gives up instead when the hint is longer than S seconds
+(a client that defers the work); --jitter backs off 1 to 2 s (random) when there is no hint.
+Usage: honours.py [--no-key] [--cap S] [--max-wait S] [--jitter] [GET|POST] URL
 """
 import email.utils
+import random
 import sys
 import time
 import urllib.error
 import urllib.request
 
 args = sys.argv[1:]
-blind = args[0] == "--no-key"
-if blind:
-    args = args[1:]
+blind = cap = max_wait = jitter = None
+while args[0].startswith("--"):
+    option = args.pop(0)
+    if option == "--no-key":
+        blind = True
+    elif option == "--cap":
+        cap = float(args.pop(0))
+    elif option == "--max-wait":
+        max_wait = float(args.pop(0))
+    elif option == "--jitter":
+        jitter = True
 method, url = (args[0], args[1]) if len(args) > 1 else ("GET", args[0])
 
 
@@ -22,7 +35,7 @@ def wait_for(headers):
     """Seconds to wait, or None for a malformed hint."""
     value = headers.get("Retry-After")
     if value is None:
-        return 1.0
+        return 1.0 + random.random() if jitter else 1.0
     value = value.strip(" \t")
     if value.isdigit():
         return int(value)
@@ -56,6 +69,11 @@ for attempt in range(3):
         if wait is None:
             print("malformed Retry-After: giving up", file=sys.stderr)
             sys.exit(1)
+        if max_wait is not None and wait > max_wait:
+            print(f"told to wait {wait:.0f} s: giving up, to try later", file=sys.stderr)
+            sys.exit(1)
+        if cap is not None:
+            wait = min(wait, cap)
         if method == "POST" and not blind:
             # A hint does not make a POST safe: repeat it only as the same operation.
             headers["Idempotency-Key"] = "holdoff-check-test-1"
