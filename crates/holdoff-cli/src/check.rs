@@ -36,6 +36,9 @@ running several programs is judged as one client. A scenario ends when the comma
 --timeout after the throttle (a long hint's scenario: the hint, then --timeout), when it is
 stopped (SIGTERM) and judged on what it did until then. The command's own output is not shown.
 
+A client that cannot use a proxy: --upstream URL makes each scenario's proxy a reverse proxy for
+that API, and the command calls it instead (`{url}` in its arguments, or HOLDOFF_CHECK_URL).
+
 Exit status:
   0    no scenario failed (warnings and n/a allowed), and at least one was tested
   3    a scenario failed: the client retried before Retry-After permitted, or sooner than the
@@ -50,6 +53,7 @@ Examples:
   holdoff check --list
   holdoff check -- curl -s --retry 2 http://127.0.0.1:8080/v1/items
   holdoff check --long --parallel 4 --junit check.xml -- python3 client.py
+  holdoff check --upstream http://127.0.0.1:8080 -- ./my-client --base-url '{url}/v1'
   holdoff check --success-body '{\"ok\": true}' -- node client.js https://api.example.com/v1";
 
 /// Check how a client handles Retry-After: every scenario at once, each with a fresh proxy.
@@ -114,6 +118,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
 
+    /// Reverse mode, for a client that cannot use a proxy: each scenario's proxy listens as
+    /// this API itself (`holdoff proxy --upstream URL`), and the command calls the proxy's URL
+    /// instead — `{url}` in its arguments, or the HOLDOFF_CHECK_URL variable.
+    #[arg(long, value_name = "URL", value_parser = parse_upstream)]
+    upstream: Option<String>,
+
     /// Stop the command this long after its throttle in each scenario (after the hint, for a
     /// long one; after its start, if no request comes), and judge what it did until then.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
@@ -122,6 +132,20 @@ pub(crate) struct Args {
     /// The client command to check, after `--`, and its arguments.
     #[arg(last = true, required_unless_present = "list", value_name = "COMMAND")]
     command: Vec<OsString>,
+}
+
+/// An `http://` or `https://` URL, for `--upstream`.
+fn parse_upstream(text: &str) -> Result<String, String> {
+    let uri: http::Uri = text
+        .parse()
+        .map_err(|err| format!("`{text}` is not a URL ({err}): give http://HOST[:PORT][/PATH]"))?;
+    match (uri.scheme_str(), uri.authority()) {
+        (Some("http" | "https"), Some(_)) => Ok(text.to_owned()),
+        _ => Err(format!(
+            "`{text}` is not an http:// or https:// URL with a host: give \
+             http://HOST[:PORT][/PATH]"
+        )),
+    }
 }
 
 /// `Name: value`, for `--success-header`.
@@ -208,7 +232,13 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
                     1 => scenario.name.to_owned(),
                     _ => format!("{}-{copy}", scenario.name),
                 };
-                spawned.push(spawn(&exe, &config, &name, &args.command, dir.path())?);
+                let files = Files::new(dir.path(), &name);
+                spawned.push(match &args.upstream {
+                    None => spawn(&exe, &config, files, &args.command)?,
+                    Some(upstream) => {
+                        spawn_reverse(&exe, &config, files, upstream, &args.command).await?
+                    }
+                });
             }
             let limit = scenario.time_limit(args.timeout, &setup);
             let hint = scenario.hint_secs(&setup);
@@ -305,52 +335,186 @@ fn write_config(scenario: &Scenario, setup: &Setup, dir: &Path) -> Result<PathBu
     Ok(path)
 }
 
-/// A scenario's `holdoff run`, started.
-struct Spawned {
-    child: Child,
+/// Where a scenario's run keeps its files: in the check's directory, named after the scenario
+/// (and copy).
+struct Files {
     events: PathBuf,
-    /// Where holdoff's (and the command's) stderr went: a run that could not start says why
+    stdout: PathBuf,
+    /// Where holdoff's (and the command's) stderr goes: a run that could not start says why
     /// there.
     stderr: PathBuf,
 }
 
-/// Starts `holdoff run` with `config`, its files in `dir` named after `name`.
-fn spawn(
-    exe: &Path,
-    config: &Path,
-    name: &str,
-    command: &[OsString],
-    dir: &Path,
-) -> Result<Spawned, Failure> {
-    let file = |ext: &str| dir.join(format!("{name}.{ext}"));
-    let (events, stdout, stderr) = (file("events"), file("out"), file("err"));
-    let created = |path: &Path| {
+impl Files {
+    fn new(dir: &Path, name: &str) -> Files {
+        let file = |ext: &str| dir.join(format!("{name}.{ext}"));
+        Files {
+            events: file("events"),
+            stdout: file("out"),
+            stderr: file("err"),
+        }
+    }
+
+    /// `path`, created for writing.
+    fn create(path: &Path) -> Result<File, Failure> {
         File::create(path)
             .map_err(|err| Failure::Runtime(format!("failed to create {}: {err}", path.display())))
-    };
-    let mut run = Command::new(exe);
-    run.arg("run")
+    }
+}
+
+/// A scenario's run, started: `holdoff run` with the command in it, or in reverse mode the
+/// command with a `holdoff proxy` of its own beside it.
+struct Spawned {
+    child: Child,
+    /// Reverse mode's proxy, stopped once the command has ended.
+    proxy: Option<Child>,
+    files: Files,
+}
+
+/// The options every scenario's proxy gets: the scenario's config, the judge as `holdoff
+/// check` applies it, no log, the event log.
+fn proxy_args(command: &mut Command, config: &Path, events: &Path) {
+    command
         .arg("--config")
         .arg(config)
         .args(["--client-id", "peer", "--judge-min-backoff"])
         .arg(format!("{}ms", MIN_BACKOFF.as_millis()))
         .args(["--log-level", "off"])
         .arg("--events")
-        .arg(&events)
-        .arg("--")
-        .args(command)
+        .arg(events)
         .stdin(Stdio::null())
-        .stdout(created(&stdout)?)
-        .stderr(created(&stderr)?)
         .kill_on_drop(true);
+}
+
+/// Starts `holdoff run` with `config` and the command.
+fn spawn(
+    exe: &Path,
+    config: &Path,
+    files: Files,
+    command: &[OsString],
+) -> Result<Spawned, Failure> {
+    let mut run = Command::new(exe);
+    run.arg("run");
+    proxy_args(&mut run, config, &files.events);
+    run.arg("--")
+        .args(command)
+        .stdout(Files::create(&files.stdout)?)
+        .stderr(Files::create(&files.stderr)?);
     let child = run
         .spawn()
         .map_err(|err| Failure::Runtime(format!("failed to run {} run: {err}", exe.display())))?;
     Ok(Spawned {
         child,
-        events,
-        stderr,
+        proxy: None,
+        files,
     })
+}
+
+/// How long reverse mode's proxy may take to start listening.
+const PROXY_START: Duration = Duration::from_secs(10);
+
+/// Reverse mode: starts `holdoff proxy --upstream UPSTREAM` with `config` on a free loopback
+/// port, waits for it to listen (its start event names its URL), then the command, with
+/// `{url}` in its arguments and `HOLDOFF_CHECK_URL` set to the proxy's URL.
+async fn spawn_reverse(
+    exe: &Path,
+    config: &Path,
+    files: Files,
+    upstream: &str,
+    command: &[OsString],
+) -> Result<Spawned, Failure> {
+    let mut proxy = Command::new(exe);
+    proxy
+        .args([
+            "proxy",
+            "--ip-address",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--upstream",
+        ])
+        .arg(upstream);
+    proxy_args(&mut proxy, config, &files.events);
+    proxy
+        .stdout(Stdio::null())
+        .stderr(Files::create(&files.stderr)?);
+    let mut proxy = proxy
+        .spawn()
+        .map_err(|err| Failure::Runtime(format!("failed to run {} proxy: {err}", exe.display())))?;
+    let clock = TokioClock;
+    let deadline = clock.now() + PROXY_START;
+    let url = loop {
+        if let Some(url) = proxy_url(&files.events) {
+            break url;
+        }
+        let stopped = proxy.try_wait().ok().flatten().is_some();
+        if stopped || clock.now() >= deadline {
+            let _ = proxy.start_kill();
+            let said = fs::read_to_string(&files.stderr).unwrap_or_default();
+            let said = said.trim();
+            return Err(Failure::Runtime(format!(
+                "the proxy for --upstream {upstream} did not start{}",
+                match said.is_empty() {
+                    true => format!(" within {} s", PROXY_START.as_secs()),
+                    false => format!(": {}", said.strip_prefix("holdoff: ").unwrap_or(said)),
+                }
+            )));
+        }
+        clock.sleep_until(clock.now() + POLL).await;
+    };
+    let url = url.trim_end_matches('/').to_owned();
+    let mut words = command.iter().map(|word| match word.to_str() {
+        Some(text) if text.contains("{url}") => OsString::from(text.replace("{url}", &url)),
+        _ => word.clone(),
+    });
+    let program = words.next().unwrap_or_default();
+    let child = Command::new(&program)
+        .args(words)
+        .env("HOLDOFF_CHECK_URL", &url)
+        .stdin(Stdio::null())
+        .stdout(Files::create(&files.stdout)?)
+        .stderr(
+            fs::OpenOptions::new()
+                .append(true)
+                .open(&files.stderr)
+                .map_err(|err| {
+                    Failure::Runtime(format!("failed to open {}: {err}", files.stderr.display()))
+                })?,
+        )
+        .kill_on_drop(true)
+        .spawn();
+    let child = match child {
+        Ok(child) => child,
+        Err(err) => {
+            let _ = proxy.start_kill();
+            let program = program.to_string_lossy();
+            return Err(match err.kind() {
+                std::io::ErrorKind::NotFound => {
+                    Failure::NotFound(format!("{program}: command not found"))
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    Failure::CannotExecute(format!("{program}: permission denied"))
+                }
+                _ => Failure::Runtime(format!("failed to run {program}: {err}")),
+            });
+        }
+    };
+    Ok(Spawned {
+        child,
+        proxy: Some(proxy),
+        files,
+    })
+}
+
+/// The proxy's URL, from the start event of its event log, once it has been written.
+fn proxy_url(events: &Path) -> Option<String> {
+    let log = fs::read_to_string(events).ok()?;
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Event>(line).ok())
+        .find_map(|event| match event {
+            Event::Start { proxy_url, .. } => Some(proxy_url),
+            _ => None,
+        })
 }
 
 /// How long a command stopped at the time limit has to exit before it is killed.
@@ -379,7 +543,7 @@ async fn finish(
         tokio::select! {
             status = spawned.child.wait() => break status,
             () = clock.sleep_until(clock.now() + POLL), if !throttled => {
-                if throttle_logged(&spawned.events) {
+                if throttle_logged(&spawned.files.events) {
                     throttled = true;
                     deadline = clock.now() + limit;
                 }
@@ -399,13 +563,33 @@ async fn finish(
         }
     };
     let elapsed = clock.now().saturating_duration_since(started);
-    status.map_err(|err| {
+    let status = status.map_err(|err| {
         Failure::Runtime(format!(
             "failed to wait for scenario {}: {err}",
             scenario.name
         ))
     })?;
-    let events = Report::read_log(&spawned.events).unwrap_or_default();
+    if let Some(proxy) = &mut spawned.proxy {
+        // Reverse mode: the command is done, so is its proxy (SIGTERM writes its last events).
+        terminate(proxy);
+        let grace = clock.now() + STOP_GRACE;
+        tokio::select! {
+            _ = proxy.wait() => {}
+            () = clock.sleep_until(grace) => {
+                let _ = proxy.start_kill();
+                let _ = proxy.wait().await;
+            }
+        }
+    }
+    let mut events = Report::read_log(&spawned.files.events).unwrap_or_default();
+    if spawned.proxy.is_some() {
+        // The proxy ran no command: the command's exit status is the one check waited for.
+        for event in &mut events {
+            if let Event::Finish { exit_code, .. } = event {
+                *exit_code = status.code();
+            }
+        }
+    }
     let own = events.iter().find_map(|event| match event {
         Event::Finish {
             exit_code,
@@ -415,7 +599,7 @@ async fn finish(
         _ => None,
     });
     let said = || {
-        let text = fs::read_to_string(&spawned.stderr).unwrap_or_default();
+        let text = fs::read_to_string(&spawned.files.stderr).unwrap_or_default();
         let text = text.trim();
         let text = text.strip_prefix("holdoff: ").unwrap_or(text);
         format!("scenario {}: {text}", scenario.name)

@@ -568,3 +568,68 @@ fn junit_and_html_reports_hold_a_case_per_scenario() {
         "{html}"
     );
 }
+
+#[test]
+fn reverse_mode_checks_a_client_that_ignores_proxies_through_its_base_url() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/items", Reply::ok("items"));
+    let dir = TempDir::new("check-reverse");
+    let base = upstream.url("");
+    let script = script("honours.py");
+    let scenarios = ["delay-429", "clock-behind", "malformed", "no-hint"];
+    let mut args = vec!["--upstream", base.trim_end_matches('/'), "--timeout", "5s"];
+    for name in scenarios {
+        args.extend(["-s", name]);
+    }
+    // No proxy variables are set in reverse mode, and this curl would not use them anyway.
+    args.extend(["--", "curl", "-s", "--noproxy", "*", "--retry", "2"]);
+    args.push("{url}/v1/items");
+    let (output, json) = check(&dir, &args);
+    assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
+    let want: Vec<(String, String)> = scenarios
+        .iter()
+        .map(|name| ((*name).to_owned(), "pass".to_owned()))
+        .collect();
+    assert_eq!(verdicts(&json), want, "{json:#}");
+    // curl reads the hour-behind date by its own clock, as an hour ago: it waits it out.
+    assert_eq!(row(&json, "clock-behind")["timed_out"], true, "{json:#}");
+    assert!(first_retry(&json, "delay-429") >= 2.0, "{json:#}");
+    assert_eq!(row(&json, "delay-429")["exit_code"], 0, "{json:#}");
+    // Each retry went on to the upstream through the scenario's proxy.
+    assert_eq!(upstream.requests_to("/v1/items").len(), 3, "{json:#}");
+
+    // The command's own exit status, and HOLDOFF_CHECK_URL for a client configured by its
+    // environment.
+    let dir = TempDir::new("check-reverse-env");
+    let client = format!("python3 {script} \"$HOLDOFF_CHECK_URL/v1/items\"");
+    let args = [
+        "--upstream",
+        base.trim_end_matches('/'),
+        "-s",
+        "malformed",
+        "--",
+        "sh",
+        "-c",
+        &client,
+    ];
+    let (output, json) = check(&dir, &args);
+    assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
+    assert_eq!(
+        row(&json, "malformed")["did"],
+        "gave up (exited 1)",
+        "{json:#}"
+    );
+}
+
+#[test]
+fn reverse_mode_wants_an_http_url() {
+    let dir = TempDir::new("check-reverse-bad");
+    let (output, _) = check(&dir, &["--upstream", "127.0.0.1:8080", "--", "true"]);
+    assert_eq!(output.status.code(), Some(2), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("give http://HOST[:PORT][/PATH]"),
+        "{stderr}"
+    );
+}
