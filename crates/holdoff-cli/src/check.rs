@@ -125,7 +125,8 @@ pub(crate) struct Args {
     upstream: Option<String>,
 
     /// Stop the command this long after its throttle in each scenario (after the hint, for a
-    /// long one; after its start, if no request comes), and judge what it did until then.
+    /// long one; if no request comes, after its start, 60 s at least), and judge what it did
+    /// until then.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
     timeout: Duration,
 
@@ -520,11 +521,16 @@ fn proxy_url(events: &Path) -> Option<String> {
 /// How long a command stopped at the time limit has to exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// How long a command has, at least, to send its first request: starting up is not what is
+/// checked, and a busy machine starting a dozen proxies and clients at once is slow at it.
+const START_ALLOWANCE: Duration = Duration::from_secs(60);
+
 /// How often a running scenario's event log is read for its throttle.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Waits for a scenario's run, stopping it `limit` after its throttle (or after its start, if
-/// no throttle comes: a client that sends nothing), and judges its event log: the outcome,
+/// Waits for a scenario's run, stopping it `limit` after its throttle (or, if no throttle
+/// comes, [`START_ALLOWANCE`] or `limit` after its start, whichever is longer: a client that
+/// sends nothing), and judges its event log: the outcome,
 /// and how long the run took. The limit counts from the throttle so that a client slow to
 /// start — a JVM, or any client on a machine busy starting every scenario at once — gets the
 /// whole of it to show what it does next.
@@ -536,7 +542,7 @@ async fn finish(
 ) -> Result<(Outcome, Duration), Failure> {
     let clock = TokioClock;
     let started = clock.now();
-    let mut deadline = started + limit;
+    let mut deadline = started + limit.max(START_ALLOWANCE);
     let mut throttled = false;
     let mut timed_out = false;
     let status = loop {

@@ -353,6 +353,123 @@ fn urllib3_honours_the_hints_it_reads_but_not_the_servers_date_nor_a_429_without
     }
 }
 
+/// `holdoff check -s post -- CLIENT… URL`: the post scenario's row.
+fn post(name: &str, client: &[&str]) -> (Output, Value) {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/jobs", Reply::ok("queued"));
+    let dir = TempDir::new(name);
+    let url = upstream.url("/v1/jobs");
+    let mut args = vec!["-s", "post", "--"];
+    args.extend(client);
+    args.push(&url);
+    let (output, json) = check(&dir, &args);
+    (output, json["scenarios"][0].clone())
+}
+
+#[test]
+fn a_post_repeated_after_the_hint_with_an_idempotency_key_passes() {
+    let (output, row) = post(
+        "check-post-keyed",
+        &["python3", &script("honours.py"), "POST"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}\n{row:#}", show(&output));
+    assert_eq!(row["verdict"], "pass", "{row:#}");
+    assert!(
+        row["first_retry_after_s"].as_f64().unwrap_or(0.0) >= 1.0,
+        "{row:#}"
+    );
+}
+
+#[test]
+fn a_post_repeated_without_an_idempotency_key_warns() {
+    let client = ["python3", &script("honours.py"), "--no-key", "POST"];
+    let (output, row) = post("check-post-blind", &client);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "a warning: {}\n{row:#}",
+        show(&output)
+    );
+    assert_eq!(row["verdict"], "warn", "{row:#}");
+    let why = row["why"].as_str().unwrap_or_default();
+    assert!(why.contains("a hint does not make a POST safe"), "{why}");
+}
+
+#[test]
+fn curl_repeats_a_post_without_a_key() {
+    let (output, row) = post(
+        "check-post-curl",
+        &["curl", "-s", "--retry", "2", "-d", "{}"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}\n{row:#}", show(&output));
+    assert_eq!(row["verdict"], "warn", "{row:#}");
+}
+
+#[test]
+fn a_post_repeated_before_the_hint_fails() {
+    let (output, row) = post(
+        "check-post-naive",
+        &["python3", &script("naive.py"), "POST"],
+    );
+    assert_eq!(output.status.code(), Some(3), "{}\n{row:#}", show(&output));
+    assert_eq!(row["verdict"], "fail", "{row:#}");
+}
+
+#[test]
+fn a_command_that_sends_nothing_is_not_tested() {
+    let dir = TempDir::new("check-nothing");
+    let (output, json) = check(&dir, &["-s", "delay-429", "-s", "no-hint", "--", "true"]);
+    assert_eq!(output.status.code(), Some(4), "{}\n{json:#}", show(&output));
+    let want = vec![
+        ("delay-429".to_owned(), "n/a".to_owned()),
+        ("no-hint".to_owned(), "n/a".to_owned()),
+    ];
+    assert_eq!(verdicts(&json), want, "{json:#}");
+    assert!(stdout(&output).contains("honours Retry-After: 0/0 (2 n/a)"));
+}
+
+#[test]
+fn a_command_not_found_exits_127() {
+    let dir = TempDir::new("check-missing");
+    let (output, _) = check(&dir, &["-s", "delay-429", "--", "holdoff-no-such-client"]);
+    assert_eq!(output.status.code(), Some(127), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("command not found"), "{stderr}");
+}
+
+#[test]
+fn a_client_still_running_at_the_timeout_is_stopped_and_judged() {
+    let dir = TempDir::new("check-timeout");
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/items", Reply::ok("items"));
+    let url = upstream.url("/v1/items");
+    // One request, throttled, then a sleep far past the time limit.
+    let client = format!("curl -s {url}; sleep 30");
+    let (output, json) = check(
+        &dir,
+        &[
+            "-s",
+            "delay-429",
+            "--timeout",
+            "5s",
+            "--",
+            "sh",
+            "-c",
+            &client,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}\n{json:#}", show(&output));
+    let row = &json["scenarios"][0];
+    assert_eq!(row["timed_out"], true, "{row:#}");
+    assert_eq!(row["verdict"], "pass", "{row:#}");
+    assert_eq!(
+        row["did"], "no retry before the time limit (stopped)",
+        "{row:#}"
+    );
+}
+
 /// The long hints at a thirtieth (`--long-scale 30`: 3 s, 5 s and 2 min, the last stopped
 /// after 5.5 s), for `honours.py` with `options`.
 fn long(name: &str, options: &[&str]) -> (Output, Value) {
