@@ -16,6 +16,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
@@ -79,6 +80,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=3600))]
     long_scale: u32,
+
+    /// Run at most N scenarios at a time (default: twice the CPUs, 4 at least). Each starts a
+    /// proxy and the command: too many at once on a small machine delay a client's retries
+    /// by hundreds of ms, enough to pass one that retries at once.
+    #[arg(long, short = 'j', value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: Option<u16>,
 
     /// Run N copies of the command at once in `no-hint`, each with its own proxy: copies that
     /// all come back the same time after their throttles are a herd (a warning: no jitter).
@@ -219,47 +227,38 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
             ))
         })?;
     let runtime = crate::proxy::session::runtime()?;
+    let shared = Arc::new(Shared {
+        exe,
+        dir: dir.path().to_owned(),
+        command: args.command.clone(),
+        upstream: args.upstream.clone(),
+        timeout: args.timeout,
+        parallel: args.parallel,
+        setup: setup.clone(),
+    });
+    let jobs = args.jobs.map_or_else(default_jobs, usize::from);
     let results = runtime.block_on(async {
-        let mut runs = Vec::new();
-        for scenario in &chosen {
-            let copies = match scenario.rule {
-                Rule::NoHint => args.parallel,
-                _ => 1,
-            };
-            let config = write_config(scenario, &setup, dir.path())?;
-            let mut spawned = Vec::new();
-            for copy in 1..=copies {
-                let name = match copies {
-                    1 => scenario.name.to_owned(),
-                    _ => format!("{}-{copy}", scenario.name),
-                };
-                let files = Files::new(dir.path(), &name);
-                spawned.push(match &args.upstream {
-                    None => spawn(&exe, &config, files, &args.command)?,
-                    Some(upstream) => {
-                        spawn_reverse(&exe, &config, files, upstream, &args.command).await?
-                    }
-                });
-            }
-            let limit = scenario.time_limit(args.timeout, &setup);
-            let hint = scenario.hint_secs(&setup);
-            let copies = spawned
-                .into_iter()
-                .map(|one| tokio::spawn(finish(*scenario, hint, one, limit)))
-                .collect::<Vec<_>>();
-            runs.push((*scenario, scenario.sends(&setup), copies));
-        }
+        // Scenarios started at once compete for the CPU: on a small machine a client that
+        // retries at once would be measured hundreds of ms late and pass. At most `jobs` run
+        // at a time, in the order of the table.
+        let slots = Arc::new(tokio::sync::Semaphore::new(jobs));
+        let runs: Vec<_> = chosen
+            .iter()
+            .map(|scenario| {
+                let (shared, slots, scenario) =
+                    (Arc::clone(&shared), Arc::clone(&slots), *scenario);
+                tokio::spawn(async move {
+                    let _slot = slots.acquire_owned().await;
+                    run_scenario(&shared, scenario).await
+                })
+            })
+            .collect();
         let mut rows = Vec::new();
-        for (scenario, sends, copies) in runs {
-            let mut outcomes = Vec::new();
-            let mut elapsed = Duration::ZERO;
-            for copy in copies {
-                let (outcome, took) = copy.await.map_err(|err| {
-                    Failure::Runtime(format!("a scenario's task failed: {err}"))
-                })??;
-                outcomes.push(outcome);
-                elapsed = elapsed.max(took);
-            }
+        for (scenario, run) in chosen.iter().zip(runs) {
+            let (outcomes, elapsed) = run
+                .await
+                .map_err(|err| Failure::Runtime(format!("a scenario's task failed: {err}")))??;
+            let (scenario, sends) = (*scenario, scenario.sends(&setup));
             rows.push(Row {
                 scenario,
                 sends,
@@ -270,7 +269,8 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         Ok::<_, Failure>(rows)
     });
     drop(runtime);
-    let rows = results?;
+    let mut rows = results?;
+    relate(&mut rows);
     report::write_table(&rows, out)?;
     let command = report::command_line(&args.command);
     let reports: [(&Option<PathBuf>, &str, Render); 3] = [
@@ -300,6 +300,94 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         return Err(Failure::NotTested);
     }
     Ok(())
+}
+
+/// What one scenario says about another's verdict: a client that retries early on `http-date`
+/// does not wait for an HTTP-date at all, so its early retry on `clock-behind` says nothing
+/// about the server's `Date` — it is the same finding as `http-date`'s.
+fn relate(rows: &mut [Row]) {
+    let Some(undated) = rows
+        .iter()
+        .find(|row| row.scenario.name == "http-date" && row.outcome.verdict == Verdict::Fail)
+        .and_then(|row| row.outcome.finding.clone())
+    else {
+        return;
+    };
+    for row in rows
+        .iter_mut()
+        .filter(|row| row.scenario.rule == Rule::Skew && row.outcome.verdict == Verdict::Fail)
+    {
+        let early = row
+            .outcome
+            .why
+            .split(" by the server's clock")
+            .next()
+            .unwrap_or_default();
+        row.outcome.why = format!(
+            "{early}: it retries early on http-date too, so it does not wait for an HTTP-date \
+             at all, whatever the server's clock"
+        );
+        row.outcome.finding = Some(undated.clone());
+    }
+}
+
+/// What every scenario's run needs, shared by their tasks.
+struct Shared {
+    exe: PathBuf,
+    dir: PathBuf,
+    command: Vec<OsString>,
+    upstream: Option<String>,
+    timeout: Duration,
+    parallel: u16,
+    setup: Setup,
+}
+
+/// How many scenarios run at once without `--jobs`: twice the CPUs, 4 at least.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(4, |cpus| (cpus.get() * 2).max(4))
+}
+
+/// Runs one scenario — its copies at once, each with a proxy of its own — and judges each:
+/// the copies' outcomes, and how long the longest ran.
+async fn run_scenario(
+    shared: &Shared,
+    scenario: Scenario,
+) -> Result<(Vec<Outcome>, Duration), Failure> {
+    let copies = match scenario.rule {
+        Rule::NoHint => shared.parallel,
+        _ => 1,
+    };
+    let config = write_config(&scenario, &shared.setup, &shared.dir)?;
+    let mut spawned = Vec::new();
+    for copy in 1..=copies {
+        let name = match copies {
+            1 => scenario.name.to_owned(),
+            _ => format!("{}-{copy}", scenario.name),
+        };
+        let files = Files::new(&shared.dir, &name);
+        spawned.push(match &shared.upstream {
+            None => spawn(&shared.exe, &config, files, &shared.command)?,
+            Some(upstream) => {
+                spawn_reverse(&shared.exe, &config, files, upstream, &shared.command).await?
+            }
+        });
+    }
+    let limit = scenario.time_limit(shared.timeout, &shared.setup);
+    let hint = scenario.hint_secs(&shared.setup);
+    let copies: Vec<_> = spawned
+        .into_iter()
+        .map(|one| tokio::spawn(finish(scenario, hint, one, limit)))
+        .collect();
+    let mut outcomes = Vec::new();
+    let mut elapsed = Duration::ZERO;
+    for copy in copies {
+        let (outcome, took) = copy
+            .await
+            .map_err(|err| Failure::Runtime(format!("a scenario's task failed: {err}")))??;
+        outcomes.push(outcome);
+        elapsed = elapsed.max(took);
+    }
+    Ok((outcomes, elapsed))
 }
 
 /// A report's renderer: the rows and the command line to the file's text.

@@ -163,6 +163,14 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
                 ),
                 Some("ignores the server's Date (measures dates by its own clock)".to_owned()),
             ),
+            None if retries.is_empty() && timed_out => (
+                Verdict::Warn,
+                "was still waiting at the time limit, though the date was 3 s after the \
+                 server's Date: by its own clock the date is an hour past, and it read that \
+                 as a long wait"
+                    .to_owned(),
+                Some("reads a past date as a long wait".to_owned()),
+            ),
             None if retries.is_empty() => {
                 pass("did not retry, so never before Retry-After permitted")
             }
@@ -194,8 +202,12 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
                 ),
                 Some("reads a malformed Retry-After as zero".to_owned()),
             ),
-            None if retries.is_empty() && timed_out => pass(
-                "did not retry before the time limit, so never read the malformed hint as zero",
+            None if retries.is_empty() && timed_out => (
+                Verdict::Warn,
+                "did not retry before the time limit: it neither backed off nor gave up, but \
+                 waits on a hint it should have rejected"
+                    .to_owned(),
+                Some("waits on a malformed Retry-After".to_owned()),
             ),
             None if retries.is_empty() => {
                 pass("gave up on a malformed Retry-After rather than read it as zero")
@@ -277,8 +289,9 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
             },
         },
         Rule::Long | Rule::Hour => match broke(&[Judged::Premature]) {
-            // Sooner than a second is no cap: the hint was never waited for at all.
-            Some((after, by)) if after < 1.0 => (
+            // Sooner than a third of the hint is no cap, but a backoff that never read it
+            // (the caps of real SDKs, 60 s and 120 s, are a third of 150 s or more).
+            Some((after, by)) if after < hint.unwrap_or_default() as f64 / 3.0 => (
                 Verdict::Fail,
                 early_retry(after, by),
                 Some(early.to_owned()),
@@ -618,10 +631,10 @@ mod tests {
                 Some("caps long hints at about 60 s")
             );
             assert!(outcome.why.contains("caps a 90 s hint"), "{}", outcome.why);
-            // At once is no cap: the hint was not read at all.
+            // Sooner than a third of the hint is no cap: the hint was not read at all.
             let at_once = [
                 throttle(),
-                retry("premature", 0.01, Some(89_990.0)),
+                retry("premature", 1.01, Some(88_990.0)),
                 finish(2),
             ];
             let outcome = judge(Rule::Long, Some(90), &at_once, false);
