@@ -37,6 +37,8 @@ running several programs is judged as one client. A scenario ends when the comma
 --timeout after the throttle (a long hint's scenario: the hint, then --timeout), when it is
 stopped (SIGTERM) and judged on what it did until then. The command's own output is not shown.
 
+The command runs with HOLDOFF_CHECK_SCENARIO set to the scenario's name.
+
 A client that cannot use a proxy: --upstream URL makes each scenario's proxy a reverse proxy for
 that API, and the command calls it instead (`{url}` in its arguments, or HOLDOFF_CHECK_URL).
 
@@ -366,9 +368,18 @@ async fn run_scenario(
         };
         let files = Files::new(&shared.dir, &name);
         spawned.push(match &shared.upstream {
-            None => spawn(&shared.exe, &config, files, &shared.command)?,
+            None => spawn(&shared.exe, &config, files, scenario.name, &shared.command)?,
             Some(upstream) => {
-                spawn_reverse(&shared.exe, &config, files, upstream, &shared.command).await?
+                let command = &shared.command;
+                spawn_reverse(
+                    &shared.exe,
+                    &config,
+                    files,
+                    upstream,
+                    scenario.name,
+                    command,
+                )
+                .await?
             }
         });
     }
@@ -480,10 +491,12 @@ fn spawn(
     exe: &Path,
     config: &Path,
     files: Files,
+    scenario: &str,
     command: &[OsString],
 ) -> Result<Spawned, Failure> {
     let mut run = Command::new(exe);
-    run.arg("run");
+    // `holdoff run` passes its environment on to the command.
+    run.arg("run").env(SCENARIO_VARIABLE, scenario);
     proxy_args(&mut run, config, &files.events);
     run.arg("--")
         .args(command)
@@ -499,6 +512,10 @@ fn spawn(
     })
 }
 
+/// The variable that tells the command which scenario it is in: for a script that must send a
+/// POST in `post`, or log where it is.
+const SCENARIO_VARIABLE: &str = "HOLDOFF_CHECK_SCENARIO";
+
 /// How long reverse mode's proxy may take to start listening.
 const PROXY_START: Duration = Duration::from_secs(10);
 
@@ -510,6 +527,7 @@ async fn spawn_reverse(
     config: &Path,
     files: Files,
     upstream: &str,
+    scenario: &str,
     command: &[OsString],
 ) -> Result<Spawned, Failure> {
     let mut proxy = Command::new(exe);
@@ -560,6 +578,7 @@ async fn spawn_reverse(
     let child = Command::new(&program)
         .args(words)
         .env("HOLDOFF_CHECK_URL", &url)
+        .env(SCENARIO_VARIABLE, scenario)
         .stdin(Stdio::null())
         .stdout(Files::create(&files.stdout)?)
         .stderr(

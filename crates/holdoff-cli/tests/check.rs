@@ -608,7 +608,8 @@ fn with_a_success_answer_the_client_needs_no_upstream() {
         .map(|addr| addr.port())
         .expect("a free port");
     let client = format!(
-        "python3 {} http://127.0.0.1:{port}/v1/items > answer.txt",
+        "echo $HOLDOFF_CHECK_SCENARIO > scenario.txt; python3 {} http://127.0.0.1:{port}/v1/items \
+         > answer.txt",
         script("honours.py")
     );
     let (output, json) = check(
@@ -636,6 +637,9 @@ fn with_a_success_answer_the_client_needs_no_upstream() {
     let answer = std::fs::read_to_string(dir.path().join("answer.txt")).expect("the answer");
     // The JSON body, as the mock sends it: compact.
     assert_eq!(answer.trim(), r#"201 {"ok":true}"#, "{json:#}");
+    // The command is told which scenario it is in.
+    let scenario = std::fs::read_to_string(dir.path().join("scenario.txt")).expect("a name");
+    assert_eq!(scenario.trim(), "delay-429");
 }
 
 #[test]
