@@ -142,6 +142,15 @@ pub(crate) struct Args {
 
 /// Runs `holdoff run`; it writes nothing on stdout, which is the command's.
 pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<(), Failure> {
+    // Signals first, before the CA and the config take their few hundred ms: from here on a
+    // SIGTERM is passed to the command as soon as it starts (so the run is recorded, ended by
+    // it), never the end of holdoff with nothing written.
+    let runtime = session::runtime()?;
+    let mut signals = {
+        let _entered = runtime.enter();
+        Signals::new()
+            .map_err(|err| Failure::Runtime(format!("failed to listen for signals: {err}")))?
+    };
     let mut builder = tempfile::Builder::new();
     builder.prefix("holdoff-run-");
     // Only its owner may look inside or write there: the command trusts what it holds.
@@ -165,17 +174,12 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<(), Failure> {
     // `*` always parses; were it ever not to, nothing would be watched.
     prepared.watch_by_default("*".parse().into_iter().collect());
 
-    let runtime = session::runtime()?;
     let command: Vec<String> = args
         .command
         .iter()
         .map(|arg| arg.to_string_lossy().into_owned())
         .collect();
     let result = runtime.block_on(async {
-        // Registered before the command starts, so that from then on a signal meant for it
-        // does not end holdoff instead.
-        let mut signals = Signals::new()
-            .map_err(|err| Failure::Runtime(format!("failed to listen for signals: {err}")))?;
         let serving = prepared.start(Some(command.clone())).await?;
         let proxy_url = format!("http://{}", serving.local_addr());
         tracing::info!(
