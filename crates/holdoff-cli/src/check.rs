@@ -595,16 +595,7 @@ async fn spawn_reverse(
         Ok(child) => child,
         Err(err) => {
             let _ = proxy.start_kill();
-            let program = program.to_string_lossy();
-            return Err(match err.kind() {
-                std::io::ErrorKind::NotFound => {
-                    Failure::NotFound(format!("{program}: command not found"))
-                }
-                std::io::ErrorKind::PermissionDenied => {
-                    Failure::CannotExecute(format!("{program}: permission denied"))
-                }
-                _ => Failure::Runtime(format!("failed to run {program}: {err}")),
-            });
+            return Err(crate::run::cannot_spawn(&program.to_string_lossy(), &err));
         }
     };
     Ok(Spawned {
@@ -715,7 +706,14 @@ async fn finish(
         let text = fs::read_to_string(&spawned.files.stderr).unwrap_or_default();
         let text = text.trim();
         let text = text.strip_prefix("holdoff: ").unwrap_or(text);
-        format!("scenario {}: {text}", scenario.name)
+        match text.is_empty() {
+            true => format!(
+                "scenario {}: its proxy ended without recording the run, and said nothing \
+                 (killed from outside?); run it again alone, with -s {}",
+                scenario.name, scenario.name
+            ),
+            false => format!("scenario {}: {text}", scenario.name),
+        }
     };
     match own {
         Some((Some(127), 0)) => return Err(Failure::NotFound(said())),

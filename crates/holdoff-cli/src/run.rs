@@ -424,7 +424,7 @@ fn java_tool_options(
 }
 
 /// Why the command did not start, as a shell tells it apart: not found, or not runnable.
-fn cannot_spawn(program: &str, err: &io::Error) -> Failure {
+pub(crate) fn cannot_spawn(program: &str, err: &io::Error) -> Failure {
     match err.kind() {
         io::ErrorKind::NotFound => Failure::NotFound(format!(
             "cannot run `{program}`: command not found; check its name, and that it is \

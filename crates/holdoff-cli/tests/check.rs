@@ -61,6 +61,14 @@ const MALFORMED: [&str; 5] = [
     "wrong-weekday",
 ];
 
+/// A loopback upstream answering `/v1/items` 200, and the runtime it runs on (keep it).
+fn items() -> (tokio::runtime::Runtime, TestServer) {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/v1/items", Reply::ok("items"));
+    (rt, upstream)
+}
+
 /// A test client's script.
 fn script(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -175,9 +183,7 @@ fn first_retry(json: &Value, name: &str) -> f64 {
 
 #[test]
 fn a_client_that_honours_retry_after_passes_every_scenario() {
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new("check-honours");
     let url = upstream.url("/v1/items");
     let (output, json) = check(&dir, &["--", "python3", &script("honours.py"), &url]);
@@ -227,9 +233,7 @@ fn a_client_that_honours_retry_after_passes_every_scenario() {
 
 #[test]
 fn a_client_that_retries_at_once_fails_every_scenario_but_a_past_date() {
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new("check-naive");
     let url = upstream.url("/v1/items");
     let (output, json) = check(&dir, &["--", "python3", &script("naive.py"), &url]);
@@ -266,9 +270,7 @@ fn a_client_that_retries_at_once_fails_every_scenario_but_a_past_date() {
 
 #[test]
 fn curl_with_retry_honours_delay_seconds_and_dates_but_waits_on_past_ones() {
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new("check-curl");
     let url = upstream.url("/v1/items");
     let client = ["--timeout", "8s", "--", "curl", "-s", "--retry", "2", &url];
@@ -331,9 +333,7 @@ fn urllib3_honours_the_hints_it_reads_but_not_the_servers_date_nor_a_429_without
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let python = root.join("target/py-clients/bin/python");
     let client = root.join("tests/matrix/python/urllib3_client.py");
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new("check-urllib3");
     let url = upstream.url("/v1/items");
     let (python, client) = (python.display().to_string(), client.display().to_string());
@@ -447,14 +447,27 @@ fn a_command_not_found_exits_127() {
     assert_eq!(output.status.code(), Some(127), "{}", show(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("command not found"), "{stderr}");
+    // In reverse mode too, where holdoff check starts the command itself.
+    let (_rt, upstream) = items();
+    let base = upstream.url("");
+    let args = [
+        "--upstream",
+        &base,
+        "-s",
+        "delay-429",
+        "--",
+        "holdoff-no-such-client",
+    ];
+    let (output, _) = check(&dir, &args);
+    assert_eq!(output.status.code(), Some(127), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("command not found"), "{stderr}");
 }
 
 #[test]
 fn a_client_still_running_at_the_timeout_is_stopped_and_judged() {
     let dir = TempDir::new("check-timeout");
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let url = upstream.url("/v1/items");
     // One request, throttled, then a sleep far past the time limit.
     let client = format!("curl -s {url}; sleep 30");
@@ -484,9 +497,7 @@ fn a_client_still_running_at_the_timeout_is_stopped_and_judged() {
 /// The long hints at a thirtieth (`--long-scale 30`: 3 s, 5 s and 2 min, the last stopped
 /// after 5.5 s), for `honours.py` with `options`.
 fn long(name: &str, options: &[&str]) -> (Output, Value) {
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new(name);
     let url = upstream.url("/v1/items");
     let mut args = vec!["--long", "--long-scale", "30", "--timeout", "5s"];
@@ -557,9 +568,7 @@ fn a_client_that_waits_out_an_hour_is_stopped_and_warned() {
 
 /// `--parallel 4 -s no-hint` with honours.py and `options`.
 fn parallel(name: &str, options: &[&str]) -> Value {
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new(name);
     let url = upstream.url("/v1/items");
     let script = script("honours.py");
@@ -653,9 +662,7 @@ fn a_bad_success_header_is_a_usage_error_that_says_what_to_write() {
 
 #[test]
 fn junit_and_html_reports_hold_a_case_per_scenario() {
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new("check-reports");
     let url = upstream.url("/v1/items");
     let (output, json) = check(
@@ -704,9 +711,7 @@ fn junit_and_html_reports_hold_a_case_per_scenario() {
 
 #[test]
 fn reverse_mode_checks_a_client_that_ignores_proxies_through_its_base_url() {
-    let rt = runtime();
-    let upstream = rt.block_on(TestServer::start());
-    upstream.set_default("/v1/items", Reply::ok("items"));
+    let (_rt, upstream) = items();
     let dir = TempDir::new("check-reverse");
     let base = upstream.url("");
     let script = script("honours.py");
