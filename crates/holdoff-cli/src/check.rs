@@ -642,12 +642,13 @@ async fn finish(
     let started = clock.now();
     let mut deadline = started + limit.max(START_ALLOWANCE);
     let mut throttled = false;
+    let mut watch = ThrottleWatch::default();
     let mut timed_out = false;
     let status = loop {
         tokio::select! {
             status = spawned.child.wait() => break status,
             () = clock.sleep_until(clock.now() + POLL), if !throttled => {
-                if throttle_logged(&spawned.files.events) {
+                if watch.throttled(&spawned.files.events) {
                     throttled = true;
                     deadline = clock.now() + limit;
                 }
@@ -726,9 +727,45 @@ async fn finish(
     Ok((outcome, elapsed))
 }
 
-/// Whether a run's event log (written as it goes, a JSON object a line) has a throttle yet.
-fn throttle_logged(events: &Path) -> bool {
-    fs::read_to_string(events).is_ok_and(|log| log.contains(r#""event":"throttle""#))
+/// Watches a run's event log (written as it goes, a JSON object a line) for its first
+/// throttle, reading only what was added since the last look: a client that sends many
+/// requests no throttle answers (a GET client in `post`) makes the log grow.
+#[derive(Default)]
+struct ThrottleWatch {
+    /// How far the log has been read.
+    offset: u64,
+    /// The end of what was read, which may be the start of a line the writer has not finished.
+    tail: Vec<u8>,
+}
+
+impl ThrottleWatch {
+    const MARK: &'static [u8] = br#""event":"throttle""#;
+
+    /// Whether the log holds a throttle by now.
+    fn throttled(&mut self, events: &Path) -> bool {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut file) = File::open(events) else {
+            return false;
+        };
+        let mut added = std::mem::take(&mut self.tail);
+        let before = added.len();
+        if file.seek(SeekFrom::Start(self.offset)).is_err() || file.read_to_end(&mut added).is_err()
+        {
+            added.truncate(before);
+            self.tail = added;
+            return false;
+        }
+        self.offset += (added.len() - before) as u64;
+        if added
+            .windows(Self::MARK.len())
+            .any(|window| window == Self::MARK)
+        {
+            return true;
+        }
+        let keep = added.len().min(Self::MARK.len() - 1);
+        self.tail = added.split_off(added.len() - keep);
+        false
+    }
 }
 
 /// Asks a run to stop: SIGTERM, which `holdoff run` passes on to the command.
@@ -743,4 +780,32 @@ fn terminate(child: &Child) {
     }
     #[cfg(not(unix))]
     let _ = child;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThrottleWatch;
+    use std::io::Write;
+
+    #[test]
+    fn a_throttle_is_found_when_written_in_pieces_and_only_new_bytes_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.events");
+        let mut watch = ThrottleWatch::default();
+        assert!(!watch.throttled(&path), "no log yet");
+        let mut log = std::fs::File::create(&path).unwrap();
+        writeln!(
+            log,
+            r#"{{"event":"start","at":"2026-12-04T00:00:00.000Z"}}"#
+        )
+        .unwrap();
+        assert!(!watch.throttled(&path));
+        // The line cut in the middle of its mark, as a flush of a full buffer can leave it.
+        write!(log, r#"{{"event":"thr"#).unwrap();
+        assert!(!watch.throttled(&path));
+        let read = watch.offset;
+        writeln!(log, r#"ottle","status":429}}"#).unwrap();
+        assert!(watch.throttled(&path));
+        assert!(watch.offset > read);
+    }
 }
