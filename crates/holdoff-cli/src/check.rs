@@ -7,8 +7,10 @@
 //! by side, each with a proxy of its own; each one's verdict comes from its event log
 //! ([`verdict::judge`]), and the reports from the verdicts ([`report`]).
 
+mod noise;
 mod report;
 mod scenarios;
+mod suite;
 mod verdict;
 
 use std::ffi::OsString;
@@ -23,8 +25,9 @@ use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::report::{Event, Report};
 use tokio::process::{Child, Command};
 
+use self::noise::{Noise, Sampler};
 use self::scenarios::{MIN_BACKOFF, Rule, Scenario, Setup, Success};
-use self::verdict::{Outcome, Verdict};
+use self::verdict::{Outcome, Run, Tails, Verdict};
 use crate::{Failure, duration};
 
 const AFTER_HELP: &str = "\
@@ -42,11 +45,17 @@ The command runs with HOLDOFF_CHECK_SCENARIO set to the scenario's name.
 A client that cannot use a proxy: --upstream URL makes each scenario's proxy a reverse proxy for
 that API, and the command calls it instead (`{url}` in its arguments, or HOLDOFF_CHECK_URL).
 
+A client that made no retry in a scenario gave up: that shows nothing about how it honours a
+hint, and is never counted as honouring one. When every wait exceeded its hint, one more
+scenario (reads-hint) sends a hint twice the longest wait, to tell a client that reads the hint
+from one that waits the same whatever it says.
+
 Exit status:
-  0    no scenario failed (warnings and n/a allowed), and at least one was tested
+  0    no scenario failed (warnings, give-ups and n/a allowed), and the client retried in one
   3    a scenario failed: the client retried before Retry-After permitted, or sooner than the
-       minimum backoff (100 ms) after a malformed hint, none, or a used-up quota
-  4    no scenario was tested: no request reached the proxy in any
+       minimum backoff (100 ms) after a malformed hint
+  4    nothing was tested: no request reached the proxy in any scenario, or the client retried
+       in none (--allow-no-retry accepts that)
   1    a scenario's proxy could not start
   2    a usage error (e.g. an unknown scenario)
   126  the command was found but could not be run (not executable)
@@ -71,6 +80,11 @@ pub(crate) struct Args {
     /// Describe every scenario and exit.
     #[arg(long)]
     list: bool,
+
+    /// Exit 0 even when the client retried in no scenario (it gave up every time): for a
+    /// client that is meant never to retry. Without it that exits 4, not tested.
+    #[arg(long)]
+    allow_no_retry: bool,
 
     /// Also run the long hints: 90 s and 150 s (above the 60 s and 120 s caps of real SDKs)
     /// and an hour, which ends once the client has shown its hand (165 s at most).
@@ -180,6 +194,8 @@ pub(crate) struct Row {
     outcome: Outcome,
     /// How long its command ran (the longest copy's, with `--parallel`).
     elapsed: Duration,
+    /// The machine's scheduling lateness while it ran.
+    noise: Noise,
 }
 
 /// Runs `holdoff check`: the table on `out`.
@@ -229,6 +245,7 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
             ))
         })?;
     let runtime = crate::proxy::session::runtime()?;
+    let sampler = Sampler::start();
     let shared = Arc::new(Shared {
         exe,
         dir: dir.path().to_owned(),
@@ -236,44 +253,14 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         upstream: args.upstream.clone(),
         timeout: args.timeout,
         parallel: args.parallel,
-        setup: setup.clone(),
+        setup,
+        sampler,
     });
     let jobs = args.jobs.map_or_else(default_jobs, usize::from);
-    let results = runtime.block_on(async {
-        // Scenarios started at once compete for the CPU: on a small machine a client that
-        // retries at once would be measured hundreds of ms late and pass. At most `jobs` run
-        // at a time, in the order of the table.
-        let slots = Arc::new(tokio::sync::Semaphore::new(jobs));
-        let runs: Vec<_> = chosen
-            .iter()
-            .map(|scenario| {
-                let (shared, slots, scenario) =
-                    (Arc::clone(&shared), Arc::clone(&slots), *scenario);
-                tokio::spawn(async move {
-                    let _slot = slots.acquire_owned().await;
-                    run_scenario(&shared, scenario).await
-                })
-            })
-            .collect();
-        let mut rows = Vec::new();
-        for (scenario, run) in chosen.iter().zip(runs) {
-            let (outcomes, elapsed) = run
-                .await
-                .map_err(|err| Failure::Runtime(format!("a scenario's task failed: {err}")))??;
-            let (scenario, sends) = (*scenario, scenario.sends(&setup));
-            rows.push(Row {
-                scenario,
-                sends,
-                outcome: verdict::herd(outcomes),
-                elapsed,
-            });
-        }
-        Ok::<_, Failure>(rows)
-    });
+    let results = runtime.block_on(suite::run(&shared, &chosen, jobs, out));
+    drop(shared);
     drop(runtime);
-    let mut rows = results?;
-    relate(&mut rows);
-    report::write_table(&rows, out)?;
+    let rows = results?;
     let command = report::command_line(&args.command);
     let reports: [(&Option<PathBuf>, &str, Render); 3] = [
         (&args.json, "JSON", report::json),
@@ -299,42 +286,33 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         return Err(Failure::Premature);
     }
     if count(Verdict::NotApplicable) == rows.len() {
+        eprintln!("holdoff: {NO_TRAFFIC}");
+        return Err(Failure::NotTested);
+    }
+    if !rows.iter().any(|row| row.outcome.retried()) && !args.allow_no_retry {
+        eprintln!("holdoff: {NO_RETRY}");
         return Err(Failure::NotTested);
     }
     Ok(())
 }
 
-/// What one scenario says about another's verdict: a client that retries early on `http-date`
-/// does not wait for an HTTP-date at all, so its early retry on `clock-behind` says nothing
-/// about the server's `Date` — it is the same finding as `http-date`'s.
-fn relate(rows: &mut [Row]) {
-    let Some(undated) = rows
-        .iter()
-        .find(|row| row.scenario.name == "http-date" && row.outcome.verdict == Verdict::Fail)
-        .and_then(|row| row.outcome.finding.clone())
-    else {
-        return;
-    };
-    for row in rows
-        .iter_mut()
-        .filter(|row| row.scenario.rule == Rule::Skew && row.outcome.verdict == Verdict::Fail)
-    {
-        let early = row
-            .outcome
-            .why
-            .split(" by the server's clock")
-            .next()
-            .unwrap_or_default();
-        row.outcome.why = format!(
-            "{early}: it retries early on http-date too, so it does not wait for an HTTP-date \
-             at all, whatever the server's clock"
-        );
-        row.outcome.finding = Some(undated.clone());
-    }
-}
+/// Why a check that no request reached tested nothing, and what to do.
+const NO_TRAFFIC: &str = "no request reached the proxy in any scenario, so nothing was \
+tested. The command's client may ignore HTTP_PROXY and HTTPS_PROXY: Node's own http and https \
+modules (and got, node-fetch and axios without a proxy agent) do, as do Node's fetch before \
+22.21, Go and Ruby for loopback hosts, and httpx with its own transport. Check it in reverse \
+mode instead: --upstream URL, with the command calling '{url}' (or $HOLDOFF_CHECK_URL). \
+`holdoff run -- COMMAND` lists more causes and their fixes.";
+
+/// Why a check in which the client never retried tested nothing, and what to do.
+const NO_RETRY: &str = "the client retried in no scenario: each time it was throttled it gave \
+up (or was still waiting when stopped), so nothing shows whether it honours Retry-After. Is \
+retrying on (curl's --retry, urllib3's Retry(status_forcelist=[429, 503]), your SDK's \
+max_retries)? The table's CLIENT column says how each scenario ended. If the client is meant \
+never to retry, pass --allow-no-retry.";
 
 /// What every scenario's run needs, shared by their tasks.
-struct Shared {
+pub(crate) struct Shared {
     exe: PathBuf,
     dir: PathBuf,
     command: Vec<OsString>,
@@ -342,6 +320,8 @@ struct Shared {
     timeout: Duration,
     parallel: u16,
     setup: Setup,
+    /// The machine's scheduling lateness, sampled the whole time.
+    sampler: Sampler,
 }
 
 /// How many scenarios run at once without `--jobs`: twice the CPUs, 4 at least.
@@ -350,22 +330,28 @@ fn default_jobs() -> usize {
 }
 
 /// Runs one scenario — its copies at once, each with a proxy of its own — and judges each:
-/// the copies' outcomes, and how long the longest ran.
-async fn run_scenario(
+/// its row. `again` counts the times it was run before (its files are named apart).
+pub(crate) async fn run_scenario(
     shared: &Shared,
     scenario: Scenario,
-) -> Result<(Vec<Outcome>, Duration), Failure> {
+    again: usize,
+) -> Result<Row, Failure> {
     let copies = match scenario.rule {
-        Rule::NoHint => shared.parallel,
+        Rule::NoHint | Rule::Backoff => shared.parallel,
         _ => 1,
     };
+    let clock = TokioClock;
+    let started = clock.now();
     let config = write_config(&scenario, &shared.setup, &shared.dir)?;
     let mut spawned = Vec::new();
     for copy in 1..=copies {
-        let name = match copies {
-            1 => scenario.name.to_owned(),
-            _ => format!("{}-{copy}", scenario.name),
-        };
+        let mut name = scenario.name.to_owned();
+        if copies > 1 {
+            name.push_str(&format!("-{copy}"));
+        }
+        if again > 0 {
+            name.push_str(&format!(".again-{again}"));
+        }
         let files = Files::new(&shared.dir, &name);
         spawned.push(match &shared.upstream {
             None => spawn(&shared.exe, &config, files, scenario.name, &shared.command)?,
@@ -398,7 +384,21 @@ async fn run_scenario(
         outcomes.push(outcome);
         elapsed = elapsed.max(took);
     }
-    Ok((outcomes, elapsed))
+    let noise = shared.sampler.between(started, clock.now());
+    // Copies are judged against the noise while their retries were on the way, not while a
+    // dozen processes were starting.
+    let retried: Vec<_> = outcomes.iter().filter_map(|o| o.first_retry_at).collect();
+    let herd_noise = match (retried.iter().min(), retried.iter().max()) {
+        (Some(first), Some(last)) => shared.sampler.around(*first, *last),
+        _ => noise,
+    };
+    Ok(Row {
+        scenario,
+        sends: scenario.sends(&shared.setup),
+        outcome: verdict::herd(outcomes, herd_noise),
+        elapsed,
+        noise,
+    })
 }
 
 /// A report's renderer: the rows and the command line to the file's text.
@@ -723,7 +723,15 @@ async fn finish(
         None => return Err(Failure::Runtime(said())),
         _ => {}
     }
-    let outcome = verdict::judge(scenario.rule, hint, &events, timed_out);
+    let read = |path: &Path| fs::read_to_string(path).unwrap_or_default();
+    let tails = Tails::of(&read(&spawned.files.stdout), &read(&spawned.files.stderr));
+    let run = Run {
+        events: &events,
+        timed_out,
+        last_words: tails.last_words(),
+    };
+    let mut outcome = verdict::judge(scenario.rule, hint, &run);
+    outcome.output = tails;
     Ok((outcome, elapsed))
 }
 

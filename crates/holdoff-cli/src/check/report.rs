@@ -20,41 +20,88 @@ pub(crate) fn command_line(command: &[OsString]) -> String {
     shell_words(&words)
 }
 
-/// The table: one row per scenario, then the summary line.
-pub(crate) fn write_table(rows: &[Row], out: &mut dyn Write) -> io::Result<()> {
-    let header = ["SCENARIO", "SENT", "CLIENT", "VERDICT", "WHY"];
-    let cells: Vec<[String; 5]> = rows
+/// The table's columns and their widths: it fits 100 columns, the cells wrapped at their
+/// widths, and each row's why below it, indented and wrapped at 100.
+const COLUMNS: [(&str, usize); 4] = [
+    ("SCENARIO", 18),
+    ("SENT", 28),
+    ("CLIENT", 36),
+    ("VERDICT", 10),
+];
+
+/// How wide the table is.
+const WIDTH: usize = 100;
+
+/// How far a row's why is indented.
+const WHY_INDENT: usize = 4;
+
+/// The table's header (each row's why, below it, has none).
+pub(crate) fn write_header(out: &mut dyn Write) -> io::Result<()> {
+    write_cells(&COLUMNS.map(|(name, _)| name.to_owned()), out)
+}
+
+/// One row of the table: its cells, each wrapped to its column, then its why.
+pub(crate) fn write_row(row: &Row, out: &mut dyn Write) -> io::Result<()> {
+    let cells = [
+        row.scenario.name.to_owned(),
+        row.sends.clone(),
+        row.outcome.did.clone(),
+        verdict_cell(row),
+    ];
+    write_cells(&cells, out)?;
+    for line in wrap(&row.outcome.why, WIDTH - WHY_INDENT) {
+        writeln!(out, "{:indent$}{line}", "", indent = WHY_INDENT)?;
+    }
+    Ok(())
+}
+
+/// The verdict as the table shows it: an unreliable pass says why.
+fn verdict_cell(row: &Row) -> String {
+    match row.outcome.verdict {
+        Verdict::Unreliable => "unreliable under load".to_owned(),
+        verdict => verdict.as_str().to_owned(),
+    }
+}
+
+/// Cells side by side, each wrapped to its column's width.
+fn write_cells(cells: &[String; 4], out: &mut dyn Write) -> io::Result<()> {
+    let wrapped: Vec<Vec<String>> = cells
         .iter()
-        .map(|row| {
-            [
-                row.scenario.name.to_owned(),
-                row.sends.clone(),
-                row.outcome.did.clone(),
-                row.outcome.verdict.as_str().to_owned(),
-                row.outcome.why.clone(),
-            ]
-        })
+        .zip(COLUMNS)
+        .map(|(cell, (_, width))| wrap(cell, width))
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
+    let height = wrapped.iter().map(Vec::len).max().unwrap_or(1);
+    for n in 0..height {
+        let mut line = String::new();
+        for (lines, (_, width)) in wrapped.iter().zip(COLUMNS) {
+            let cell = lines.get(n).map_or("", String::as_str);
+            let pad = width.saturating_sub(cell.chars().count());
+            line.push_str(&format!("{cell}{:pad$}  ", ""));
         }
+        writeln!(out, "{}", line.trim_end())?;
     }
-    let line = |cells: [&str; 5], out: &mut dyn Write| {
-        let mut text = String::new();
-        for (n, cell) in cells.iter().enumerate().take(4) {
-            let pad = widths[n].saturating_sub(cell.chars().count());
-            text.push_str(&format!("{cell}{:pad$}  ", ""));
+    Ok(())
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces (a longer word alone on
+/// its line).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|word| !word.is_empty()) {
+        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+        if !line.is_empty() && needed > width {
+            lines.push(std::mem::take(&mut line));
         }
-        text.push_str(cells[4]);
-        writeln!(out, "{}", text.trim_end())
-    };
-    line(header, out)?;
-    for row in &cells {
-        line(row.each_ref().map(String::as_str), out)?;
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
     }
-    writeln!(out, "{}", summary(rows))
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// How many rows have `verdict`.
@@ -64,22 +111,79 @@ fn count(rows: &[Row], verdict: Verdict) -> usize {
         .count()
 }
 
-/// `honours Retry-After: 9/11 (1 fail, 1 warn); caps long hints at about 60 s (long-90); …`:
-/// passes out of the scenarios tested, then what the failures and warnings say about the
-/// client, each with the scenarios that showed it — failures first.
+/// What the rows show, counted by what was measured, then what the failures and warnings say
+/// about the client, each with the scenarios that showed it — failures first:
+///
+/// `honours Retry-After in 9 of 10 scenarios where it retried (1 fail); gave up in 5 (rightly
+/// in quota); 1 n/a; caps long hints at about 60 s (long-90, long-150)`
+///
+/// A scenario in which the client made no retry counts only as such: it shows nothing about
+/// how the client honours a hint. A client that retried in none gets its own headline.
 pub(crate) fn summary(rows: &[Row]) -> String {
+    let retried: Vec<&Row> = rows.iter().filter(|row| row.outcome.retried()).collect();
     let tested = rows.len() - count(rows, Verdict::NotApplicable);
-    let mut line = format!(
-        "honours Retry-After: {}/{tested}",
-        count(rows, Verdict::Pass)
-    );
-    let rest: Vec<String> = [Verdict::Fail, Verdict::Warn, Verdict::NotApplicable]
+    let mut parts = Vec::new();
+    if tested == 0 {
+        parts.push("not tested: no request reached the proxy in any scenario".to_owned());
+    } else if retried.is_empty() {
+        parts.push("never retried: is retrying on?".to_owned());
+    } else {
+        let with = |verdict| {
+            retried
+                .iter()
+                .filter(|row| row.outcome.verdict == verdict)
+                .count()
+        };
+        let mut line = format!(
+            "honours Retry-After in {} of {} scenario{} where it retried",
+            with(Verdict::Pass),
+            retried.len(),
+            if retried.len() == 1 { "" } else { "s" }
+        );
+        let others: Vec<String> = [
+            (Verdict::Fail, "fail"),
+            (Verdict::Warn, "warn"),
+            (Verdict::Unreliable, "unreliable under load"),
+        ]
         .into_iter()
-        .filter(|&verdict| count(rows, verdict) > 0)
-        .map(|verdict| format!("{} {}", count(rows, verdict), verdict.as_str()))
+        .filter(|(verdict, _)| with(*verdict) > 0)
+        .map(|(verdict, name)| format!("{} {name}", with(verdict)))
         .collect();
-    if !rest.is_empty() {
-        line.push_str(&format!(" ({})", rest.join(", ")));
+        if !others.is_empty() {
+            line.push_str(&format!(" ({})", others.join(", ")));
+        }
+        parts.push(line);
+    }
+    let quiet =
+        |row: &&Row| !row.outcome.retried() && row.outcome.verdict != Verdict::NotApplicable;
+    let gave_up: Vec<&Row> = rows
+        .iter()
+        .filter(quiet)
+        .filter(|row| !row.outcome.timed_out)
+        .collect();
+    if !gave_up.is_empty() {
+        let rightly: Vec<&str> = gave_up
+            .iter()
+            .filter(|row| row.outcome.verdict == Verdict::Pass)
+            .map(|row| row.scenario.name)
+            .collect();
+        let mut line = format!("gave up in {}", gave_up.len());
+        if !rightly.is_empty() {
+            line.push_str(&format!(" (rightly in {})", rightly.join(", ")));
+        }
+        parts.push(line);
+    }
+    let waiting = rows
+        .iter()
+        .filter(quiet)
+        .filter(|row| row.outcome.timed_out)
+        .count();
+    if waiting > 0 {
+        parts.push(format!("no retry before the time limit in {waiting}"));
+    }
+    let not_tested = count(rows, Verdict::NotApplicable);
+    if not_tested > 0 {
+        parts.push(format!("{not_tested} n/a"));
     }
     let mut findings: Vec<(&str, Vec<&str>)> = Vec::new();
     for verdict in [Verdict::Fail, Verdict::Warn] {
@@ -94,9 +198,9 @@ pub(crate) fn summary(rows: &[Row]) -> String {
         }
     }
     for (finding, names) in findings {
-        line.push_str(&format!("; {finding} ({})", names.join(", ")));
+        parts.push(format!("{finding} ({})", names.join(", ")));
     }
-    line
+    parts.join("; ")
 }
 
 /// The results as JSON: the same rows and summary as the table, and the command.
@@ -114,9 +218,18 @@ pub(crate) fn json(rows: &[Row], command: &str) -> String {
                 "requests": row.outcome.requests,
                 "retries": row.outcome.retries,
                 "first_retry_after_s": row.outcome.first_retry_after_s,
+                "waits_s": row.outcome.waits,
+                "copy_waits_s": row.outcome.copy_waits,
+                "margin_s": row.outcome.margin_s,
                 "exit_code": row.outcome.exit_code,
                 "timed_out": row.outcome.timed_out,
                 "duration_s": row.elapsed.as_secs_f64(),
+                "noise_ms": {
+                    "max": row.noise.max.as_secs_f64() * 1000.0,
+                    "p99": row.noise.p99.as_secs_f64() * 1000.0,
+                },
+                "stdout_tail": row.outcome.output.stdout,
+                "stderr_tail": row.outcome.output.stderr,
             })
         })
         .collect();
@@ -128,7 +241,10 @@ pub(crate) fn json(rows: &[Row], command: &str) -> String {
 /// nothing was tested; a warning passes, with its reason in the case's output.
 pub(crate) fn junit(rows: &[Row], command: &str) -> String {
     let (tests, failures) = (rows.len(), count(rows, Verdict::Fail));
-    let skipped = count(rows, Verdict::NotApplicable);
+    let skips = rows
+        .iter()
+        .filter(|row| skipped(row.outcome.verdict))
+        .count();
     let seconds: f64 = rows
         .iter()
         .map(|row| row.elapsed.as_secs_f64())
@@ -142,7 +258,7 @@ pub(crate) fn junit(rows: &[Row], command: &str) -> String {
     );
     let _ = writeln!(
         out,
-        r#"  <testsuite name="holdoff check: {}" tests="{tests}" failures="{failures}" errors="0" skipped="{skipped}" time="{seconds:.3}">"#,
+        r#"  <testsuite name="holdoff check: {}" tests="{tests}" failures="{failures}" errors="0" skipped="{skips}" time="{seconds:.3}">"#,
         esc(command)
     );
     for row in rows {
@@ -169,10 +285,15 @@ pub(crate) fn junit(rows: &[Row], command: &str) -> String {
                     esc(&detail)
                 );
             }
-            Verdict::NotApplicable => {
-                let _ = writeln!(out, r#"      <skipped message="{}"/>"#, esc(&outcome.why));
+            verdict if skipped(verdict) => {
+                let _ = writeln!(
+                    out,
+                    r#"      <skipped message="{}: {}"/>"#,
+                    verdict.as_str(),
+                    esc(&outcome.why)
+                );
             }
-            Verdict::Pass | Verdict::Warn => {}
+            _ => {}
         }
         let _ = writeln!(out, "      <system-out>{}</system-out>", esc(&detail));
         let _ = writeln!(out, "    </testcase>");
@@ -180,6 +301,15 @@ pub(crate) fn junit(rows: &[Row], command: &str) -> String {
     let _ = writeln!(out, "  </testsuite>");
     let _ = writeln!(out, "</testsuites>");
     out
+}
+
+/// Whether a verdict is a skipped test case in JUnit: nothing was tested (n/a), the client
+/// made no retry to judge, or a pass could not be told from a fail.
+fn skipped(verdict: Verdict) -> bool {
+    matches!(
+        verdict,
+        Verdict::NotApplicable | Verdict::GaveUp | Verdict::Unreliable
+    )
 }
 
 /// The results as one self-contained HTML page: the command, the summary, and the table with
@@ -191,11 +321,25 @@ pub(crate) fn html(rows: &[Row], command: &str) -> String {
         let verdict = outcome.verdict.as_str();
         let class = match outcome.verdict {
             Verdict::NotApplicable => "na",
+            Verdict::GaveUp => "gaveup",
             _ => verdict,
         };
+        let mut said = String::new();
+        for (stream, lines) in [
+            ("stdout", &outcome.output.stdout),
+            ("stderr", &outcome.output.stderr),
+        ] {
+            if !lines.is_empty() {
+                let _ = write!(
+                    said,
+                    "<details><summary>last lines of {stream}</summary><pre>{}</pre></details>",
+                    esc(&lines.join("\n"))
+                );
+            }
+        }
         let _ = writeln!(
             body,
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{class}\">{verdict}</td><td>{}</td></tr>",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}{said}</td><td class=\"{class}\">{verdict}</td><td>{}</td></tr>",
             esc(row.scenario.name),
             esc(&row.sends),
             esc(&outcome.did),
@@ -213,7 +357,8 @@ body {{ font: 15px/1.45 system-ui, sans-serif; margin: 2rem; color: #1b1b1b; }}
 table {{ border-collapse: collapse; }}
 th, td {{ border-bottom: 1px solid #ddd; padding: .35rem .6rem; text-align: left; vertical-align: top; }}
 .pass {{ background: #dff5e1; }} .fail {{ background: #fbdcdc; font-weight: 600; }}
-.warn {{ background: #fff1c9; }} .na {{ color: #777; }}
+.warn {{ background: #fff1c9; }} .na, .gaveup, .unreliable {{ color: #555; background: #eee; }}
+details {{ margin-top: .3rem; }} pre {{ margin: .2rem 0; font-size: 13px; white-space: pre-wrap; }}
 </style>
 </head>
 <body>

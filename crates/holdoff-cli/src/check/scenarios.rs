@@ -18,6 +18,9 @@ pub(crate) fn min_backoff() -> String {
     format!("{} ms", MIN_BACKOFF.as_millis())
 }
 
+/// The name of the scenario run when every wait exceeded its hint ([`Scenario::reads`]).
+pub(crate) const READS: &str = "reads-hint";
+
 /// How long a client may wait on `long-hour`'s one-hour hint before it is stopped and judged
 /// to be waiting it out: longer than any cap worth detecting (real SDKs cap at 60 s and
 /// 120 s; `long-150` finds those), so a client still waiting then waits for the hour.
@@ -28,30 +31,47 @@ pub(crate) const HOUR_SHOWN_AFTER: Duration = Duration::from_secs(165);
 pub(crate) enum Rule {
     /// A usable hint: a retry before the permitted time fails (the judge's `premature`).
     Hint,
-    /// A date hint from a server whose clock is behind: as [`Rule::Hint`], and an early retry
-    /// is the client measuring the date against its own clock instead of the response's `Date`.
+    /// A date hint from a server whose clock is behind: a retry early by the server's clock
+    /// warns (the client measures the date by its own clock; RFC 9110 names no clock for it).
     Skew,
     /// `Retry-After` beside a shorter `retry-after-ms`: as [`Rule::Hint`], and the verdict
-    /// says which of the two the client waited for.
+    /// says which of the two the client's wait falls after.
     Millis,
     /// A malformed hint: a retry sooner than the minimum backoff fails (`read_as_zero`).
     Malformed,
-    /// No hint on a 429: a retry sooner than the minimum backoff fails (`no_backoff`); with
-    /// `--parallel`, copies that resume in lockstep warn (no jitter).
+    /// A date whose weekday is not its day's: malformed to a strict parser, a past date to a
+    /// robust one (RFC 9110 §5.6.7), so a retry at once passes — unless the client reads
+    /// other malformed hints as zero, when it warns.
+    Weekday,
+    /// No hint on a 429: a retry sooner than the minimum backoff warns (`no_backoff`, as the
+    /// judge says); with `--parallel`, copies that resume in lockstep warn (no jitter).
     NoHint,
+    /// No hint on three throttles in a row: as [`Rule::NoHint`], and waits that do not grow
+    /// warn.
+    Backoff,
     /// A hint on a POST: a retry before it fails, one without an `Idempotency-Key` warns.
     Post,
     /// A date in the past: a retry is permitted at once, so still waiting at the time limit
     /// warns (the date was read as a long wait).
     PastDate,
     /// A 429 for a used-up quota (OpenAI's `insufficient_quota`): waiting won't help, so any
-    /// retry warns, and one without a backoff fails.
+    /// retry warns, and giving up is right.
     Quota,
-    /// A hint longer than some clients' caps: a retry before it fails (the client capped it).
+    /// A hint longer than some clients' caps: a retry before it fails (a cap, named across
+    /// the long scenarios).
     Long,
     /// A hint of an hour: a retry before it fails, still waiting when the scenario ends
     /// ([`HOUR_SHOWN_AFTER`]) warns (it blocks the task), giving up passes.
     Hour,
+    /// Every attempt throttled: a retry before a hint fails; still retrying at the time limit
+    /// warns (no bound in sight); stopping after a bounded number of retries passes.
+    Persistent,
+    /// `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset` and no `Retry-After`: a retry
+    /// before the reset warns.
+    Reset,
+    /// A hint longer than any wait the client made in the other scenarios, run when all its
+    /// waits exceeded their hints: a retry before it fails (its wait does not follow the hint).
+    Reads,
 }
 
 /// OpenAI's answer when the account's quota is used up: a 429 no wait will end.
@@ -79,6 +99,21 @@ enum Hint {
     Behind { behind: u64, ahead: u64 },
     /// Delay-seconds, divided by [`Setup::long_scale`] (rounded up).
     Long(u64),
+    /// Delay-seconds, as given.
+    Delay(u64),
+}
+
+/// How the throttles after the first go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Repeat {
+    /// Only the first request is throttled.
+    Once,
+    /// The first retry too, with this `Retry-After`.
+    Then(&'static str),
+    /// The first N requests, each the same way.
+    Times(u8),
+    /// Every request.
+    Always,
 }
 
 /// What every scenario of one `holdoff check` shares.
@@ -119,11 +154,10 @@ pub(crate) struct Scenario {
     hint: Hint,
     /// The only method throttled, if not every one.
     method: Option<&'static str>,
-    /// A second throttle, the same status with this `Retry-After`, for the first request the
-    /// first throttle did not answer (the retry).
-    then: Option<&'static str>,
-    /// Another header sent beside the hint.
-    also: Option<(&'static str, &'static str)>,
+    /// The throttles after the first.
+    repeat: Repeat,
+    /// Other headers sent beside the hint.
+    also: &'static [(&'static str, &'static str)],
     /// Run only with `--long` (and only by name without it).
     pub(crate) long: bool,
 }
@@ -139,8 +173,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         hint: Hint::Literal("2"),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -152,8 +186,21 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Literal("2"),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
+        long: false,
+    },
+    Scenario {
+        name: "too-large",
+        description: "413 with Retry-After: 2 (RFC 9110 §15.5.14: a temporary condition); a \
+                      retry sooner than 2 s fails, a later one passes",
+        sends: "413, Retry-After: 2",
+        rule: Rule::Hint,
+        status: 413,
+        hint: Hint::Literal("2"),
+        method: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -165,15 +212,15 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Date(3),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
         name: "clock-behind",
         description: "503 from a server whose clock is an hour behind: Date and a Retry-After \
-                      HTTP-date 3 s after it; a client that measures the date against its own \
-                      clock, not Date, retries at once and fails",
+                      HTTP-date 3 s after it; a client that measures the date by its own \
+                      clock, not Date, retries at once and warns",
         sends: "503, Date: <an hour ago>, Retry-After: <Date +3 s>",
         rule: Rule::Skew,
         status: 503,
@@ -182,8 +229,8 @@ pub(crate) const ALL: &[Scenario] = &[
             ahead: 3,
         },
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -195,8 +242,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Literal("Sun, 06 Nov 1994 08:49:37 GMT"),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -208,8 +255,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         hint: Hint::Literal("1"),
         method: None,
-        then: Some("3"),
-        also: None,
+        repeat: Repeat::Then("3"),
+        also: &[],
         long: false,
     },
     Scenario {
@@ -221,8 +268,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         hint: Hint::Literal("3"),
         method: None,
-        then: None,
-        also: Some(("retry-after-ms", "1500")),
+        repeat: Repeat::Once,
+        also: &[("retry-after-ms", "1500")],
         long: false,
     },
     Scenario {
@@ -234,8 +281,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Literal("soon"),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -246,8 +293,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Literal("-1"),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -259,8 +306,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Literal("1.5"),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -271,47 +318,92 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Literal(""),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
         name: "wrong-weekday",
-        description: "503 with Retry-After: Mon, 06 Nov 1994 08:49:37 GMT (a Sunday): \
-                      malformed, so a retry within 100 ms (a lenient parser's past date) fails",
+        description: "503 with Retry-After: Mon, 06 Nov 1994 08:49:37 GMT (a Sunday): a robust \
+                      parser reads the past date and may retry at once; still waiting at the \
+                      time limit warns",
         sends: "503, Retry-After: Mon, 06 Nov 1994 …",
-        rule: Rule::Malformed,
+        rule: Rule::Weekday,
         status: 503,
         hint: Hint::Literal("Mon, 06 Nov 1994 08:49:37 GMT"),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
         name: "no-hint",
-        description: "429 without Retry-After; a retry within 100 ms fails, backing off or \
-                      giving up passes",
+        description: "429 without Retry-After; a retry within 100 ms warns (no backoff), a \
+                      later one passes",
         sends: "429, no Retry-After",
         rule: Rule::NoHint,
         status: 429,
         hint: Hint::None,
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
         name: "quota",
-        description: "429 with OpenAI's insufficient_quota error and no Retry-After; a retry \
-                      warns (waiting won't help), one within 100 ms fails",
+        description: "429 with OpenAI's insufficient_quota error and no Retry-After; giving up \
+                      passes (waiting won't help), a retry warns",
         sends: "429 insufficient_quota, no hint",
         rule: Rule::Quota,
         status: 429,
         hint: Hint::None,
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
+        long: false,
+    },
+    Scenario {
+        name: "ratelimit-reset",
+        description: "429 with X-RateLimit-Remaining: 0 and X-RateLimit-Reset 3 s ahead (GitHub), \
+                      no Retry-After; a retry before the reset warns",
+        sends: "429, X-RateLimit-Reset: <+3 s>",
+        rule: Rule::Reset,
+        status: 429,
+        hint: Hint::None,
+        method: None,
+        repeat: Repeat::Once,
+        also: &[
+            ("X-RateLimit-Limit", "60"),
+            ("X-RateLimit-Remaining", "0"),
+            ("X-RateLimit-Reset", "@epoch=3"),
+        ],
+        long: false,
+    },
+    Scenario {
+        name: "backoff",
+        description: "three 429s in a row without Retry-After; waits that do not grow warn, \
+                      a retry within 100 ms warns",
+        sends: "429, no Retry-After, 3 times",
+        rule: Rule::Backoff,
+        status: 429,
+        hint: Hint::None,
+        method: None,
+        repeat: Repeat::Times(3),
+        also: &[],
+        long: false,
+    },
+    Scenario {
+        name: "persistent",
+        description: "every request 429 with Retry-After: 1; a retry sooner fails, still \
+                      retrying at the time limit warns; says how many retries and what the \
+                      command did after the last",
+        sends: "429, Retry-After: 1, every time",
+        rule: Rule::Persistent,
+        status: 429,
+        hint: Hint::Literal("1"),
+        method: None,
+        repeat: Repeat::Always,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -323,8 +415,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 503,
         hint: Hint::Literal("1"),
         method: Some("POST"),
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: false,
     },
     Scenario {
@@ -336,8 +428,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         hint: Hint::Long(90),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: true,
     },
     Scenario {
@@ -349,8 +441,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         hint: Hint::Long(150),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: true,
     },
     Scenario {
@@ -363,8 +455,8 @@ pub(crate) const ALL: &[Scenario] = &[
         status: 429,
         hint: Hint::Long(3600),
         method: None,
-        then: None,
-        also: None,
+        repeat: Repeat::Once,
+        also: &[],
         long: true,
     },
 ];
@@ -398,7 +490,26 @@ impl Scenario {
                 scaled(seconds, setup.long_scale),
                 setup.long_scale
             ),
+            Hint::Delay(seconds) => format!("{}, Retry-After: {seconds}", self.status),
             _ => self.sends.to_owned(),
+        }
+    }
+
+    /// `reads-hint`: a hint of `seconds`, longer than any wait the client made in the other
+    /// scenarios, to tell a wait that follows the hint from one that is the same whatever
+    /// the hint.
+    pub(crate) fn reads(seconds: u64) -> Scenario {
+        Scenario {
+            name: READS,
+            description: "",
+            sends: "",
+            rule: Rule::Reads,
+            status: 429,
+            hint: Hint::Delay(seconds),
+            method: None,
+            repeat: Repeat::Once,
+            also: &[],
+            long: false,
         }
     }
 
@@ -409,7 +520,12 @@ impl Scenario {
             Hint::Long(seconds) => Some(scaled(seconds, setup.long_scale)),
             Hint::Literal(value) => value.parse().ok(),
             Hint::Date(ahead) | Hint::Behind { ahead, .. } => Some(ahead),
-            Hint::None => None,
+            Hint::Delay(seconds) => Some(seconds),
+            // A reset time (`@epoch=N`) is a hint too, N seconds ahead.
+            Hint::None => self
+                .also
+                .iter()
+                .find_map(|(_, value)| value.strip_prefix("@epoch=").and_then(|n| n.parse().ok())),
         }
     }
 
@@ -422,14 +538,16 @@ impl Scenario {
             (_, Hint::Long(seconds)) => {
                 Duration::from_secs(scaled(seconds, setup.long_scale)) + timeout
             }
+            (_, Hint::Delay(seconds)) => Duration::from_secs(seconds) + timeout,
             _ => timeout,
         }
     }
 
     /// The proxy's config: a mock answering the first watched request (`nth` 1) with the
-    /// scenario's throttle (and, for a second throttle, another answering the first request
-    /// the first mock let through: a mock counts only the requests that reach it); every
-    /// later request goes to the upstream, or gets the configured success answer.
+    /// scenario's throttle (and, for each throttle after it, another answering the first
+    /// request the ones before let through: a mock counts only the requests that reach it;
+    /// or, for a throttle every time, one mock without `nth`); every later request goes to
+    /// the upstream, or gets the configured success answer.
     pub(crate) fn config(&self, setup: &Setup) -> Value {
         let first = match self.hint {
             Hint::None => vec![],
@@ -440,11 +558,17 @@ impl Scenario {
                 "Retry-After".to_owned(),
                 scaled(seconds, setup.long_scale).to_string(),
             )],
+            Hint::Delay(seconds) => vec![("Retry-After".to_owned(), seconds.to_string())],
         };
-        let mut mocks = vec![self.mock(first)];
-        if let Some(value) = self.then {
-            mocks.push(self.mock(vec![("Retry-After".to_owned(), value.to_owned())]));
-        }
+        let mut mocks = match self.repeat {
+            Repeat::Once => vec![self.mock(first, true)],
+            Repeat::Then(value) => vec![
+                self.mock(first, true),
+                self.mock(vec![("Retry-After".to_owned(), value.to_owned())], true),
+            ],
+            Repeat::Times(times) => (0..times).map(|_| self.mock(first.clone(), true)).collect(),
+            Repeat::Always => vec![self.mock(first, false)],
+        };
         if let Some(success) = &setup.success {
             mocks.push(success.mock());
         }
@@ -455,13 +579,16 @@ impl Scenario {
         json!({ "retryAfterForm": form, "mocks": { "mocks": mocks } })
     }
 
-    /// A mock answering the first request that reaches it with the scenario's status and
-    /// `headers` (and [`Scenario::also`]).
-    fn mock(&self, mut headers: Vec<(String, String)>) -> Value {
-        if let Some((name, value)) = self.also {
-            headers.push((name.to_owned(), value.to_owned()));
+    /// A mock answering the first request that reaches it (every one, unless `first`) with
+    /// the scenario's status and `headers` (and [`Scenario::also`]).
+    fn mock(&self, mut headers: Vec<(String, String)>, first: bool) -> Value {
+        for (name, value) in self.also {
+            headers.push(((*name).to_owned(), (*value).to_owned()));
         }
-        let mut request = json!({ "url": "*", "nth": 1 });
+        let mut request = match first {
+            true => json!({ "url": "*", "nth": 1 }),
+            false => json!({ "url": "*" }),
+        };
         if let Some(method) = self.method {
             request["method"] = json!(method);
         }
@@ -580,6 +707,39 @@ mod tests {
             assert_eq!(mocks[0]["response"]["headers"][0]["value"], "1");
             assert_eq!(mocks[1]["request"]["nth"], 1);
             assert_eq!(mocks[1]["response"]["headers"][0]["value"], "3");
+        }
+
+        #[test]
+        fn throttles_three_times_or_every_time() {
+            let config = Scenario::find("backoff").unwrap().config(&setup());
+            let mocks = config["mocks"]["mocks"].as_array().unwrap();
+            assert_eq!(mocks.len(), 3);
+            assert!(mocks.iter().all(|mock| mock["request"]["nth"] == 1));
+            let config = Scenario::find("persistent").unwrap().config(&setup());
+            let mocks = config["mocks"]["mocks"].as_array().unwrap();
+            assert_eq!(mocks.len(), 1);
+            assert_eq!(mocks[0]["request"], json!({ "url": "*" }));
+        }
+
+        #[test]
+        fn sends_a_reset_time_that_is_never_past_and_no_retry_after() {
+            let scenario = Scenario::find("ratelimit-reset").unwrap();
+            let headers = headers(&scenario.config(&setup()), 0);
+            assert!(headers.iter().all(|(name, _)| name != "Retry-After"));
+            assert!(headers.contains(&("X-RateLimit-Reset".to_owned(), "@epoch=3".to_owned())));
+            assert!(headers.contains(&("X-RateLimit-Remaining".to_owned(), "0".to_owned())));
+            assert_eq!(scenario.hint_secs(&setup()), Some(3));
+        }
+
+        #[test]
+        fn sends_the_reading_scenarios_hint_as_given() {
+            let reads = Scenario::reads(11);
+            assert_eq!(headers(&reads.config(&setup()), 0)[0].1, "11");
+            assert_eq!(reads.sends(&setup()), "429, Retry-After: 11");
+            assert_eq!(
+                reads.time_limit(Duration::from_secs(30), &setup()),
+                Duration::from_secs(41)
+            );
         }
 
         #[test]

@@ -1,11 +1,17 @@
 //! From what the judge recorded in one scenario's event log to its verdict: pure, no I/O.
+//!
+//! A verdict says only what was measured. A retry at or after a hint shows that the client
+//! *waited* that long, not that it *read* the hint; a client that made no retry *gave up*
+//! (or was still waiting when stopped), which shows nothing about how it honours a hint and is
+//! never counted as honouring one.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use holdoff_proxy::judge::Verdict as Judged;
 use holdoff_proxy::report::{Event, RESUME_SPREAD};
 use serde::Serialize;
 
+use super::noise::Noise;
 use super::scenarios::{Rule, min_backoff};
 
 /// A scenario's verdict.
@@ -18,17 +24,25 @@ pub(crate) enum Verdict {
     Fail,
     /// Allowed, but worth a look.
     Warn,
+    /// The client made no retry: it exited (or, where waiting is all there is to show, was
+    /// still waiting when stopped). Nothing about honouring a hint was shown.
+    GaveUp,
+    /// A pass measured too close to its threshold, on a machine too busy to tell it from a
+    /// fail, even when measured again.
+    Unreliable,
     /// Nothing was tested: no request reached the proxy, or none was throttled.
     NotApplicable,
 }
 
 impl Verdict {
-    /// `pass`, `fail`, `warn` or `n/a`, as in the table.
+    /// `pass`, `fail`, `warn`, `gave up`, `unreliable` or `n/a`, as in the table.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
             Verdict::Fail => "fail",
             Verdict::Warn => "warn",
+            Verdict::GaveUp => "gave up",
+            Verdict::Unreliable => "unreliable",
             Verdict::NotApplicable => "n/a",
         }
     }
@@ -52,21 +66,101 @@ pub(crate) struct Outcome {
     pub(crate) retries: usize,
     /// Seconds from the throttle to the first retry.
     pub(crate) first_retry_after_s: Option<f64>,
+    /// When the first retry reached the proxy.
+    #[serde(skip)]
+    pub(crate) first_retry_at: Option<SystemTime>,
+    /// Seconds from each throttle to the retry that came under it, in order.
+    pub(crate) waits: Vec<f64>,
+    /// For a pass decided by a threshold (the permitted time, or the minimum backoff): how far
+    /// past it the closest retry came, in seconds. A busy machine delays a retry by about its
+    /// own scheduling lateness, so a margin within that lateness could be an early retry made
+    /// late: such a pass is measured again ([`Verdict::Unreliable`] if it stays that close).
+    pub(crate) margin_s: Option<f64>,
+    /// When the retry that decided [`Outcome::margin_s`] reached the proxy.
+    #[serde(skip)]
+    pub(crate) margin_at: Option<SystemTime>,
+    /// When its throttle was sent, where the threshold is the minimum backoff: a client that
+    /// retries at once is runnable the whole gap, and a busy machine can delay it by as long
+    /// as its CPUs were contended since ([`super::noise::Sampler::stalled`]). `None` where
+    /// the client slept until a permitted time, when only its wake-up can be late.
+    #[serde(skip)]
+    pub(crate) margin_since: Option<SystemTime>,
     /// The command's exit status, when it exited by itself.
     pub(crate) exit_code: Option<i32>,
     /// Whether the command was stopped at the scenario's time limit.
     pub(crate) timed_out: bool,
+    /// The last lines the command wrote.
+    pub(crate) output: Tails,
+    /// With `--parallel`, each copy's first wait, sorted.
+    pub(crate) copy_waits: Vec<f64>,
 }
 
-/// The verdict under `rule` on the events of one scenario's run; `hint` is the wait the
-/// scenario asked for, in seconds, where the rule explains with it; `timed_out` when the
-/// command was stopped at the time limit.
-pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: bool) -> Outcome {
+/// The last lines a command wrote on stdout and stderr, as the reports keep them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub(crate) struct Tails {
+    pub(crate) stdout: Vec<String>,
+    pub(crate) stderr: Vec<String>,
+}
+
+impl Tails {
+    /// How many lines of each are kept.
+    const LINES: usize = 5;
+    /// How many characters of a line are kept.
+    const WIDTH: usize = 200;
+
+    /// The last lines of `stdout` and `stderr` (blank ones left out, long ones cut).
+    pub(crate) fn of(stdout: &str, stderr: &str) -> Tails {
+        let last = |text: &str| {
+            let lines: Vec<String> = text
+                .lines()
+                .map(str::trim_end)
+                .filter(|line| !line.trim().is_empty())
+                .map(|line| shorten(line, Self::WIDTH))
+                .collect();
+            lines[lines.len().saturating_sub(Self::LINES)..].to_vec()
+        };
+        Tails {
+            stdout: last(stdout),
+            stderr: last(stderr),
+        }
+    }
+
+    /// The command's last words: its last line on stderr, else on stdout.
+    pub(crate) fn last_words(&self) -> Option<&str> {
+        self.stderr
+            .last()
+            .or(self.stdout.last())
+            .map(String::as_str)
+    }
+}
+
+impl Outcome {
+    /// Whether the client retried at all in this scenario.
+    pub(crate) fn retried(&self) -> bool {
+        self.retries > 0
+    }
+}
+
+/// One scenario's run, as the verdict needs it.
+pub(crate) struct Run<'a> {
+    /// Its event log.
+    pub(crate) events: &'a [Event],
+    /// Whether the command was stopped at the time limit.
+    pub(crate) timed_out: bool,
+    /// The last line the command wrote (on stderr, else stdout), shown when it exited
+    /// non-zero.
+    pub(crate) last_words: Option<&'a str>,
+}
+
+/// The verdict under `rule` on one scenario's run; `hint` is the wait the scenario asked for,
+/// in seconds, where the rule explains with it.
+pub(crate) fn judge(rule: Rule, hint: Option<u64>, run: &Run<'_>) -> Outcome {
+    let timed_out = run.timed_out;
     let mut requests = 0;
     let mut exit_code = None;
     let mut throttled_at = None;
     let mut retries = Vec::new();
-    for event in events {
+    for event in run.events {
         match event {
             Event::Finish {
                 requests: count,
@@ -82,12 +176,16 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
                 throttled_at: opened,
                 retried_at,
                 early_by_ms,
+                late_by_ms,
                 idempotency_key,
                 ..
             } => retries.push(Retried {
+                at: *retried_at,
+                opened: *opened,
                 verdict: *verdict,
                 after: secs_between(*opened, *retried_at),
                 early_by_ms: *early_by_ms,
+                late_by_ms: *late_by_ms,
                 keyed: *idempotency_key,
             }),
             _ => {}
@@ -102,12 +200,22 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
         requests,
         retries: retries.len(),
         first_retry_after_s,
+        first_retry_at: retries.first().map(|retry| retry.at),
+        waits: retries.iter().map(|retry| retry.after).collect(),
+        margin_s: None,
+        margin_at: None,
+        margin_since: None,
         exit_code,
         timed_out,
+        output: Tails::default(),
+        copy_waits: Vec::new(),
     };
     let ended = match (timed_out, exit_code) {
         (true, _) => "stopped at the time limit".to_owned(),
-        (false, Some(code)) => format!("exited {code}"),
+        (false, Some(code)) => match run.last_words.filter(|_| code != 0) {
+            Some(said) => format!("exited {code}: {}", shorten(said, 60)),
+            None => format!("exited {code}"),
+        },
         (false, None) => "ended by a signal".to_owned(),
     };
     if requests == 0 || throttled_at.is_none() {
@@ -128,68 +236,148 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
         Some(after) if retries.len() == 1 => format!("retried after {after:.2} s"),
         Some(after) => format!("retried {} times, first after {after:.2} s", retries.len()),
     };
+    let (verdict, why, finding) = match retries.is_empty() {
+        true => no_retry(rule, hint, timed_out),
+        false => retried(rule, hint, &retries, timed_out, &ended),
+    };
+    if verdict == Verdict::Pass
+        && let Some((margin, retry)) = margin(rule, &retries)
+    {
+        outcome.margin_s = Some(margin);
+        outcome.margin_at = Some(retry.at);
+        outcome.margin_since = backs_off(rule).then_some(retry.opened);
+    }
+    outcome.verdict = verdict;
+    outcome.why = why;
+    outcome.finding = finding;
+    outcome
+}
+
+/// A verdict, why, and the finding for the summary.
+type Judgement = (Verdict, String, Option<String>);
+
+/// The verdict on a client that made no retry: it gave up (the command exited), or it was
+/// still waiting at the time limit.
+fn no_retry(rule: Rule, hint: Option<u64>, timed_out: bool) -> Judgement {
+    let hint = hint.unwrap_or_default();
+    if !timed_out {
+        return match rule {
+            Rule::Quota => {
+                pass("gave up, which is right: the quota is used up, and waiting won't help")
+            }
+            Rule::Hour => pass(format!(
+                "gave up (or deferred the task) rather than wait {hint} s, which is right for a \
+                 task that cannot wait that long"
+            )),
+            Rule::Post => pass(
+                "did not repeat a POST it had no key for, which is right: a hint \
+                                does not make a POST safe",
+            ),
+            _ => (
+                Verdict::GaveUp,
+                "made no retry, so nothing about how it honours the hint was shown".to_owned(),
+                None,
+            ),
+        };
+    }
+    match rule {
+        Rule::Skew | Rule::PastDate | Rule::Weekday => (
+            Verdict::Warn,
+            "was still waiting at the time limit, though the date permitted a retry at once (by \
+             the client's own clock, too): it read a past date as a long wait"
+                .to_owned(),
+            Some("reads a past date as a long wait".to_owned()),
+        ),
+        Rule::Malformed => (
+            Verdict::Warn,
+            "did not retry before the time limit: it neither backed off nor gave up, but waits \
+             on a hint it should have rejected"
+                .to_owned(),
+            Some("waits on a malformed Retry-After".to_owned()),
+        ),
+        Rule::Hour => (
+            Verdict::Warn,
+            format!(
+                "still waiting when stopped: waiting out a {hint} s hint blocks the task; give up \
+                 or defer it"
+            ),
+            Some("waits out an hour's hint, blocking the task".to_owned()),
+        ),
+        Rule::Quota => pass("did not retry the used-up quota before the time limit"),
+        Rule::Post => pass("did not repeat the POST before the time limit"),
+        Rule::NoHint | Rule::Backoff => (
+            Verdict::Warn,
+            "no retry before the time limit after a 429 with no hint: a backoff that long \
+             stalls the task"
+                .to_owned(),
+            Some("waits past the time limit after a 429 with no hint".to_owned()),
+        ),
+        Rule::Hint | Rule::Millis | Rule::Long | Rule::Reads | Rule::Persistent | Rule::Reset => (
+            Verdict::Warn,
+            format!(
+                "no retry before the time limit, though a retry was permitted {hint} s after the \
+                 throttle: it waits far longer than asked"
+            ),
+            Some("waits far longer than the hint asks".to_owned()),
+        ),
+    }
+}
+
+/// The verdict on a client that retried.
+fn retried(
+    rule: Rule,
+    hint: Option<u64>,
+    retries: &[Retried],
+    timed_out: bool,
+    ended: &str,
+) -> Judgement {
     let broke = |wanted: &[Judged]| {
         retries
             .iter()
             .find(|retry| wanted.contains(&retry.verdict))
             .map(|retry| (retry.after, retry.early_by_ms))
     };
-    let early = "retries before Retry-After permits";
+    let early = || Some(EARLY.to_owned());
+    let first = retries[0].after;
+    let waited = waited(retries);
     let zero_backoff = |after: f64, what: &str| {
         format!(
             "retried {after:.3} s after {what}, sooner than the {} minimum backoff",
             min_backoff()
         )
     };
-    let (verdict, why, finding) = match rule {
+    match rule {
         Rule::Hint => match broke(&[Judged::Premature]) {
-            Some((after, by)) => (
-                Verdict::Fail,
-                early_retry(after, by),
-                Some(early.to_owned()),
-            ),
-            None if retries.is_empty() => {
-                pass("did not retry, so never before Retry-After permitted")
-            }
-            None => pass("waited at least as long as Retry-After asked"),
+            Some((after, by)) => (Verdict::Fail, early_retry(after, by), early()),
+            None => pass(format!("{waited}, never before the hint permitted")),
         },
         Rule::Skew => match broke(&[Judged::Premature]) {
             Some((after, by)) => (
-                Verdict::Fail,
+                Verdict::Warn,
                 format!(
-                    "{} by the server's clock, an hour behind: what a client does that \
-                     measures the date against its own clock instead of the response's Date",
+                    "{} by the server's clock, an hour behind: what a client does that measures \
+                     the date by its own clock (RFC 9110 names no clock for an HTTP-date, so a \
+                     warning)",
                     early_retry(after, by)
                 ),
-                Some("ignores the server's Date (measures dates by its own clock)".to_owned()),
+                Some(
+                    "reads dates by its own clock: a server whose clock is behind sees early \
+                     retries"
+                        .to_owned(),
+                ),
             ),
-            None if retries.is_empty() && timed_out => (
-                Verdict::Warn,
-                "was still waiting at the time limit, though the date was 3 s after the \
-                 server's Date: by its own clock the date is an hour past, and it read that \
-                 as a long wait"
-                    .to_owned(),
-                Some("reads a past date as a long wait".to_owned()),
-            ),
-            None if retries.is_empty() => {
-                pass("did not retry, so never before Retry-After permitted")
-            }
-            None => pass("waited as long as the date asked by the server's own clock (its Date)"),
-        },
-        Rule::Millis => match (broke(&[Judged::Premature]), first_retry_after_s) {
-            (Some((after, by)), _) => (
-                Verdict::Fail,
-                early_retry(after, by),
-                Some(early.to_owned()),
-            ),
-            (None, None) => pass("did not retry, so never before either hint permitted"),
-            (None, Some(after)) if hint.is_some_and(|secs| after >= secs as f64) => pass(format!(
-                "waited {after:.2} s: Retry-After's {} s, the longer of the two hints",
-                hint.unwrap_or_default()
+            None => pass(format!(
+                "{waited}, never before the date by the server's clock (its Date)"
             )),
-            (None, Some(after)) => pass(format!(
-                "waited {after:.2} s: retry-after-ms's 1.5 s, not Retry-After's {} s (both \
-                 are the server's)",
+        },
+        Rule::Millis => match broke(&[Judged::Premature]) {
+            Some((after, by)) => (Verdict::Fail, early_retry(after, by), early()),
+            None if hint.is_some_and(|secs| first >= secs as f64) => {
+                pass(format!("{waited}, at or after both hints"))
+            }
+            None => pass(format!(
+                "{waited}: at or after retry-after-ms's 1.5 s, before Retry-After's {} s (both \
+                 are the server's; the judge takes the earlier)",
                 hint.unwrap_or_default()
             )),
         },
@@ -202,78 +390,66 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
                 ),
                 Some("reads a malformed Retry-After as zero".to_owned()),
             ),
-            None if retries.is_empty() && timed_out => (
-                Verdict::Warn,
-                "did not retry before the time limit: it neither backed off nor gave up, but \
-                 waits on a hint it should have rejected"
-                    .to_owned(),
-                Some("waits on a malformed Retry-After".to_owned()),
-            ),
-            None if retries.is_empty() => {
-                pass("gave up on a malformed Retry-After rather than read it as zero")
-            }
             None => pass(format!(
-                "backed off at least {} after a malformed Retry-After",
+                "{waited}, at least the {} minimum backoff after a malformed Retry-After",
                 min_backoff()
             )),
         },
-        Rule::NoHint => match broke(&[Judged::NoBackoff, Judged::Premature]) {
+        // The judge's parser rejects a weekday that is not the date's (RFC 9110's grammar),
+        // so a retry within the minimum backoff is its `read_as_zero`; but §5.6.7 asks
+        // recipients to be robust in parsing timestamps, and a robust parser reads the date
+        // (in the past), which permits a retry at once.
+        Rule::Weekday => match broke(&[Judged::ReadAsZero, Judged::Premature]) {
+            Some((after, _)) => pass(format!(
+                "retried {after:.3} s after it: as a robust parser reads it (RFC 9110 §5.6.7), \
+                 the date is in the past and permits a retry at once"
+            )),
+            None => pass(format!(
+                "{waited}: it backed off as after a malformed hint, which a strict parser \
+                 would call it"
+            )),
+        },
+        Rule::NoHint | Rule::Backoff => match broke(&[Judged::NoBackoff, Judged::Premature]) {
             Some((after, _)) => (
-                Verdict::Fail,
+                Verdict::Warn,
                 format!(
-                    "{}: no backoff at all",
+                    "{}: no backoff at all (RFC 9110 asks for none without a hint, so a \
+                     warning, as the judge says)",
                     zero_backoff(after, "a 429 with no hint")
                 ),
                 Some("does not back off without a hint".to_owned()),
             ),
-            None if retries.is_empty() => pass("did not retry a 429 without a hint"),
+            None if rule == Rule::Backoff => backoff(retries),
             None => pass(format!(
-                "backed off at least {} after a 429 with no hint",
+                "{waited}, at least the {} minimum backoff after a 429 with no hint",
                 min_backoff()
             )),
         },
         Rule::PastDate => match broke(&[Judged::Premature]) {
-            Some((after, by)) => (
-                Verdict::Fail,
-                early_retry(after, by),
-                Some(early.to_owned()),
-            ),
-            None if retries.is_empty() && timed_out => (
-                Verdict::Warn,
-                "was still waiting at the time limit, though a date in the past permits a \
-                 retry at once"
-                    .to_owned(),
-                Some("reads a past date as a long wait".to_owned()),
-            ),
-            None if retries.is_empty() => {
-                pass("did not retry; a date in the past permitted it at once")
-            }
-            None => pass("retried: a date in the past permits a retry at once"),
+            Some((after, by)) => (Verdict::Fail, early_retry(after, by), early()),
+            None => pass(format!(
+                "{waited}: a date in the past permits a retry at once"
+            )),
         },
         Rule::Quota => match broke(&[Judged::NoBackoff, Judged::Premature]) {
             Some((after, _)) => (
-                Verdict::Fail,
-                zero_backoff(after, "a quota 429"),
+                Verdict::Warn,
+                format!(
+                    "{}: the quota is used up, waiting won't help, and it did not even wait",
+                    zero_backoff(after, "a quota 429")
+                ),
                 Some("hammers a used-up quota".to_owned()),
             ),
-            None => match first_retry_after_s {
-                Some(after) => (
-                    Verdict::Warn,
-                    format!(
-                        "retried a quota 429 after {after:.2} s: the quota is used up, waiting \
-                         won't help"
-                    ),
-                    Some("retries a used-up quota".to_owned()),
+            None => (
+                Verdict::Warn,
+                format!(
+                    "retried a quota 429 after {first:.2} s: the quota is used up, waiting won't help"
                 ),
-                None => pass("did not retry a 429 for a used-up quota"),
-            },
+                Some("retries a used-up quota".to_owned()),
+            ),
         },
         Rule::Post => match broke(&[Judged::Premature]) {
-            Some((after, by)) => (
-                Verdict::Fail,
-                early_retry(after, by),
-                Some(early.to_owned()),
-            ),
+            Some((after, by)) => (Verdict::Fail, early_retry(after, by), early()),
             None => match retries.iter().find(|retry| !retry.keyed) {
                 Some(blind) => (
                     Verdict::Warn,
@@ -284,116 +460,312 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, events: &[Event], timed_out: 
                     ),
                     Some("repeats a POST without an Idempotency-Key".to_owned()),
                 ),
-                None if retries.is_empty() => pass("did not repeat a POST it had no key for"),
-                None => pass("repeated the POST after the hint, with an Idempotency-Key"),
+                None => pass(format!(
+                    "{waited}, never before the hint, with an Idempotency-Key"
+                )),
             },
         },
+        // A cap is named across the long scenarios ([`name_caps`]): one early retry alone
+        // does not tell a cap from a backoff that never read the hint.
         Rule::Long | Rule::Hour => match broke(&[Judged::Premature]) {
-            // Sooner than a third of the hint is no cap, but a backoff that never read it
-            // (the caps of real SDKs, 60 s and 120 s, are a third of 150 s or more).
-            Some((after, by)) if after < hint.unwrap_or_default() as f64 / 3.0 => (
-                Verdict::Fail,
-                early_retry(after, by),
-                Some(early.to_owned()),
-            ),
+            Some((after, by)) => (Verdict::Fail, early_retry(after, by), early()),
+            None => pass(format!("{waited}: the whole hint, uncapped")),
+        },
+        Rule::Reads => match broke(&[Judged::Premature]) {
             Some((after, by)) => (
                 Verdict::Fail,
                 format!(
-                    "{}: it caps a {} s hint at about {after:.0} s",
-                    early_retry(after, by),
-                    hint.unwrap_or_default()
+                    "{}: its wait did not grow with the hint",
+                    early_retry(after, by)
                 ),
-                Some(format!("caps long hints at about {after:.0} s")),
+                Some(
+                    "does not read Retry-After: its wait is the same whatever the hint".to_owned(),
+                ),
             ),
-            None if rule == Rule::Hour && retries.is_empty() && timed_out => (
+            None => pass(format!(
+                "{waited}, never before a hint longer than any wait it made before: its wait \
+                 follows the hint, so it reads Retry-After"
+            )),
+        },
+        Rule::Persistent => match broke(&[Judged::Premature]) {
+            Some((after, by)) => (Verdict::Fail, early_retry(after, by), early()),
+            None if timed_out => (
                 Verdict::Warn,
                 format!(
-                    "still waiting when stopped: waiting out a {} s hint blocks the task; give \
-                     up or defer it",
-                    hint.unwrap_or_default()
+                    "still retrying at the time limit after {} retries, each throttled: are its \
+                     retries bounded?",
+                    retries.len()
                 ),
-                Some("waits out an hour's hint, blocking the task".to_owned()),
+                Some("retries a persistent throttle without a bound in sight".to_owned()),
             ),
-            None if retries.is_empty() && timed_out => {
-                pass("was still waiting for the hint when stopped, never retrying before it")
-            }
-            None if retries.is_empty() => pass("gave up rather than retry before the hint"),
-            None => pass("waited the whole hint, uncapped"),
+            None => pass(format!(
+                "stopped after {} retries over {:.1} s, none early; then {ended}",
+                retries.len(),
+                retries.iter().map(|retry| retry.after).sum::<f64>()
+            )),
         },
+        Rule::Reset => match broke(&[Judged::Premature]) {
+            Some((after, by)) => (
+                Verdict::Warn,
+                format!(
+                    "{} (X-RateLimit-Reset, with X-RateLimit-Remaining: 0 and no Retry-After)",
+                    early_retry(after, by).replace("Retry-After", "the reset")
+                ),
+                Some("retries before X-RateLimit-Reset".to_owned()),
+            ),
+            None => pass(format!("{waited}, never before the reset")),
+        },
+    }
+}
+
+/// The summary's phrase for a retry before the permitted time.
+const EARLY: &str = "retries before Retry-After permits";
+
+/// `backoff`: three throttles without a hint, every retry at least the minimum backoff
+/// later. The waits should grow (exponential backoff); flat ones warn.
+fn backoff(retries: &[Retried]) -> Judgement {
+    let waits: Vec<f64> = retries.iter().map(|retry| retry.after).collect();
+    let listed = list_secs(&waits);
+    // Growing: each wait at least 20% over the one before (a doubling with jitter can come
+    // back shorter than 2x, never flat).
+    let grows = waits.windows(2).all(|pair| pair[1] >= pair[0] * 1.2);
+    match (waits.len(), grows) {
+        (1, _) => pass(format!(
+            "waited {listed} before its one retry, at least the {} minimum backoff",
+            min_backoff()
+        )),
+        (_, true) => pass(format!("its waits grew: {listed}")),
+        (_, false) => (
+            Verdict::Warn,
+            format!(
+                "its waits did not grow: {listed}; a server still throttling is told the same \
+                 load again (exponential backoff grows them)"
+            ),
+            Some("backs off without growing the wait".to_owned()),
+        ),
+    }
+}
+
+/// `1.00, 2.01 and 4.03 s`.
+fn list_secs(waits: &[f64]) -> String {
+    let each: Vec<String> = waits.iter().map(|wait| format!("{wait:.2}")).collect();
+    match each.split_last() {
+        Some((last, [])) => format!("{last} s"),
+        Some((last, rest)) => format!("{} and {last} s", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// What the client measurably did: `retried after 2.01 s`, or for several retries each wait.
+fn waited(retries: &[Retried]) -> String {
+    match retries {
+        [one] => format!("retried after {:.2} s", one.after),
+        many => {
+            let waits: Vec<f64> = many.iter().map(|retry| retry.after).collect();
+            format!("retried after {}", list_secs(&waits))
+        }
+    }
+}
+
+/// Whether `rule`'s threshold is the minimum backoff (else a permitted time, or none).
+fn backs_off(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::Malformed | Rule::NoHint | Rule::Backoff | Rule::Quota
+    )
+}
+
+/// How far past its threshold a pass's closest retry came, in seconds, and that retry: the
+/// permitted time for a hint, the minimum backoff for a malformed hint or none.
+fn margin(rule: Rule, retries: &[Retried]) -> Option<(f64, &Retried)> {
+    let backoff = super::scenarios::MIN_BACKOFF.as_secs_f64();
+    let past = |retry: &Retried| match rule {
+        _ if backs_off(rule) => Some(retry.after - backoff),
+        Rule::PastDate | Rule::Weekday => None,
+        _ => retry.late_by_ms.map(|ms| ms / 1000.0),
     };
-    outcome.verdict = verdict;
-    outcome.why = why;
-    outcome.finding = finding;
-    outcome
+    retries
+        .iter()
+        .filter_map(|retry| Some((past(retry)?, retry)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// `text`, cut to at most `max` characters with an ellipsis, at a space when there is one in
+/// its second half.
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => {
+            let head = &text[..cut];
+            let head = match head.rfind(' ') {
+                Some(space) if space > cut / 2 => &head[..space],
+                _ => head,
+            };
+            format!("{} …", head.trim_end())
+        }
+        None => text.to_owned(),
+    }
 }
 
 /// A pass, and why.
-fn pass(why: impl Into<String>) -> (Verdict, String, Option<String>) {
+fn pass(why: impl Into<String>) -> Judgement {
     (Verdict::Pass, why.into(), None)
 }
 
-/// The verdict on `copies` of one scenario run at once (`--parallel`): the worst copy's, and
-/// a warning when they all came back the same time after their throttles — clients told to
-/// back off together that return in lockstep are a herd, for want of jitter.
-pub(crate) fn herd(copies: Vec<Outcome>) -> Outcome {
+/// The verdict on `copies` of one scenario run at once (`--parallel`), `noise` the machine's
+/// scheduling lateness meanwhile: the worst copy's, and a warning when they all came back the
+/// same time after their throttles — clients told to back off together that return in lockstep
+/// are a herd, for want of jitter.
+///
+/// Copies without jitter come back as far apart as the machine's noise spreads them; copies
+/// with jitter, as far as their jitter does. So waits closer together than the noise allows
+/// for ([`lockstep`]) are a herd — unless that allowance is itself a sizeable share of the
+/// wait ([`NOISE_SHARE`]), when a jitter of a tenth of the wait could not be told from none:
+/// then the row is [`Verdict::Unreliable`]. With five copies or more, the earliest and the
+/// latest are left out of the spread: one copy the scheduler held back is not jitter.
+pub(crate) fn herd(copies: Vec<Outcome>, noise: Noise) -> Outcome {
     let count = copies.len();
     let rank = |verdict| match verdict {
-        Verdict::Fail => 3,
-        Verdict::Warn => 2,
-        Verdict::Pass => 1,
+        Verdict::Fail => 5,
+        Verdict::Warn => 4,
+        Verdict::Unreliable => 3,
+        Verdict::Pass => 2,
+        Verdict::GaveUp => 1,
         Verdict::NotApplicable => 0,
     };
-    let waits: Vec<f64> = copies
+    let mut waits: Vec<f64> = copies
         .iter()
         .filter_map(|copy| copy.first_retry_after_s)
         .collect();
+    waits.sort_by(f64::total_cmp);
     let mut worst = copies
         .into_iter()
         .max_by_key(|copy| rank(copy.verdict))
-        .unwrap_or_else(|| judge(Rule::NoHint, None, &[], false));
+        .unwrap_or_else(|| {
+            let none = Run {
+                events: &[],
+                timed_out: false,
+                last_words: None,
+            };
+            judge(Rule::NoHint, None, &none)
+        });
     if count < 2 {
         return worst;
     }
-    let (least, most) = waits.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &wait| {
-        (lo.min(wait), hi.max(wait))
-    });
-    if waits.len() >= 2 {
-        worst.did = format!(
-            "{count} copies; {} retried after {least:.2}–{most:.2} s",
-            waits.len()
-        );
-    } else {
+    let (Some(&least), Some(&most)) = (waits.first(), waits.last()) else {
         worst.did = format!("{count} copies; {}", worst.did);
+        return worst;
+    };
+    worst.did = format!(
+        "{count} copies; {} retried after {least:.2}–{most:.2} s",
+        waits.len()
+    );
+    worst.copy_waits = waits.clone();
+    let middle = match waits.len() {
+        0..=4 => &waits[..],
+        n => &waits[1..n - 1],
+    };
+    let spread = middle.last().unwrap_or(&0.0) - middle.first().unwrap_or(&0.0);
+    let within = lockstep(noise);
+    if worst.verdict != Verdict::Pass || waits.len() < 2 || spread >= within {
+        return worst;
     }
-    let spread = most - least;
-    if worst.verdict == Verdict::Pass && waits.len() >= 2 && spread < lockstep(least) {
-        worst.verdict = Verdict::Warn;
-        worst.why = format!(
-            "{} copies throttled together came back {:.0} ms apart: a herd, for want of \
-             jitter in the backoff",
-            waits.len(),
+    let apart = match middle.len() == waits.len() {
+        true => format!("{:.0} ms apart", spread * 1000.0),
+        false => format!(
+            "{:.0} ms apart (but the earliest and the latest)",
             spread * 1000.0
+        ),
+    };
+    if within > least * NOISE_SHARE {
+        worst.verdict = Verdict::Unreliable;
+        worst.why = format!(
+            "{} copies came back {apart}, but the machine's scheduling noise allows {:.0} ms, \
+             too large a share of a {least:.2} s wait to tell a small jitter from none",
+            waits.len(),
+            within * 1000.0
         );
-        worst.finding = Some("backs off in lockstep (no jitter)".to_owned());
+        return worst;
     }
+    worst.verdict = Verdict::Warn;
+    worst.why = format!(
+        "{} copies throttled together came back {apart}, within the {:.0} ms the machine's \
+         noise allows: a herd, for want of jitter in the backoff",
+        waits.len(),
+        within * 1000.0
+    );
+    worst.finding = Some("backs off in lockstep (no jitter)".to_owned());
     worst
 }
 
-/// How close copies' waits of at least `least` seconds must be to be in lockstep: the judge's
-/// herd spread, or 5% of the wait when that is more. Each copy's wait is measured from its own
-/// throttle, so how far apart the copies started does not count; what does is the scheduler's
-/// noise on a loaded machine (tens of ms on a 1 s sleep), which is not jitter — a backoff
-/// jittered by under 5% still brings the herd back together.
-fn lockstep(least: f64) -> f64 {
-    RESUME_SPREAD.as_secs_f64().max(least * 0.05)
+/// How close copies' waits must be to be in lockstep: the judge's herd spread
+/// ([`RESUME_SPREAD`], 10 ms: a sleep's wake-up, a client's own stack and the proxy's reading
+/// spread copies without jitter over a few ms on an idle machine), and twice the 99th
+/// percentile of the machine's scheduling lateness while their retries were on the way.
+fn lockstep(noise: Noise) -> f64 {
+    RESUME_SPREAD.as_secs_f64() + 2.0 * noise.p99.as_secs_f64()
+}
+
+/// The largest share of a wait the lockstep bound may be for a herd to be told: a jitter of a
+/// tenth of the wait spreads eight copies' middle six over more than a fifth of it but about
+/// once in a hundred runs at this bound (and once in a thousand at an idle machine's), so it
+/// is not taken for none; past it, the row is unreliable.
+const NOISE_SHARE: f64 = 0.02;
+
+/// Whether a pass came so close to its threshold that the machine's scheduling lateness just
+/// before its deciding retry (`late`, [`super::noise::Sampler::before`]) could have carried
+/// an early retry past it: then it is measured again.
+pub(crate) fn close_call(outcome: &Outcome, late: Duration) -> bool {
+    outcome.verdict == Verdict::Pass
+        && outcome
+            .margin_s
+            .is_some_and(|margin| margin < late.as_secs_f64())
+}
+
+/// A close call's verdict after it was measured again alone (`again`; `noise` and
+/// `again_noise` the lateness before each one's deciding retry): the second measurement if it
+/// is clear of the noise, else [`Verdict::Unreliable`].
+pub(crate) fn remeasured(
+    first: &Outcome,
+    noise: Duration,
+    again: Outcome,
+    again_noise: Duration,
+) -> Outcome {
+    let ms = |secs: f64| secs * 1000.0;
+    let first_margin = first.margin_s.unwrap_or_default();
+    let first_note = format!(
+        "a first run passed {:.0} ms past the threshold, within the machine's scheduling noise \
+         ({:.0} ms)",
+        ms(first_margin),
+        ms(noise.as_secs_f64())
+    );
+    if close_call(&again, again_noise) {
+        let mut outcome = again;
+        outcome.verdict = Verdict::Unreliable;
+        outcome.why = format!(
+            "{first_note}, and measured again alone {:.0} ms past it, within the noise ({:.0} \
+             ms): an early retry made late by a busy machine would look the same",
+            ms(outcome.margin_s.unwrap_or_default()),
+            ms(again_noise.as_secs_f64())
+        );
+        outcome.finding = None;
+        return outcome;
+    }
+    let mut outcome = again;
+    outcome.why = format!("{} (measured again alone: {first_note})", outcome.why);
+    outcome
 }
 
 /// A retry the judge saw, as the verdict needs it.
 struct Retried {
+    /// When it reached the proxy.
+    at: SystemTime,
+    /// When the window it came under opened: its throttle.
+    opened: SystemTime,
     verdict: Judged,
     /// Seconds after the throttle.
     after: f64,
     early_by_ms: Option<f64>,
+    late_by_ms: Option<f64>,
     /// Whether it carried an `Idempotency-Key`.
     keyed: bool,
 }
@@ -415,6 +787,126 @@ fn secs_between(from: SystemTime, to: SystemTime) -> f64 {
         Ok(after) => after.as_secs_f64(),
         Err(err) => -err.duration().as_secs_f64(),
     }
+}
+
+/// What earlier rows say about `row`: the findings only several rows show, settled once the
+/// rows before it are.
+pub(crate) fn settle(earlier: &[super::Row], row: &mut super::Row) {
+    undated_skew(earlier, row);
+    weekday_as_zero(earlier, row);
+}
+
+/// A client that retries early on `http-date` does not wait for an HTTP-date at all, so its
+/// early retry on `clock-behind` says nothing about the server's `Date`: it is the same
+/// finding as `http-date`'s.
+fn undated_skew(earlier: &[super::Row], row: &mut super::Row) {
+    if row.scenario.rule != Rule::Skew
+        || row.outcome.verdict != Verdict::Warn
+        || !row.outcome.retried()
+    {
+        return;
+    }
+    let Some(undated) = earlier
+        .iter()
+        .find(|row| row.scenario.name == "http-date" && row.outcome.verdict == Verdict::Fail)
+        .and_then(|row| row.outcome.finding.clone())
+    else {
+        return;
+    };
+    let early = row
+        .outcome
+        .why
+        .split(" by the server's clock")
+        .next()
+        .unwrap_or_default();
+    row.outcome.why = format!(
+        "{early}: it retries early on http-date too, so it does not wait for an HTTP-date at \
+         all, whatever the server's clock"
+    );
+    row.outcome.finding = Some(undated);
+}
+
+/// A retry at once after a wrong weekday is what a robust parser does (the date is past), but
+/// a client that reads `malformed` as zero may not have parsed it at all: a warning, then.
+fn weekday_as_zero(earlier: &[super::Row], row: &mut super::Row) {
+    let backoff = super::scenarios::MIN_BACKOFF.as_secs_f64();
+    let at_once = row
+        .outcome
+        .first_retry_after_s
+        .is_some_and(|after| after < backoff);
+    let zero = earlier
+        .iter()
+        .any(|row| row.scenario.rule == Rule::Malformed && row.outcome.verdict == Verdict::Fail);
+    if row.scenario.rule != Rule::Weekday || !at_once || !zero {
+        return;
+    }
+    row.outcome.verdict = Verdict::Warn;
+    row.outcome.why = format!(
+        "{}; but it reads other malformed hints as zero too, so it may not have parsed this one \
+         at all",
+        row.outcome.why
+    );
+    row.outcome.finding = Some("reads a malformed Retry-After as zero".to_owned());
+}
+
+/// A cap is a wait that stops growing across the long hints: named once, with its measured
+/// value, on every long scenario it cut short. A wait no longer than the client's waits on
+/// the default suite's short hints is no cap but a wait that never read the hint.
+pub(crate) fn name_caps(rows: &mut [super::Row]) {
+    let long = |row: &super::Row| matches!(row.scenario.rule, Rule::Long | Rule::Hour);
+    let cut: Vec<f64> = rows
+        .iter()
+        .filter(|row| long(row) && row.outcome.verdict == Verdict::Fail)
+        .filter_map(|row| row.outcome.first_retry_after_s)
+        .collect();
+    let Some((least, most)) = bounds(&cut) else {
+        return;
+    };
+    // Another long hint waited out whole, shorter than where the others were cut: the wait
+    // grew with the hint, then stopped.
+    let honoured_shorter = rows.iter().any(|row| {
+        long(row)
+            && row.outcome.verdict == Verdict::Pass
+            && row
+                .outcome
+                .first_retry_after_s
+                .is_some_and(|after| after <= least)
+    });
+    if cut.len() < 2 && !honoured_shorter {
+        return;
+    }
+    if most > least * 1.15 + 1.0 {
+        return;
+    }
+    let short: Vec<f64> = rows
+        .iter()
+        .filter(|row| matches!(row.scenario.rule, Rule::Hint | Rule::Millis))
+        .filter_map(|row| row.outcome.first_retry_after_s)
+        .collect();
+    let fixed = bounds(&short).is_some_and(|(_, most_short)| most_short * 1.15 + 0.5 >= least);
+    let finding = match fixed {
+        true => format!("does not read Retry-After: waits about {least:.0} s whatever the hint"),
+        false => format!("caps long hints at about {least:.0} s"),
+    };
+    for row in rows
+        .iter_mut()
+        .filter(|row| long(row) && row.outcome.verdict == Verdict::Fail)
+    {
+        let why = match fixed {
+            true => "the same wait as after the short hints: it does not read the hint",
+            false => "its wait stopped growing with the hint: a cap",
+        };
+        row.outcome.why = format!("{}; {why}", row.outcome.why);
+        row.outcome.finding = Some(finding.clone());
+    }
+}
+
+/// The least and the most of `values`, if any.
+fn bounds(values: &[f64]) -> Option<(f64, f64)> {
+    let first = *values.first()?;
+    Some(values.iter().fold((first, first), |(lo, hi), &value| {
+        (lo.min(value), hi.max(value))
+    }))
 }
 
 /// A time `secs` after `base`, for tests.
@@ -451,16 +943,36 @@ mod tests {
             permitted_at: Some(at(T0, 2.0)),
             retried_at: at(T0, after),
             early_by_ms: early_ms,
-            late_by_ms: None,
+            late_by_ms: match verdict {
+                "compliant" => Some((after - 2.0).max(0.0) * 1000.0),
+                _ => None,
+            },
         }
     }
 
     fn finish(requests: u64) -> Event {
+        finish_with(requests, 0)
+    }
+
+    fn finish_with(requests: u64, exit_code: i32) -> Event {
         serde_json::from_value(serde_json::json!({
             "event": "finish", "at": "1970-01-01T00:00:05.000Z", "requests": requests,
-            "exit_code": 0,
+            "exit_code": exit_code,
         }))
         .unwrap()
+    }
+
+    /// The verdict under `rule` on `events`, the command having exited by itself.
+    fn judged(rule: Rule, hint: Option<u64>, events: &[Event]) -> Outcome {
+        judge(rule, hint, &ran(events, false))
+    }
+
+    fn ran(events: &[Event], timed_out: bool) -> Run<'_> {
+        Run {
+            events,
+            timed_out,
+            last_words: None,
+        }
     }
 
     mod judge {
@@ -473,22 +985,58 @@ mod tests {
                 retry("premature", 0.01, Some(1990.0)),
                 finish(2),
             ];
-            let outcome = judge(Rule::Hint, None, &events, false);
+            let outcome = judged(Rule::Hint, Some(2), &events);
             assert_eq!(outcome.verdict, Verdict::Fail);
             assert_eq!(outcome.did, "retried after 0.01 s");
             assert!(outcome.why.contains("1.99 s before"), "{}", outcome.why);
         }
 
         #[test]
-        fn passes_a_retry_after_the_hint_or_none() {
+        fn passes_a_retry_after_the_hint_saying_only_what_was_measured() {
             let events = [throttle(), retry("compliant", 2.1, None), finish(2)];
+            let outcome = judged(Rule::Hint, Some(2), &events);
+            assert_eq!(outcome.verdict, Verdict::Pass);
             assert_eq!(
-                judge(Rule::Hint, None, &events, false).verdict,
-                Verdict::Pass
+                outcome.why,
+                "retried after 2.10 s, never before the hint permitted"
             );
-            let gave_up = judge(Rule::Hint, None, &[throttle(), finish(1)], false);
-            assert_eq!(gave_up.verdict, Verdict::Pass);
+            let margin = outcome.margin_s.unwrap();
+            assert!((margin - 0.1).abs() < 1e-9, "{margin}");
+        }
+
+        #[test]
+        fn calls_no_retry_giving_up_never_a_pass() {
+            let gave_up = judged(Rule::Hint, Some(2), &[throttle(), finish(1)]);
+            assert_eq!(gave_up.verdict, Verdict::GaveUp);
             assert_eq!(gave_up.did, "gave up (exited 0)");
+            assert!(!gave_up.retried());
+        }
+
+        #[test]
+        fn shows_the_last_words_of_a_command_that_failed() {
+            let events = [throttle(), finish_with(1, 1)];
+            let run = Run {
+                events: &events,
+                timed_out: false,
+                last_words: Some(
+                    "NameError: uninitialized constant Faraday::Retry (a long Ruby message that \
+                     goes on)",
+                ),
+            };
+            let outcome = judge(Rule::Hint, Some(2), &run);
+            assert_eq!(
+                outcome.did,
+                "gave up (exited 1: NameError: uninitialized constant Faraday::Retry (a long …)"
+            );
+        }
+
+        #[test]
+        fn says_giving_up_is_right_where_it_is() {
+            let quota = judged(Rule::Quota, None, &[throttle(), finish(1)]);
+            assert_eq!(quota.verdict, Verdict::Pass);
+            assert!(quota.why.contains("which is right"), "{}", quota.why);
+            let hour = judged(Rule::Hour, Some(3600), &[throttle(), finish(1)]);
+            assert_eq!(hour.verdict, Verdict::Pass);
         }
 
         #[test]
@@ -498,23 +1046,54 @@ mod tests {
                 retry("read_as_zero", 0.01, Some(90.0)),
                 finish(2),
             ];
-            assert_eq!(
-                judge(Rule::Malformed, None, &zero, false).verdict,
-                Verdict::Fail
-            );
+            assert_eq!(judged(Rule::Malformed, None, &zero).verdict, Verdict::Fail);
             let backed = [throttle(), retry("compliant", 1.0, None), finish(2)];
+            let outcome = judged(Rule::Malformed, None, &backed);
+            assert_eq!(outcome.verdict, Verdict::Pass);
+            // Measured against the minimum backoff.
+            assert!((outcome.margin_s.unwrap() - 0.9).abs() < 1e-9);
+        }
+
+        #[test]
+        fn passes_a_wrong_weekday_read_as_the_past_date_it_names() {
+            let at_once = [
+                throttle(),
+                retry("read_as_zero", 0.01, Some(90.0)),
+                finish(2),
+            ];
+            let outcome = judged(Rule::Weekday, None, &at_once);
+            assert_eq!(outcome.verdict, Verdict::Pass);
+            assert!(outcome.why.contains("RFC 9110 §5.6.7"), "{}", outcome.why);
+            let waiting = judge(Rule::Weekday, None, &ran(&[throttle(), finish(1)], true));
+            assert_eq!(waiting.verdict, Verdict::Warn);
+        }
+
+        #[test]
+        fn warns_on_no_backoff_after_no_hint_as_the_judge_does() {
+            let events = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
+            let outcome = judged(Rule::NoHint, None, &events);
+            assert_eq!(outcome.verdict, Verdict::Warn);
             assert_eq!(
-                judge(Rule::Malformed, None, &backed, false).verdict,
-                Verdict::Pass
+                outcome.finding.as_deref(),
+                Some("does not back off without a hint")
             );
         }
 
         #[test]
-        fn fails_no_backoff_after_no_hint() {
-            let events = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
-            assert_eq!(
-                judge(Rule::NoHint, None, &events, false).verdict,
-                Verdict::Fail
+        fn warns_on_a_clock_behind_read_by_the_clients_own_clock() {
+            let early = [
+                throttle(),
+                retry("premature", 0.02, Some(2980.0)),
+                finish(2),
+            ];
+            let outcome = judged(Rule::Skew, Some(3), &early);
+            assert_eq!(outcome.verdict, Verdict::Warn);
+            assert!(
+                outcome
+                    .finding
+                    .as_deref()
+                    .is_some_and(|finding| finding.starts_with("reads dates by its own clock")),
+                "{outcome:?}"
             );
         }
 
@@ -530,39 +1109,26 @@ mod tests {
                 }
                 event
             };
-            let blind = judge(
-                Rule::Post,
-                None,
-                &[throttle(), keyed(false), finish(2)],
-                false,
-            );
+            let blind = judged(Rule::Post, Some(1), &[throttle(), keyed(false), finish(2)]);
             assert_eq!(blind.verdict, Verdict::Warn);
             assert!(
                 blind.why.contains("without an Idempotency-Key"),
                 "{}",
                 blind.why
             );
-            let safe = judge(
-                Rule::Post,
-                None,
-                &[throttle(), keyed(true), finish(2)],
-                false,
-            );
+            let safe = judged(Rule::Post, Some(1), &[throttle(), keyed(true), finish(2)]);
             assert_eq!(safe.verdict, Verdict::Pass);
             let early = [throttle(), retry("premature", 0.01, Some(990.0)), finish(2)];
-            assert_eq!(
-                judge(Rule::Post, None, &early, false).verdict,
-                Verdict::Fail
-            );
-            let none = judge(Rule::Post, None, &[finish(1)], false);
+            assert_eq!(judged(Rule::Post, Some(1), &early).verdict, Verdict::Fail);
+            let none = judged(Rule::Post, Some(1), &[finish(1)]);
             assert_eq!(none.verdict, Verdict::NotApplicable);
             assert_eq!(none.why, "the client sent no POST: nothing was tested");
         }
 
         #[test]
-        fn warns_on_a_retried_quota_429_and_fails_one_without_backoff() {
+        fn warns_on_a_retried_quota_429() {
             let retried = [throttle(), retry("compliant", 1.0, None), finish(2)];
-            let outcome = judge(Rule::Quota, None, &retried, false);
+            let outcome = judged(Rule::Quota, None, &retried);
             assert_eq!(outcome.verdict, Verdict::Warn);
             assert!(
                 outcome.why.contains("waiting won't help"),
@@ -570,25 +1136,20 @@ mod tests {
                 outcome.why
             );
             let hammered = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
-            assert_eq!(
-                judge(Rule::Quota, None, &hammered, false).verdict,
-                Verdict::Fail
-            );
-            let gave_up = judge(Rule::Quota, None, &[throttle(), finish(1)], false);
-            assert_eq!(gave_up.verdict, Verdict::Pass);
+            let outcome = judged(Rule::Quota, None, &hammered);
+            assert_eq!(outcome.finding.as_deref(), Some("hammers a used-up quota"));
         }
 
         #[test]
         fn warns_when_a_past_date_is_still_waited_for_at_the_time_limit() {
-            let waiting = judge(Rule::PastDate, None, &[throttle(), finish(1)], true);
+            let waiting = judge(Rule::PastDate, None, &ran(&[throttle(), finish(1)], true));
             assert_eq!(waiting.verdict, Verdict::Warn);
+            assert_eq!(waiting.did, "no retry before the time limit (stopped)");
             let retried = [throttle(), retry("compliant", 0.01, None), finish(2)];
             assert_eq!(
-                judge(Rule::PastDate, None, &retried, false).verdict,
+                judged(Rule::PastDate, None, &retried).verdict,
                 Verdict::Pass
             );
-            let gave_up = judge(Rule::PastDate, None, &[throttle(), finish(1)], false);
-            assert_eq!(gave_up.verdict, Verdict::Pass);
         }
 
         #[test]
@@ -599,96 +1160,141 @@ mod tests {
                 retry("premature", 0.02, Some(1980.0)),
                 finish(3),
             ];
-            let outcome = judge(Rule::Hint, None, &events, false);
+            let outcome = judged(Rule::Hint, Some(2), &events);
             assert_eq!(outcome.did, "retried 2 times, first after 0.01 s");
             assert_eq!(outcome.retries, 2);
+            assert_eq!(outcome.waits, [0.01, 0.02]);
         }
 
         #[test]
         fn is_not_applicable_without_traffic_never_a_pass() {
-            let outcome = judge(Rule::Hint, None, &[finish(0)], false);
+            let outcome = judged(Rule::Hint, Some(2), &[finish(0)]);
             assert_eq!(outcome.verdict, Verdict::NotApplicable);
             assert!(outcome.why.contains("nothing was tested"));
-            let stopped = judge(Rule::Hint, None, &[throttle(), finish(1)], true);
-            assert_eq!(stopped.did, "no retry before the time limit (stopped)");
         }
-    }
-
-    mod long_hints {
-        use super::*;
 
         #[test]
-        fn name_the_cap_of_a_client_that_retries_before_a_long_hint() {
-            let capped = [
+        fn wants_waits_that_grow_after_repeated_throttles_without_a_hint() {
+            let flat = [
                 throttle(),
-                retry("premature", 60.2, Some(29_800.0)),
-                finish(2),
+                retry("compliant", 1.0, None),
+                retry("compliant", 1.01, None),
+                finish(3),
             ];
-            let outcome = judge(Rule::Long, Some(90), &capped, false);
+            let outcome = judged(Rule::Backoff, None, &flat);
+            assert_eq!(outcome.verdict, Verdict::Warn);
+            assert_eq!(
+                outcome.finding.as_deref(),
+                Some("backs off without growing the wait")
+            );
+            let growing = [
+                throttle(),
+                retry("compliant", 1.0, None),
+                retry("compliant", 2.1, None),
+                finish(3),
+            ];
+            let outcome = judged(Rule::Backoff, None, &growing);
+            assert_eq!(outcome.verdict, Verdict::Pass);
+            assert_eq!(outcome.why, "its waits grew: 1.00 and 2.10 s");
+        }
+
+        #[test]
+        fn says_how_a_persistent_throttle_ended() {
+            let bounded = [
+                throttle(),
+                retry("compliant", 1.0, None),
+                retry("compliant", 1.0, None),
+                finish_with(3, 1),
+            ];
+            let run = Run {
+                events: &bounded,
+                timed_out: false,
+                last_words: Some("HTTP 429 after 3 attempts"),
+            };
+            let outcome = judge(Rule::Persistent, Some(1), &run);
+            assert_eq!(outcome.verdict, Verdict::Pass);
+            assert_eq!(
+                outcome.why,
+                "stopped after 2 retries over 2.0 s, none early; then exited 1: HTTP 429 after 3 \
+                 attempts"
+            );
+            let endless = judge(Rule::Persistent, Some(1), &ran(&bounded, true));
+            assert_eq!(endless.verdict, Verdict::Warn);
+        }
+
+        #[test]
+        fn fails_a_wait_that_does_not_follow_a_longer_hint() {
+            let fixed = [throttle(), retry("premature", 5.0, Some(6000.0)), finish(2)];
+            let outcome = judged(Rule::Reads, Some(11), &fixed);
             assert_eq!(outcome.verdict, Verdict::Fail);
             assert_eq!(
                 outcome.finding.as_deref(),
-                Some("caps long hints at about 60 s")
+                Some("does not read Retry-After: its wait is the same whatever the hint")
             );
-            assert!(outcome.why.contains("caps a 90 s hint"), "{}", outcome.why);
-            // Sooner than a third of the hint is no cap: the hint was not read at all.
-            let at_once = [
-                throttle(),
-                retry("premature", 1.01, Some(88_990.0)),
-                finish(2),
-            ];
-            let outcome = judge(Rule::Long, Some(90), &at_once, false);
-            assert_eq!(
-                outcome.finding.as_deref(),
-                Some("retries before Retry-After permits")
-            );
-        }
-
-        #[test]
-        fn pass_waiting_or_giving_up_and_warn_on_waiting_out_an_hour() {
-            let waited = [throttle(), retry("compliant", 90.1, None), finish(2)];
-            assert_eq!(
-                judge(Rule::Long, Some(90), &waited, false).verdict,
-                Verdict::Pass
-            );
-            let gave_up = [throttle(), finish(1)];
-            assert_eq!(
-                judge(Rule::Hour, Some(3600), &gave_up, false).verdict,
-                Verdict::Pass
-            );
-            let waiting = judge(Rule::Hour, Some(3600), &gave_up, true);
-            assert_eq!(waiting.verdict, Verdict::Warn);
-            assert!(waiting.why.contains("blocks the task"), "{}", waiting.why);
-            let still = judge(Rule::Long, Some(150), &gave_up, true);
-            assert_eq!(still.verdict, Verdict::Pass);
-        }
-
-        #[test]
-        fn say_which_hint_a_client_with_two_used() {
-            let longer = [throttle(), retry("compliant", 3.01, None), finish(2)];
-            let outcome = judge(Rule::Millis, Some(3), &longer, false);
-            assert_eq!(outcome.verdict, Verdict::Pass);
-            assert!(outcome.why.contains("Retry-After's 3 s"), "{}", outcome.why);
-            let shorter = [throttle(), retry("compliant", 1.51, None), finish(2)];
-            let outcome = judge(Rule::Millis, Some(3), &shorter, false);
+            let reader = [throttle(), retry("compliant", 11.01, None), finish(2)];
+            let outcome = judged(Rule::Reads, Some(11), &reader);
             assert_eq!(outcome.verdict, Verdict::Pass);
             assert!(
-                outcome.why.contains("retry-after-ms's 1.5 s"),
+                outcome.why.contains("it reads Retry-After"),
                 "{}",
                 outcome.why
             );
         }
 
         #[test]
-        fn blame_an_early_retry_on_an_hour_behind_clock_on_the_date() {
-            let early = [
+        fn says_where_a_client_with_two_hints_retried() {
+            let longer = [throttle(), retry("compliant", 3.01, None), finish(2)];
+            let outcome = judged(Rule::Millis, Some(3), &longer);
+            assert_eq!(outcome.verdict, Verdict::Pass);
+            assert!(
+                outcome.why.contains("at or after both hints"),
+                "{}",
+                outcome.why
+            );
+            let shorter = [throttle(), retry("compliant", 1.51, None), finish(2)];
+            let outcome = judged(Rule::Millis, Some(3), &shorter);
+            assert!(
+                outcome.why.contains("before Retry-After's 3 s"),
+                "{}",
+                outcome.why
+            );
+        }
+    }
+
+    mod close_calls {
+        use super::*;
+
+        #[test]
+        fn are_passes_within_the_lateness_before_their_retry() {
+            let events = [throttle(), retry("compliant", 2.003, None), finish(2)];
+            let outcome = judged(Rule::Hint, Some(2), &events);
+            assert!(close_call(&outcome, Duration::from_millis(5)));
+            assert!(!close_call(&outcome, Duration::from_millis(1)));
+            // A fail is no close call: a busy machine makes retries later, never earlier.
+            let early = [throttle(), retry("premature", 1.99, Some(10.0)), finish(2)];
+            assert!(!close_call(
+                &judged(Rule::Hint, Some(2), &early),
+                Duration::from_secs(1)
+            ));
+        }
+
+        #[test]
+        fn measured_again_within_the_noise_are_unreliable() {
+            let events = [throttle(), retry("compliant", 0.13, None), finish(2)];
+            let first = judged(Rule::Malformed, None, &events);
+            let noisy = Duration::from_millis(80);
+            let again = remeasured(&first, noisy, first.clone(), noisy);
+            assert_eq!(again.verdict, Verdict::Unreliable);
+            assert!(again.why.contains("within the noise"), "{}", again.why);
+            let at_once = [
                 throttle(),
-                retry("premature", 0.02, Some(2980.0)),
+                retry("read_as_zero", 0.004, Some(96.0)),
                 finish(2),
             ];
-            let outcome = judge(Rule::Skew, None, &early, false);
-            assert_eq!(outcome.verdict, Verdict::Fail);
-            assert!(outcome.why.contains("Date"), "{}", outcome.why);
+            let clear = judged(Rule::Malformed, None, &at_once);
+            let again = remeasured(&first, noisy, clear, Duration::from_millis(1));
+            assert_eq!(again.verdict, Verdict::Fail);
+            assert!(again.why.contains("measured again alone"), "{}", again.why);
         }
     }
 
@@ -697,14 +1303,21 @@ mod tests {
 
         fn copy(after: f64) -> Outcome {
             let events = [throttle(), retry("compliant", after, None), finish(2)];
-            judge(Rule::NoHint, None, &events, false)
+            judged(Rule::NoHint, None, &events)
+        }
+
+        fn quiet() -> Noise {
+            Noise {
+                max: Duration::from_millis(2),
+                p99: Duration::from_millis(1),
+            }
         }
 
         #[test]
-        fn warns_when_copies_come_back_in_lockstep() {
-            let outcome = herd(vec![copy(1.0), copy(1.004), copy(1.03)]);
+        fn warns_when_copies_come_back_closer_than_the_noise_allows() {
+            let outcome = herd(vec![copy(1.0), copy(1.004), copy(1.008)], quiet());
             assert_eq!(outcome.verdict, Verdict::Warn);
-            assert_eq!(outcome.did, "3 copies; 3 retried after 1.00–1.03 s");
+            assert_eq!(outcome.did, "3 copies; 3 retried after 1.00–1.01 s");
             assert_eq!(
                 outcome.finding.as_deref(),
                 Some("backs off in lockstep (no jitter)")
@@ -714,16 +1327,26 @@ mod tests {
         #[test]
         fn passes_jittered_copies_and_keeps_the_worst_verdict() {
             assert_eq!(
-                herd(vec![copy(1.0), copy(1.3), copy(1.8)]).verdict,
+                herd(vec![copy(1.0), copy(1.03), copy(1.08)], quiet()).verdict,
                 Verdict::Pass
             );
             let hammering = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
-            let worst = herd(vec![
-                copy(1.0),
-                judge(Rule::NoHint, None, &hammering, false),
-            ]);
-            assert_eq!(worst.verdict, Verdict::Fail);
-            assert_eq!(herd(vec![copy(1.0)]).did, "retried after 1.00 s");
+            let worst = herd(
+                vec![copy(1.0), judged(Rule::NoHint, None, &hammering)],
+                quiet(),
+            );
+            assert_eq!(worst.verdict, Verdict::Warn);
+            assert_eq!(herd(vec![copy(1.0)], quiet()).did, "retried after 1.00 s");
+        }
+
+        #[test]
+        fn cannot_tell_a_herd_when_the_noise_is_a_large_share_of_the_wait() {
+            let loud = Noise {
+                max: Duration::from_millis(40),
+                p99: Duration::from_millis(30),
+            };
+            let outcome = herd(vec![copy(1.0), copy(1.02), copy(1.05)], loud);
+            assert_eq!(outcome.verdict, Verdict::Unreliable);
         }
     }
 }

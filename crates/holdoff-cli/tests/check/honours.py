@@ -1,13 +1,18 @@
-"""A client that honours Retry-After as RFC 9110 says, through the proxy variables (urllib
-reads HTTP_PROXY for http URLs): it waits the delay-seconds, or until the HTTP-date by the
-server's own clock (its Date header); it gives up on a malformed hint, backs off 1 s when
-there is none, gives up on a used-up quota (OpenAI's insufficient_quota), and retries a POST
-only with an Idempotency-Key (with --no-key: without one, blindly).
+"""A client that honours Retry-After (on a 429, 503 or 413) as RFC 9110 says, through the
+proxy variables (urllib reads HTTP_PROXY for http URLs): it waits the delay-seconds, or until
+the HTTP-date by the server's own clock (its Date header); without Retry-After, until X-RateLimit-Reset when
+X-RateLimit-Remaining is 0 (GitHub); it gives up on a malformed hint, backs off 1 s, then 2 s,
+then 4 s when there is none, gives up on a used-up quota (OpenAI's insufficient_quota), and
+retries a POST only with an Idempotency-Key (with --no-key: without one, blindly).
 
 Variants, each an option: --cap S waits at most S seconds whatever the hint says, then retries
 (the cap some SDKs have); --max-wait S gives up instead when the hint is longer than S seconds
-(a client that defers the work); --jitter backs off 1 to 2 s (random) when there is no hint.
-Usage: honours.py [--no-key] [--cap S] [--max-wait S] [--jitter] [GET|POST] URL
+(a client that defers the work); --jitter adds up to a second (random) to the backoff when
+there is no hint, --jitter-up-to S up to S seconds; --attempts N makes N attempts (3 by
+default); --at-least S waits at least S seconds, the longer of that and the hint (a local
+backoff longer than short hints).
+Usage: honours.py [--no-key] [--cap S] [--max-wait S] [--jitter] [--jitter-up-to S]
+       [--attempts N] [--at-least S] [GET|POST] URL
 """
 import email.utils
 import random
@@ -18,6 +23,8 @@ import urllib.request
 
 args = sys.argv[1:]
 blind = cap = max_wait = jitter = None
+at_least = 0.0
+attempts = 3
 while args[0].startswith("--"):
     option = args.pop(0)
     if option == "--no-key":
@@ -27,15 +34,30 @@ while args[0].startswith("--"):
     elif option == "--max-wait":
         max_wait = float(args.pop(0))
     elif option == "--jitter":
-        jitter = True
+        jitter = 1.0
+    elif option == "--jitter-up-to":
+        jitter = float(args.pop(0))
+    elif option == "--attempts":
+        attempts = int(args.pop(0))
+    elif option == "--at-least":
+        at_least = float(args.pop(0))
 method, url = (args[0], args[1]) if len(args) > 1 else ("GET", args[0])
 
 
-def wait_for(headers):
+def server_now(headers):
+    """The server's clock, by its Date header, else the local one."""
+    date = headers.get("Date")
+    return email.utils.parsedate_to_datetime(date).timestamp() if date else time.time()
+
+
+def wait_for(headers, attempt):
     """Seconds to wait, or None for a malformed hint."""
     value = headers.get("Retry-After")
     if value is None:
-        return 1.0 + random.random() if jitter else 1.0
+        reset = headers.get("X-RateLimit-Reset")
+        if headers.get("X-RateLimit-Remaining") == "0" and reset and reset.isdigit():
+            return max(0.0, int(reset) - server_now(headers))
+        return 2.0 ** attempt + (random.uniform(0, jitter) if jitter else 0.0)
     value = value.strip(" \t")
     if value.isdigit():
         return int(value)
@@ -46,13 +68,11 @@ def wait_for(headers):
     # RFC 9110: the weekday must be the day the date falls on; email.utils does not check.
     if date is None or not value.startswith(date.strftime("%a") + ","):
         return None
-    server_now = headers.get("Date")
-    now = email.utils.parsedate_to_datetime(server_now).timestamp() if server_now else time.time()
-    return max(0.0, date.timestamp() - now)
+    return max(0.0, date.timestamp() - server_now(headers))
 
 
 headers = {}
-for attempt in range(3):
+for attempt in range(attempts):
     body = b"{}" if method == "POST" else None
     request = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
@@ -60,18 +80,22 @@ for attempt in range(3):
             print(response.status, response.read().decode())
             sys.exit(0)
     except urllib.error.HTTPError as err:
-        if err.code not in (429, 503):
+        if err.code not in (413, 429, 503):
             sys.exit(1)
         if b"insufficient_quota" in err.read():
             print("quota used up: giving up", file=sys.stderr)
             sys.exit(1)
-        wait = wait_for(err.headers)
+        if attempt == attempts - 1:
+            print(f"HTTP {err.code} after {attempts} attempts: giving up", file=sys.stderr)
+            sys.exit(1)
+        wait = wait_for(err.headers, attempt)
         if wait is None:
             print("malformed Retry-After: giving up", file=sys.stderr)
             sys.exit(1)
         if max_wait is not None and wait > max_wait:
             print(f"told to wait {wait:.0f} s: giving up, to try later", file=sys.stderr)
             sys.exit(1)
+        wait = max(wait, at_least)
         if cap is not None:
             wait = min(wait, cap)
         if method == "POST" and not blind:

@@ -53,21 +53,37 @@ pub enum RetryAfterForm {
     Mixed,
 }
 
-/// One header of an error response: a literal value, or a `Retry-After` filled in per
-/// response (`@dynamic` or `@dynamic=N`, on any status).
+/// One header of an error response: a literal value, a `Retry-After` filled in per response
+/// (`@dynamic` or `@dynamic=N`, on any status), or a reset time in Unix epoch seconds
+/// (`@epoch=N`, as GitHub's `X-RateLimit-Reset`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HeaderTemplate {
     /// Sent as written.
     Literal(HeaderValue),
     /// A wait drawn from this range of whole seconds for every response.
     Dynamic(RangeInclusive<u64>),
+    /// The Unix epoch second this many seconds after the response is sent, rounded up: a
+    /// reset time that is always in the future when the client reads it.
+    Epoch(u64),
 }
 
 impl HeaderTemplate {
     /// Reads a configured value: `@dynamic` (a wait from `default_range`), `@dynamic=N` (N
-    /// seconds), or a literal. `None` when `@dynamic=` is not followed by whole seconds.
+    /// seconds), `@epoch=N` (the epoch second N seconds after the answer), or a literal.
+    /// `None` when `@dynamic=` or `@epoch=` is not followed by whole seconds.
     pub fn parse(value: &str, default_range: RangeInclusive<u64>) -> Option<HeaderTemplate> {
         let trimmed = value.trim();
+        if let Some(prefix) = trimmed.get(..6)
+            && prefix.eq_ignore_ascii_case("@epoch")
+        {
+            let seconds = trimmed[6..]
+                .trim_start()
+                .strip_prefix('=')?
+                .trim()
+                .parse::<u64>()
+                .ok()?;
+            return Some(HeaderTemplate::Epoch(seconds));
+        }
         match trimmed.get(..8) {
             Some(prefix) if prefix.eq_ignore_ascii_case("@dynamic") => {
                 let rest = &trimmed[8..];
@@ -143,6 +159,13 @@ impl ErrorResponse {
                         }
                         None => HeaderValue::from(seconds),
                     }
+                }
+                HeaderTemplate::Epoch(after) => {
+                    let since = wall_now
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default();
+                    let whole = since.as_secs() + u64::from(since.subsec_nanos() > 0);
+                    HeaderValue::from(whole.saturating_add(*after))
                 }
             };
             builder = builder.header(name, value);
@@ -228,6 +251,29 @@ mod tests {
 
     mod render {
         use super::*;
+
+        #[test]
+        fn writes_an_epoch_reset_from_the_clock_rounded_up() {
+            let template = HeaderTemplate::parse(" @epoch = 3 ", 2..=5);
+            assert_eq!(template, Some(HeaderTemplate::Epoch(3)));
+            assert_eq!(HeaderTemplate::parse("@epoch=soon", 2..=5), None);
+            let reset = ErrorResponse {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                headers: vec![(
+                    HeaderName::from_static("x-ratelimit-reset"),
+                    HeaderTemplate::Epoch(3),
+                )],
+                body: Bytes::new(),
+            };
+            let mut rng = SmallRng::seed_from_u64(3);
+            let now = UNIX_EPOCH + Duration::from_millis(1_700_000_000_250);
+            let rendered = reset.render(RetryAfterForm::Delay, &mut rng, now);
+            assert_eq!(
+                rendered.response.headers()["x-ratelimit-reset"],
+                "1700000004"
+            );
+            assert_eq!(rendered.hint, None);
+        }
 
         #[test]
         fn fills_dynamic_with_a_wait_in_range() {

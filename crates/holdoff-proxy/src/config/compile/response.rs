@@ -226,7 +226,8 @@ impl Compiler {
                         &value_path,
                         format!(
                             "invalid `{}`: expected @dynamic (a wait drawn from \
-                             errors.dynamicRange) or @dynamic=SECONDS (a whole number)",
+                             errors.dynamicRange), @dynamic=SECONDS or @epoch=SECONDS (a whole \
+                             number)",
                             value.trim()
                         ),
                     );
@@ -347,10 +348,12 @@ fn content_type_of(file: &Path) -> Option<&'static str> {
 
 /// Whether a header value was meant as `@dynamic…`.
 fn is_dynamic(value: &str) -> bool {
-    value
-        .trim()
-        .get(..8)
-        .is_some_and(|prefix| prefix.eq_ignore_ascii_case("@dynamic"))
+    let trimmed = value.trim();
+    ["@dynamic", "@epoch"].iter().any(|template| {
+        trimmed
+            .get(..template.len())
+            .is_some_and(|prefix| prefix.eq_ignore_ascii_case(template))
+    })
 }
 
 fn network_name(fault: RawNetworkFault) -> &'static str {
