@@ -91,7 +91,7 @@ impl Error {
     /// When the server (or the gate) permits the next request, on the wall clock; `None`
     /// when it named no time.
     pub fn permitted_wall(&self) -> Option<SystemTime> {
-        self.report.requeue_at()
+        self.report.requeue_at().time()
     }
 
     fn permitted(&self) -> Option<Permitted> {

@@ -227,7 +227,7 @@ mod deadline {
             report.permitted.and_then(|p| p.at),
             Some(requests[0].at + Duration::from_secs(30))
         );
-        let wall = report.requeue_at().expect("a wall time");
+        let wall = report.requeue_at().time().expect("a wall time");
         let after = wall
             .duration_since(requests[0].wall)
             .expect("permitted after the request");

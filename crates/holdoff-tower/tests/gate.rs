@@ -134,7 +134,8 @@ mod cancellation {
         let clock = manual_clock();
         let server = TestServer::start_with_clock(clock.clone()).await;
         server.script("/v1/items", [Reply::unavailable("3600")]);
-        let policy = RetryPolicy::new(plain()).clock(clock.clone());
+        // An hour is past the default `max_wait`: lift it to wait that long.
+        let policy = RetryPolicy::new(plain().with_max_wait(None)).clock(clock.clone());
         let service = Retry::new(policy, client());
         let start = clock.now();
 

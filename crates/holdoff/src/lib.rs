@@ -41,7 +41,7 @@
 //! match outcome {
 //!     Outcome::Success(response) => assert_eq!(response.status(), 200),
 //!     // A hint longer than the time left: re-queue for when the server permits it.
-//!     Outcome::Deferred { .. } => { let _requeue_at = report.requeue_at(); }
+//!     Outcome::Deferred { .. } => { let _requeue = report.requeue_at(); }
 //!     other => panic!("{other:?}"),
 //! }
 //! assert_eq!(report.attempts, 2);
@@ -162,5 +162,5 @@ pub use policy::OpenAiQuota;
 pub use policy::{
     Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, Policy, QuotaClassifier, StatusSet,
 };
-pub use report::RetryReport;
+pub use report::{Requeue, RetryReport};
 pub use response::{Earliest, HintForm, Reading, Receipt, Reference, ResponseInfo, Skew};

@@ -68,6 +68,43 @@ enum Step<R, E> {
     RetryAt(Instant, Last<R, E>),
 }
 
+/// Why the loop stopped before an attempt or a wait had finished.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// The cancellation token fired.
+    Cancelled,
+    /// The task's deadline came.
+    DeadlineReached,
+}
+
+impl Stop {
+    /// The outcome and report when attempt `number` (or the wait after it) was stopped,
+    /// `report` being the last attempt's that was judged.
+    fn end<R, E>(
+        self,
+        number: u32,
+        last: Option<Last<R, E>>,
+        report: RetryReport,
+    ) -> (Outcome<R, E>, RetryReport) {
+        match self {
+            Stop::Cancelled => {
+                let permitted = report.permitted;
+                let decision = Decision::GiveUp(GiveUpReason::Cancelled);
+                (
+                    Outcome::Cancelled { last },
+                    report.with_decision(decision, permitted),
+                )
+            }
+            Stop::DeadlineReached => {
+                // The cut attempt counts as sent; it named no time of its own.
+                let reason = DeferReason::DeadlineReached;
+                let report = RetryReport::new(number, Decision::Defer(reason));
+                (Outcome::Deferred { reason, last }, report)
+            }
+        }
+    }
+}
+
 /// Where a retry, a deferral or a give-up leads, with what the attempt produced.
 fn next_step<R, E>(decision: Decision, last: Last<R, E>) -> Step<R, E> {
     Step::Stop(match decision {
@@ -426,18 +463,15 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         let mut last: Option<Last<R, E>> = None;
         let mut report = RetryReport::new(0, Decision::GiveUp(GiveUpReason::Cancelled));
         let mut number = 0u32;
-        let cancelled = |report: RetryReport| {
-            let decision = Decision::GiveUp(GiveUpReason::Cancelled);
-            let permitted = report.permitted;
-            report.with_decision(decision, permitted)
-        };
         loop {
             number += 1;
             if let Some(stop) = self.wait_at_gate(deadline, &mut last, &report).await {
                 return stop;
             }
-            let Some(result) = self.cancellable(operation(number)).await else {
-                return (Outcome::Cancelled { last }, cancelled(report));
+            let sent = self.clock.now();
+            let result = match self.until_stopped(operation(number), deadline).await {
+                Ok(result) => result,
+                Err(stop) => return stop.end(number, last, report),
             };
             let receipt = Receipt::now(&self.clock);
             let unit: f64 = self.rng.random();
@@ -446,7 +480,8 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
                 .attempt(&self.method, number)
                 .with_repeat_safe(self.repeat_safe)
                 .with_jitter(JitterDraw::Unit(unit))
-                .with_remaining(deadline.map(|d| d.saturating_duration_since(receipt.instant)));
+                .with_remaining(deadline.map(|d| d.saturating_duration_since(receipt.instant)))
+                .with_took(receipt.instant.saturating_duration_since(sent));
             let (step, judged) = match result {
                 Ok(response) => {
                     self.after_response(number, response, &attempt, receipt)
@@ -459,8 +494,13 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
                 Step::Stop(outcome) => return (outcome, report),
                 Step::RetryAt(at, previous) => {
                     last = Some(previous);
-                    if self.cancellable(self.clock.sleep_until(at)).await.is_none() {
-                        return (Outcome::Cancelled { last }, cancelled(report));
+                    // The decision never retries at or past the deadline, so only the
+                    // cancellation token can end this wait early.
+                    if let Err(stop) = self
+                        .until_stopped(self.clock.sleep_until(at), deadline)
+                        .await
+                    {
+                        return stop.end(number, last, report);
                     }
                 }
             }
@@ -572,16 +612,11 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
             return Some((outcome, report));
         }
         tracing::debug!(key = %key, "held at the gate");
-        if self
-            .cancellable(self.clock.sleep_until(admit))
-            .await
-            .is_none()
-        {
-            let decision = Decision::GiveUp(GiveUpReason::Cancelled);
-            let report = report.clone().with_decision(decision, report.permitted);
-            return Some((Outcome::Cancelled { last: last.take() }, report));
+        let wait = self.until_stopped(self.clock.sleep_until(admit), deadline);
+        match wait.await {
+            Ok(()) => None,
+            Err(stop) => Some(stop.end(report.attempts, last.take(), report.clone())),
         }
-        None
     }
 
     async fn close_gate(&self, permitted: Permitted) {
@@ -594,11 +629,30 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         }
     }
 
-    /// Runs `fut` unless the token fires first; `None` when cancelled.
-    async fn cancellable<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
-        match &self.cancel {
-            None => Some(fut.await),
-            Some(token) => token.run_until_cancelled(fut).await,
+    /// Runs `fut` unless the cancellation token fires or the task's deadline comes first:
+    /// one mechanism bounds attempts and waits alike.
+    async fn until_stopped<T>(
+        &self,
+        fut: impl Future<Output = T>,
+        deadline: Option<Instant>,
+    ) -> Result<T, Stop> {
+        let cancelled = async {
+            match &self.cancel {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let deadline_reached = async {
+            match deadline {
+                Some(deadline) => self.clock.sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = cancelled => Err(Stop::Cancelled),
+            () = deadline_reached => Err(Stop::DeadlineReached),
+            value = fut => Ok(value),
         }
     }
 
@@ -709,7 +763,7 @@ mod tests {
                 report.permitted.and_then(|p| p.at),
                 Some(start + Duration::from_secs(30))
             );
-            assert!(report.requeue_at().is_some());
+            assert!(matches!(report.requeue_at(), crate::Requeue::At(_)));
             assert_eq!(calls.len(), 1);
             assert_eq!(TokioClock.now(), start, "no virtual time may pass");
         }
@@ -868,7 +922,7 @@ mod tests {
             let cancel = token.clone();
             let start = TokioClock.now();
             // Cancel as soon as the first attempt has been decided: mid-wait.
-            let retrier = get(plain_policy())
+            let retrier = get(plain_policy().with_max_wait(None))
                 .cancel_on(token)
                 .on_attempt(move |_| cancel.cancel());
             let (outcome, calls, report) =
@@ -891,13 +945,138 @@ mod tests {
         #[tokio::test(start_paused = true)]
         async fn dropping_the_future_stops_the_wait() {
             let start = TokioClock.now();
-            let run = run_script(get(plain_policy()), vec![reply(503, Some("3600"))]);
+            let policy = plain_policy().with_max_wait(None);
+            let run = run_script(get(policy), vec![reply(503, Some("3600"))]);
             let raced = tokio::select! {
                 _ = run => "run",
                 () = std::future::ready(()) => "dropped",
             };
             assert_eq!(raced, "dropped");
             assert_eq!(TokioClock.now(), start);
+        }
+    }
+
+    mod deadline {
+        use super::*;
+        use crate::clock::ManualClock;
+        use std::time::SystemTime;
+
+        fn manual() -> ManualClock {
+            ManualClock::new(SystemTime::UNIX_EPOCH)
+        }
+
+        /// A GET on `clock` that must be done within 5 s.
+        fn within_5s(clock: &ManualClock) -> Retrier<ManualClock, MemoryGateStore, std::io::Error> {
+            get(plain_policy())
+                .clock(clock.clone())
+                .timeout(Duration::from_secs(5))
+        }
+
+        #[tokio::test]
+        async fn cuts_an_attempt_still_running_at_the_deadline() {
+            let clock = manual();
+            let start = clock.now();
+            let server = clock.clone();
+            let (outcome, report) = within_5s(&clock)
+                .run(move |_| {
+                    // An answer that would come after 10 s; the clock moves 5 s meanwhile.
+                    let server = server.clone();
+                    async move {
+                        server.advance(Duration::from_secs(5));
+                        server.sleep_until(start + Duration::from_secs(10)).await;
+                        reply(200, None)
+                    }
+                })
+                .await;
+            let Outcome::Deferred { reason, last } = outcome else {
+                panic!("expected a deadline result, got {outcome:?}");
+            };
+            assert_eq!(reason, DeferReason::DeadlineReached);
+            assert!(last.is_none(), "the cut attempt gave nothing");
+            assert_eq!(report.attempts, 1);
+            assert_eq!(report.reason(), crate::Reason::DeadlineReached);
+            assert_eq!(clock.now(), start + Duration::from_secs(5));
+            assert_eq!(clock.sleepers(), 0, "the cut attempt was dropped");
+        }
+
+        #[tokio::test]
+        async fn does_not_start_a_retry_that_would_not_finish_in_time() {
+            let clock = manual();
+            let start = clock.now();
+            let server = clock.clone();
+            let (outcome, report) = within_5s(&clock)
+                .run(move |_| {
+                    // Each answer takes 3 s; the hint (1 s) fits in the 2 s left, the retry
+                    // that would follow it does not.
+                    server.advance(Duration::from_secs(3));
+                    std::future::ready(reply(503, Some("1")))
+                })
+                .await;
+            let Outcome::Deferred { reason, last } = outcome else {
+                panic!("expected a deferral, got {outcome:?}");
+            };
+            assert_eq!(reason, DeferReason::AttemptWouldNotFit);
+            assert!(matches!(last, Some(Last::Response(_))));
+            assert_eq!(report.attempts, 1);
+            assert_eq!(report.reason(), crate::Reason::AttemptWouldNotFit);
+            assert_eq!(
+                report.permitted.and_then(|p| p.at),
+                Some(start + Duration::from_secs(4)),
+                "the server's time is kept for the re-queue"
+            );
+            assert_eq!(
+                clock.now(),
+                start + Duration::from_secs(3),
+                "no wait was started"
+            );
+        }
+
+        #[tokio::test]
+        async fn retries_while_a_retry_still_fits() {
+            let clock = manual();
+            let server = clock.clone();
+            let mut calls = 0u32;
+            let run = within_5s(&clock).run(move |_| {
+                calls += 1;
+                server.advance(Duration::from_secs(1));
+                let answer = if calls == 1 {
+                    reply(503, Some("1"))
+                } else {
+                    reply(200, None)
+                };
+                std::future::ready(answer)
+            });
+            let driver = async {
+                // The wait after the first answer: release it once it is registered.
+                while clock.sleepers() < 2 {
+                    tokio::task::yield_now().await;
+                }
+                let next = clock.next_deadline().expect("a wait");
+                clock.advance(next - clock.now());
+            };
+            let ((outcome, report), ()) = tokio::join!(run, driver);
+            assert!(outcome.is_success(), "{outcome:?}");
+            assert_eq!(report.attempts, 2);
+        }
+
+        #[tokio::test]
+        async fn cancellation_stops_an_attempt_in_flight_the_same_way() {
+            let clock = manual();
+            let token = CancellationToken::new();
+            let cancel = token.clone();
+            let (outcome, report) = within_5s(&clock)
+                .cancel_on(token)
+                .run(move |_| {
+                    cancel.cancel();
+                    std::future::pending::<Result<http::Response<()>, std::io::Error>>()
+                })
+                .await;
+            assert!(
+                matches!(outcome, Outcome::Cancelled { last: None }),
+                "{outcome:?}"
+            );
+            assert_eq!(report.gave_up(), Some(GiveUpReason::Cancelled));
+            assert_eq!(clock.sleepers(), 0, "the deadline's sleep was dropped too");
         }
     }
 
