@@ -14,7 +14,7 @@ use bytes::Bytes;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::{Backoff, Policy};
 use holdoff_testkit::{Reply, TestServer};
-use holdoff_tower::{RetryPolicy, RetryReport};
+use holdoff_tower::{RetryLayer, RetryPolicy, RetryReport};
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -39,7 +39,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let policy = Policy::default().with_backoff(Backoff::Constant(Duration::from_millis(100)));
     let service = ServiceBuilder::new()
-        .retry(RetryPolicy::new(policy).timeout(Duration::from_secs(30)))
+        .layer(RetryLayer::new(
+            RetryPolicy::new(policy).timeout(Duration::from_secs(30)),
+        ))
         .service(client);
 
     let started = TokioClock.now();
