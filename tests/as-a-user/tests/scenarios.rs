@@ -338,6 +338,15 @@ async fn retry_after_soon_is_malformed_never_read_as_zero() {
     }
 }
 
+/// A GET to `server` that must be done within 5 s: the status if a response came back, the
+/// report, and how long it took on the paused clock.
+async fn get_within_5s(way: Way, server: &Server) -> (Option<u16>, RetryReport, Duration) {
+    let start = Instant::now();
+    let timeout = Some(Duration::from_secs(5));
+    let (status, report) = try_send(way, Method::GET, &server.url(), timeout).await;
+    (status, report, Instant::now() - start)
+}
+
 /// The slow server: every answer takes 3 s; the first is a `503` with
 /// `Retry-After: 1`. Under a 5 s timeout, the retry would end at 7 s: it is not started.
 #[tokio::test(start_paused = true)]
@@ -346,18 +355,8 @@ async fn a_slow_server_under_a_5s_timeout_ends_in_time_with_a_deadline_result() 
         let slow = Duration::from_secs(3);
         let first = answer(503, &[("retry-after", "1")]).after(slow);
         let server = Server::start_then(vec![first], answer(200, &[]).after(slow)).await;
-        let start = Instant::now();
-        let (status, report) = try_send(
-            way,
-            Method::GET,
-            &server.url(),
-            Some(Duration::from_secs(5)),
-        )
-        .await;
-        assert!(
-            Instant::now() - start <= Duration::from_secs(5),
-            "{way:?}: past the deadline"
-        );
+        let (status, report, took) = get_within_5s(way, &server).await;
+        assert!(took <= Duration::from_secs(5), "{way:?}: past the deadline");
         assert_eq!(status, Some(503), "{way:?}: the last response");
         assert_eq!(
             report.deferred(),
@@ -382,19 +381,8 @@ async fn a_slow_server_under_a_5s_timeout_ends_in_time_with_a_deadline_result() 
 async fn an_attempt_still_running_at_the_deadline_is_cut() {
     for way in WAYS {
         let server = Server::start(vec![answer(200, &[]).after(Duration::from_secs(10))]).await;
-        let start = Instant::now();
-        let (status, report) = try_send(
-            way,
-            Method::GET,
-            &server.url(),
-            Some(Duration::from_secs(5)),
-        )
-        .await;
-        assert_eq!(
-            Instant::now() - start,
-            Duration::from_secs(5),
-            "{way:?}: cut at 5 s"
-        );
+        let (status, report, took) = get_within_5s(way, &server).await;
+        assert_eq!(took, Duration::from_secs(5), "{way:?}: cut at 5 s");
         assert_eq!(status, None, "{way:?}: nothing came back");
         assert_eq!(report.reason(), Reason::DeadlineReached, "{way:?}");
         assert_eq!(report.attempts, 1, "{way:?}");
