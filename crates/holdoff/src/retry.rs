@@ -138,13 +138,14 @@ pub enum Outcome<R, E> {
         /// When to follow it (receipt + hint).
         at: Instant,
     },
-    /// A retry is permitted later, but not within the deadline or `max_wait`: re-queue the
-    /// task for [`RetryReport::requeue_at`] instead of retrying early.
+    /// A retry is permitted later, but not within the deadline or `max_wait`, or the
+    /// deadline came during an attempt ([`DeferReason::DeadlineReached`]): re-queue the task
+    /// for [`RetryReport::requeue_at`] instead of retrying early.
     Deferred {
         /// Why the task was deferred.
         reason: DeferReason,
         /// The last response (or error); `None` when the task was deferred at the gate
-        /// before any attempt was sent.
+        /// before any attempt was sent, or its first attempt was cut at the deadline.
         last: Option<Last<R, E>>,
     },
     /// Retrying would not help or is not allowed.
@@ -262,10 +263,12 @@ type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
 /// use holdoff::retry::{Outcome, Retrier};
 /// use holdoff::Policy;
 /// use http::Method;
+/// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
 /// let mut calls = 0;
 /// let (outcome, report) = Retrier::new(Policy::default(), Method::GET)
+///     .timeout(Duration::from_secs(30)) // the whole task: waits and attempts
 ///     .run(|_attempt| {
 ///         calls += 1;
 ///         let status = if calls < 3 { 503 } else { 200 };
@@ -284,11 +287,26 @@ type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
 /// # });
 /// ```
 ///
+/// With reqwest, hand the loop an `http::Response`: reqwest's response converts into one
+/// (`http::Response::from(response)`), or use holdoff-reqwest's middleware, which runs this
+/// loop for you.
+///
+/// # The deadline
+///
+/// [`Retrier::timeout`] or [`Retrier::deadline`] bounds the whole task, attempts included:
+/// an attempt still running at the deadline is cut, and the outcome is
+/// [`Outcome::Deferred`] with [`DeferReason::DeadlineReached`] and the report. A retry is
+/// not started when the time left after its wait is less than the last attempt took (the
+/// estimate of how long the next one will take): [`DeferReason::AttemptWouldNotFit`].
+/// Without a deadline no single wait is longer than the policy's `max_wait`
+/// ([`Policy::DEFAULT_MAX_WAIT`], 60 s, by default), but attempts are not cut.
+///
 /// # Cancellation
 ///
-/// A wait ends at once when the [`CancellationToken`] given to [`Retrier::cancel_on`] fires
-/// (the outcome is [`Outcome::Cancelled`]), and dropping the future returned by
-/// [`Retrier::run`] stops the loop wherever it is.
+/// The deadline and cancellation are one mechanism: an attempt or a wait ends at once when
+/// the [`CancellationToken`] given to [`Retrier::cancel_on`] fires (the outcome is
+/// [`Outcome::Cancelled`]) as when the deadline comes, each with its report. Dropping the
+/// future returned by [`Retrier::run`] stops the loop wherever it is.
 pub struct Retrier<C = TokioClock, S = MemoryGateStore, E = ()> {
     policy: Policy,
     clock: C,
@@ -405,13 +423,15 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         self
     }
 
-    /// The task must be done by this instant: no wait that cannot fit is started.
+    /// The task must be done by this instant: no wait that cannot fit is started, no retry
+    /// that would still be running then, and an attempt still running then is cut.
     pub fn deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
         self
     }
 
-    /// The task must be done within this long of [`Retrier::run`] starting.
+    /// The task must be done within this long of [`Retrier::run`] starting, waits and
+    /// attempts included (see [`Retrier::deadline`]).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
