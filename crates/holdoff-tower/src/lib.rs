@@ -88,7 +88,7 @@
 //!
 //! ```compile_fail
 //! use bytes::Bytes;
-//! use holdoff::Policy;
+//! use holdoff_tower::holdoff::Policy;
 //! use holdoff_tower::RetryPolicy;
 //! use http_body_util::combinators::BoxBody;
 //! use hyper_util::client::legacy::Client;

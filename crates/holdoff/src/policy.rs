@@ -319,6 +319,10 @@ impl Policy {
     /// sooner, and the caller re-queues it. A minute is about as long as one call should
     /// keep its caller waiting; a hint of an hour is a job for a queue, not for `send()`.
     /// Set another bound, or none, with [`Policy::with_max_wait`].
+    ///
+    /// It bounds each wait, not the call: without a task deadline, a call can still wait
+    /// for up to `max_attempts - 1` hints of up to a minute each, and an attempt is never
+    /// cut. Give the task a deadline (every integration has a `timeout`) to bound the call.
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
 
     /// The statuses to retry.
