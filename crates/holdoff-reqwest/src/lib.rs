@@ -119,17 +119,24 @@
 //! `insufficient_quota`, which no amount of waiting fixes). The middleware reads up to the
 //! first 64 KiB of a `429`'s body for it and hands the response back with the whole body
 //! still readable. Other responses' bodies are not touched, nor a `429`'s when the
-//! classifier reads none ([`NoQuotaClassifier`](holdoff::NoQuotaClassifier)): then the
-//! receipt is the arrival of the head, even from a server that sends the body later.
+//! classifier reads none ([`NoQuotaClassifier`](holdoff::NoQuotaClassifier)).
+//!
+//! The cost: the decision about a `429` waits for the start of its body — nothing against a
+//! server that sends head and body together, the gap between them against one that does
+//! not (tens of milliseconds, measured), and a body that never comes holds the attempt
+//! until the task's deadline cuts it. The retry does not wait for it: the receipt is the
+//! head's arrival, so a retry is due the hint's time after the head, however late the body
+//! came. To judge heads alone, set
+//! `Policy::with_quota_classifier(Arc::new(NoQuotaClassifier))`: a spent quota is then
+//! retried like any other `429`, until the attempts run out.
 //!
 //! # Time
 //!
 //! Waits run on tokio's clock ([`TokioClock`](holdoff::clock::TokioClock)), so tests under
 //! tokio's paused time (`#[tokio::test(start_paused = true)]`) retry at exact virtual
 //! instants and never really sleep. A [`Deadline`] is an instant on that same clock. A
-//! response's receipt is taken once the middleware has it (for a `429` whose body the quota
-//! classifier reads, once the start of its body has been read); every wait counts from
-//! there.
+//! response's receipt is taken when its head arrives (also for a `429` whose body the quota
+//! classifier then reads); every wait counts from there.
 //!
 //! # Cancellation
 //!

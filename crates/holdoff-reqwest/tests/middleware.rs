@@ -889,6 +889,61 @@ mod quota_body {
         assert_eq!(TokioClock.now() - start, Duration::from_secs(1));
     }
 
+    /// A server whose first answer is a `429 Retry-After: 2` whose body comes 1 s after its
+    /// head, and `200` after that. Returns its URL and when each request arrived.
+    async fn head_then_late_body() -> (String, Arc<Mutex<Vec<Instant>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/v1/chat", listener.local_addr().expect("addr"));
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&arrivals);
+        tokio::spawn(async move {
+            for n in 0.. {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                seen.lock().expect("lock").push(TokioClock.now());
+                if n == 0 {
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\n\
+                              content-length: 2\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                    TokioClock
+                        .sleep_until(TokioClock.now() + Duration::from_secs(1))
+                        .await;
+                    let _ = stream.write_all(b"{}").await;
+                } else {
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                }
+            }
+        });
+        (url, arrivals)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_429_body_delays_the_decision_not_the_retry() {
+        let (url, arrivals) = head_then_late_body().await;
+        let response = client(HoldoffMiddleware::new(plain_policy()))
+            .get(&url)
+            .send()
+            .await
+            .expect("a response");
+
+        assert_eq!(response.status(), 200);
+        let arrivals = arrivals.lock().expect("lock").clone();
+        // Two seconds after the head, as the hint says: not three, after the body.
+        assert_eq!(arrivals[1] - arrivals[0], Duration::from_secs(2));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_default_classifier_waits_for_the_start_of_a_429_body() {
         let url = head_then_silence().await;

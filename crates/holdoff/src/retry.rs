@@ -33,6 +33,14 @@ pub trait Response {
     fn body_bytes(&self) -> &[u8] {
         &[]
     }
+
+    /// When the header section arrived, read on the loop's clock, for a client that did
+    /// more before handing the response over (such as reading the start of its body for
+    /// [`Response::body_bytes`]): every wait counts from the head, not from the body. `None`
+    /// (the default): when the loop gets the response.
+    fn received(&self) -> Option<Receipt> {
+        None
+    }
 }
 
 impl<B> Response for http::Response<B> {
@@ -493,7 +501,11 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
                 Ok(result) => result,
                 Err(stop) => return stop.end(number, last, report),
             };
-            let receipt = Receipt::now(&self.clock);
+            let receipt = match &result {
+                Ok(response) => response.received(),
+                Err(_) => None,
+            }
+            .unwrap_or_else(|| Receipt::now(&self.clock));
             let unit: f64 = self.rng.random();
             let attempt = self
                 .policy
