@@ -14,6 +14,7 @@ use holdoff::request::Deadline;
 use http::Request;
 use tower::{Layer, Service};
 
+use crate::body::CloneBody;
 use crate::error::Error;
 use crate::policy::RetryPolicy;
 use crate::request::{ReportSlot, markers};
@@ -109,6 +110,9 @@ pub type ResponseFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, Error<E>>>
 
 impl<B, Svc, C, S> Service<Request<B>> for Retry<Svc, C, S>
 where
+    // Named first, so that a body that cannot be sent twice is the first thing the compiler
+    // says about a `call` or `oneshot` that does not resolve.
+    B: CloneBody,
     tower::retry::Retry<RetryPolicy<C, S>, Svc>: Service<Request<B>>,
     <tower::retry::Retry<RetryPolicy<C, S>, Svc> as Service<Request<B>>>::Future: Send + 'static,
     C: Clock + Clone + 'static,

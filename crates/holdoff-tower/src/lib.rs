@@ -86,6 +86,11 @@
 //! once and its response never shown to the policy, a retry layer that never retries.
 //! Buffer the body into a `Full` first.
 //!
+//! The compiler says so as `error[E0599]: the method `call` exists for struct
+//! `holdoff_tower::Retry<…>`, but its trait bounds were not satisfied`, whose first note is
+//! `` `BoxBody<…>: CloneBody` ``. With `oneshot` the same error names only `Service<_>`:
+//! when `oneshot` does not resolve, look at the request's body type first.
+//!
 //! ```compile_fail
 //! use bytes::Bytes;
 //! use holdoff_tower::holdoff::Policy;
