@@ -23,7 +23,10 @@ use crate::response::{Receipt, ResponseInfo};
 
 /// What an attempt returned, as far as the loop needs to see it.
 ///
-/// Implemented for `http::Response<B>`; implement it for a client's own response type.
+/// Implemented for `http::Response<B>`; implement it for a client's own response type. A
+/// `reqwest::Response` is not one, but converts into one: return
+/// `http::Response::from(response)` from the operation (or use holdoff-reqwest's
+/// middleware, which runs this loop around reqwest for you).
 pub trait Response {
     /// The status.
     fn status(&self) -> StatusCode;
