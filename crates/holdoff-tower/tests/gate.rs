@@ -1,6 +1,6 @@
-//! The gate, cancellation and the deadline, with concurrent requests: a `ManualClock` shared by the
-//! policy and the server, so that time moves only when the test says, however the socket
-//! I/O is scheduled. Real time serves only as a guard that a step finishes.
+//! The gate, cancellation and the deadline, with concurrent requests: a `ManualClock` shared
+//! by the policy and the server, so that time moves only when the test says, however the
+//! socket I/O is scheduled. Real time serves only as a guard that a step finishes.
 
 mod common;
 
