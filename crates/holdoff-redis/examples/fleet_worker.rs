@@ -12,9 +12,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holdoff::Policy;
-use holdoff::clock::{Clock, TokioClock};
-use holdoff::gate::Gate;
+use holdoff_redis::holdoff::Policy;
+use holdoff_redis::holdoff::clock::{Clock, TokioClock};
+use holdoff_redis::holdoff::gate::Gate;
 use holdoff_redis::{FailureMode, RedisGate};
 use holdoff_reqwest::{HoldoffMiddleware, RetryReportExt};
 

@@ -86,6 +86,7 @@ impl RedisGateBuilder {
     /// Verifies a `rediss://` server against this CA certificate (PEM) instead of the
     /// system's roots: for a Redis whose certificate a private CA issued.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn root_ca(mut self, pem: impl Into<Vec<u8>>) -> RedisGateBuilder {
         self.root_ca = Some(pem.into());
         self
@@ -182,7 +183,7 @@ impl RedisGateBuilder {
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use holdoff::gate::Gate;
+/// use holdoff_redis::holdoff::gate::Gate;
 /// use holdoff_redis::RedisGate;
 ///
 /// # async fn example() -> Result<(), holdoff_redis::Error> {

@@ -12,7 +12,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use holdoff::gate::Gate;
+//! use holdoff_redis::holdoff::gate::Gate;
 //! use holdoff_redis::{FailureMode, RedisGate};
 //! use std::time::Duration;
 //!
@@ -57,6 +57,7 @@
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod breaker;
 mod error;
@@ -70,5 +71,6 @@ pub use gate::{FailureMode, RedisGate, RedisGateBuilder};
 /// The core crate, so that one dependency is enough.
 pub use holdoff;
 #[cfg(feature = "proxy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "proxy")))]
 pub use state::{RedisState, RedisStateBuilder};
 pub use url::redact as redacted_url;

@@ -278,6 +278,7 @@ impl RedisStateBuilder {
     /// Verifies a `rediss://` server against this CA certificate (PEM) instead of the
     /// system's roots: for a Redis whose certificate a private CA issued.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn root_ca(mut self, pem: impl Into<Vec<u8>>) -> RedisStateBuilder {
         self.root_ca = Some(pem.into());
         self

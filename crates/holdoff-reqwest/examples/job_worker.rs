@@ -9,22 +9,25 @@
 //! cargo run -p holdoff-reqwest --example job_worker
 //! ```
 
+mod support;
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use holdoff::clock::{Clock, TokioClock};
-use holdoff::{Backoff, Jitter, Policy};
+use holdoff_reqwest::holdoff::clock::{Clock, TokioClock};
+use holdoff_reqwest::holdoff::{Backoff, Jitter, Policy};
 use holdoff_reqwest::{HoldoffMiddleware, RetryReportExt, Timeout};
-use holdoff_testkit::{Reply, TestServer};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let api = TestServer::start().await;
     // Job 1 is throttled briefly (retried in place); job 2 for longer than its budget
     // (deferred and re-queued); job 3 goes straight through.
-    api.script("/jobs/1", [Reply::unavailable("1")]);
-    api.script("/jobs/2", [Reply::too_many_requests("3")]);
+    let api = support::Api::start(&[
+        ("/jobs/1", &["503 Service Unavailable\r\nretry-after: 1"]),
+        ("/jobs/2", &["429 Too Many Requests\r\nretry-after: 3"]),
+    ])
+    .await?;
 
     let policy = Policy::default()
         .with_backoff(Backoff::None)
@@ -66,6 +69,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ),
         }
     }
-    api.shutdown().await;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! A client calling a rate-limited API with reqwest and holdoff.
 //!
-//! The "API" is a local test server that answers `429 Too Many Requests` with
+//! The "API" is a local server (`support/mod.rs`) that answers `429 Too Many Requests` with
 //! `Retry-After: 1`, then `503` with `retry-after-ms: 1500`, then `200`. The middleware
 //! waits exactly as long as each answer asks (never less), and the response tells what it did.
 //!
@@ -8,23 +8,24 @@
 //! cargo run -p holdoff-reqwest --example rate_limited_api
 //! ```
 
+mod support;
+
 use std::time::Duration;
 
-use holdoff::clock::{Clock, TokioClock};
-use holdoff::{Backoff, Jitter, Policy};
+use holdoff_reqwest::holdoff::clock::{Clock, TokioClock};
+use holdoff_reqwest::holdoff::{Backoff, Jitter, Policy};
 use holdoff_reqwest::{HoldoffMiddleware, RetryReportExt};
-use holdoff_testkit::{Reply, TestServer};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let api = TestServer::start().await;
-    api.script(
+    let api = support::Api::start(&[(
         "/v1/completions",
-        [
-            Reply::too_many_requests("1"),
-            Reply::status(503).header("retry-after-ms", "1500"),
+        &[
+            "429 Too Many Requests\r\nretry-after: 1",
+            "503 Service Unavailable\r\nretry-after-ms: 1500",
         ],
-    );
+    )])
+    .await?;
 
     let policy = Policy::default()
         .with_backoff(Backoff::exponential(
@@ -54,9 +55,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         TokioClock.now() - started,
         report.reason()
     );
-    for (n, request) in api.requests_to("/v1/completions").iter().enumerate() {
-        println!("  attempt {} sent at +{:.3?}", n + 1, request.at - started);
+    for (n, at) in api.arrivals("/v1/completions").iter().enumerate() {
+        println!("  attempt {} sent at +{:.3?}", n + 1, *at - started);
     }
-    api.shutdown().await;
     Ok(())
 }

@@ -6,6 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use holdoff::Receipt;
+use holdoff::clock::TokioClock;
 use http::{HeaderMap, StatusCode};
 use http_body::{Frame, SizeHint};
 use reqwest::ResponseBuilderExt as _;
@@ -20,6 +22,8 @@ pub(crate) struct Attempted {
     pub(crate) response: reqwest::Response,
     /// The start of the body of a 429 (up to [`QUOTA_BODY_LIMIT`]); empty otherwise.
     head: Bytes,
+    /// When the head arrived, for a response whose body was then read; `None` otherwise.
+    received: Option<Receipt>,
 }
 
 impl holdoff::retry::Response for Attempted {
@@ -32,14 +36,19 @@ impl holdoff::retry::Response for Attempted {
     fn body_bytes(&self) -> &[u8] {
         &self.head
     }
+    fn received(&self) -> Option<Receipt> {
+        self.received
+    }
 }
 
 impl Attempted {
     /// Wraps `response`; when the policy's quota classifier reads bodies for its status (a
     /// 429, unless the classifier reads none: [`holdoff::Policy::reads_body`]), first reads
     /// the start of its body so the classifier can see it, and rebuilds the response around
-    /// the same bytes. Otherwise the body is not touched, and the receipt is not delayed by
-    /// a server that writes the head and the body apart.
+    /// the same bytes. Either way the receipt is the head's arrival: a server that writes the
+    /// head and the body apart delays the decision by the time the start of the body takes
+    /// (bounded by the task's deadline), never the retry, which is due that long after the
+    /// head. Otherwise the body is not touched.
     ///
     /// # Errors
     ///
@@ -52,10 +61,17 @@ impl Attempted {
             return Ok(Attempted {
                 response,
                 head: Bytes::new(),
+                received: None,
             });
         }
+        // The head is here now; every wait counts from it, however late the body comes.
+        let received = Some(Receipt::now(&TokioClock));
         let (response, head) = read_head(response, QUOTA_BODY_LIMIT).await?;
-        Ok(Attempted { response, head })
+        Ok(Attempted {
+            response,
+            head,
+            received,
+        })
     }
 }
 

@@ -16,12 +16,27 @@ pub enum ErrorKind {
     /// The gate holds the request's key closed until after the task's deadline, so the
     /// request was not sent (again).
     DeferredAtGate,
+    /// The last attempt failed without a response (connection refused or reset, a TLS
+    /// failure, a timeout, or a later middleware's error), and the retries ended there:
+    /// [`std::error::Error::source`] is that error, [`Error::report`] says how many attempts
+    /// were made and why they stopped (out of attempts, not safe to repeat, deferred).
+    Transport,
+    /// The task's deadline came while the first attempt was still running: the attempt was
+    /// cut, and nothing came back. (When an earlier attempt had a response, that response is
+    /// returned instead, its report saying `deadline-reached`.)
+    DeadlineReached,
+    /// The retry loop ended in a way this version of the middleware does not know; the
+    /// report says how.
+    Unknown,
 }
 
-/// An error of the middleware itself, as opposed to the transport errors reqwest reports.
+/// Every error the middleware returns, transport errors included, so that the
+/// [`RetryReport`] is always there: attempts sent, the last decision and when the server
+/// permits the next request.
 ///
 /// It reaches the caller inside `reqwest_middleware::Error::Middleware`; downcast it to read
-/// the details, and to take back the response that could not be retried:
+/// the report and the details, and to take back the response that could not be retried. A
+/// transport error is its [`source`](std::error::Error::source):
 ///
 /// ```
 /// use holdoff_reqwest::{Error, ErrorKind};
@@ -34,7 +49,12 @@ pub enum ErrorKind {
 ///         _ => None,
 ///     }
 /// }
-/// # let _ = unretried;
+///
+/// fn attempts_made(error: &reqwest_middleware::Error) -> Option<u32> {
+///     let reqwest_middleware::Error::Middleware(error) = error else { return None };
+///     Some(error.downcast_ref::<Error>()?.report().attempts)
+/// }
+/// # let _ = (unretried, attempts_made);
 /// ```
 pub struct Error {
     kind: ErrorKind,
@@ -66,6 +86,13 @@ impl Error {
         self
     }
 
+    /// The error of the last attempt (reqwest's, or a later middleware's), for
+    /// [`ErrorKind::Transport`] and a [`ErrorKind::BodyNotCloneable`] request whose attempt
+    /// failed.
+    pub fn transport(&self) -> Option<&reqwest_middleware::Error> {
+        self.source.as_ref()
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -91,7 +118,7 @@ impl Error {
     /// When the server (or the gate) permits the next request, on the wall clock; `None`
     /// when it named no time.
     pub fn permitted_wall(&self) -> Option<SystemTime> {
-        self.report.requeue_at()
+        self.report.requeue_at().time()
     }
 
     fn permitted(&self) -> Option<Permitted> {
@@ -139,6 +166,24 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
+            ErrorKind::Transport => {
+                let attempts = self.report.attempts;
+                let reason = self.report.reason();
+                write!(
+                    f,
+                    "send the request: attempt {attempts} failed without a response, and the \
+                     retries ended there ({reason})"
+                )
+            }
+            ErrorKind::DeadlineReached => f.write_str(
+                "send the request: the task's deadline came while the attempt was running; \
+                 re-queue the task, or give it a longer timeout",
+            ),
+            ErrorKind::Unknown => write!(
+                f,
+                "send the request: the retries ended ({})",
+                self.report.reason()
+            ),
         }
     }
 }

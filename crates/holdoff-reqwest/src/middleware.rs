@@ -8,7 +8,7 @@ use std::time::Duration;
 use holdoff::gate::{Gate, GateStore, MemoryGateStore};
 use holdoff::request::Markers;
 use holdoff::retry::{AttemptEvent, Last, Outcome, Retrier};
-use holdoff::{Decision, Policy, RetryReport};
+use holdoff::{Decision, DeferReason, GiveUpReason, Policy, RetryReport};
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
@@ -28,8 +28,8 @@ use crate::options::gate_key;
 /// # Examples
 ///
 /// ```
-/// use holdoff::{Backoff, Policy};
-/// use holdoff::gate::Gate;
+/// use holdoff_reqwest::holdoff::{Backoff, Policy};
+/// use holdoff_reqwest::holdoff::gate::Gate;
 /// use holdoff_reqwest::HoldoffMiddleware;
 /// use std::sync::Arc;
 /// use std::time::Duration;
@@ -84,8 +84,11 @@ impl<S: GateStore> HoldoffMiddleware<S> {
         }
     }
 
-    /// Every request must be done within `timeout` of entering the middleware, waits
-    /// included; a request's own [`Timeout`](crate::Timeout) or [`Deadline`](crate::Deadline) overrides or tightens it.
+    /// Every request must be done within `timeout` of entering the middleware, waits and
+    /// attempts included: an attempt still running then is cut, and a retry that would not
+    /// finish by then (estimated from how long the last attempt took) is not started. A
+    /// request's own [`Timeout`](crate::Timeout) or [`Deadline`](crate::Deadline) overrides
+    /// or tightens it.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -167,7 +170,7 @@ impl<S: GateStore + 'static> Middleware for HoldoffMiddleware<S> {
                     // Unreachable: the loop is stopped before a second attempt of a request
                     // that cannot be cloned.
                     let report =
-                        RetryReport::new(1, Decision::GiveUp(holdoff::GiveUpReason::Cancelled));
+                        RetryReport::new(1, Decision::GiveUp(GiveUpReason::BodyNotCloneable));
                     return Err(Error::new(ErrorKind::BodyNotCloneable, report).into());
                 };
                 let mut extensions = extensions.lock().await;
@@ -196,7 +199,7 @@ fn is_transient(error: &reqwest_middleware::Error) -> bool {
 }
 
 /// Turns the loop's outcome into what the caller of the middleware gets: the last response
-/// with the report in its extensions, or an error.
+/// with the report in its extensions, or an error that carries the report.
 fn finish(
     outcome: Outcome<Attempted, reqwest_middleware::Error>,
     report: RetryReport,
@@ -209,14 +212,24 @@ fn finish(
         Outcome::Deferred {
             last: Some(last), ..
         } => last,
-        Outcome::Deferred { last: None, .. } => {
-            // Deferred at the gate before anything was sent.
-            return Err(Error::new(ErrorKind::DeferredAtGate, report).into());
+        Outcome::Deferred { last: None, reason } => {
+            // Nothing came back: the first attempt was cut at the deadline, or the gate held
+            // the request past it before anything was sent.
+            let kind = match reason {
+                DeferReason::DeadlineReached => ErrorKind::DeadlineReached,
+                _ => ErrorKind::DeferredAtGate,
+            };
+            return Err(Error::new(kind, report).into());
         }
         Outcome::Cancelled { last } => {
             // Only the middleware's own token cancels: a retry is needed, but the request's
             // body cannot be cloned.
-            let error = Error::new(ErrorKind::BodyNotCloneable, report);
+            let permitted = report.permitted;
+            let decision = Decision::GiveUp(GiveUpReason::BodyNotCloneable);
+            let error = Error::new(
+                ErrorKind::BodyNotCloneable,
+                report.with_decision(decision, permitted),
+            );
             return Err(match last {
                 Some(Last::Response(attempted)) => error.with_response(attempted.response),
                 Some(Last::Error(source)) => error.with_source(source),
@@ -224,8 +237,8 @@ fn finish(
             }
             .into());
         }
-        // `Outcome` may grow; an outcome this version does not know has no report to give.
-        _ => return Err(anyhow::anyhow!("holdoff ended a request in an unknown way").into()),
+        // `Outcome` may grow; an outcome this version does not know still carries its report.
+        _ => return Err(Error::new(ErrorKind::Unknown, report).into()),
     };
     match last {
         Last::Response(attempted) => {
@@ -233,6 +246,8 @@ fn finish(
             response.extensions_mut().insert(report);
             Ok(response)
         }
-        Last::Error(error) => Err(error),
+        Last::Error(error) => Err(Error::new(ErrorKind::Transport, report)
+            .with_source(error)
+            .into()),
     }
 }

@@ -15,7 +15,7 @@ use holdoff::RetryReport;
 ///
 /// fn requeue_at(response: &reqwest::Response) -> Option<std::time::SystemTime> {
 ///     let report = response.retry_report()?;
-///     if report.is_deferred() { report.requeue_at() } else { None }
+///     if report.is_deferred() { report.requeue_at().time() } else { None }
 /// }
 /// # let _ = requeue_at;
 /// ```

@@ -227,7 +227,7 @@ mod deadline {
             report.permitted.and_then(|p| p.at),
             Some(requests[0].at + Duration::from_secs(30))
         );
-        let wall = report.requeue_at().expect("a wall time");
+        let wall = report.requeue_at().time().expect("a wall time");
         let after = wall
             .duration_since(requests[0].wall)
             .expect("permitted after the request");
@@ -521,6 +521,10 @@ mod streaming_body {
         );
         let error = holdoff_error(error);
         assert_eq!(error.kind(), ErrorKind::BodyNotCloneable);
+        assert_eq!(
+            error.report().decision,
+            Decision::GiveUp(GiveUpReason::BodyNotCloneable)
+        );
         assert_eq!(error.status(), Some(http::StatusCode::SERVICE_UNAVAILABLE));
         assert_eq!(
             error.permitted_at(),
@@ -567,6 +571,7 @@ mod streaming_body {
         );
         let error = holdoff_error(error);
         assert_eq!(error.kind(), ErrorKind::BodyNotCloneable);
+        assert_eq!(error.report().reason(), Reason::BodyNotCloneable);
         assert_eq!(error.status(), None);
         let source = std::error::Error::source(&error).expect("the transport error");
         let source = source
@@ -591,6 +596,91 @@ mod streaming_body {
             report(&response).decision,
             Decision::GiveUp(GiveUpReason::NonIdempotent)
         );
+    }
+}
+
+mod deadline_bounds_the_task {
+    use super::*;
+
+    fn within_5s() -> ClientWithMiddleware {
+        client(HoldoffMiddleware::new(plain_policy()).timeout(Duration::from_secs(5)))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cuts_a_first_attempt_still_running_at_the_deadline() {
+        let server = TestServer::start().await;
+        server.script("/slow", [Reply::ok("late").delay(Duration::from_secs(10))]);
+        let start = TokioClock.now();
+        let error = within_5s()
+            .get(server.url("/slow"))
+            .send()
+            .await
+            .expect_err("cut at the deadline");
+
+        assert_eq!(TokioClock.now() - start, Duration::from_secs(5));
+        let error = holdoff_error(error);
+        assert_eq!(error.kind(), ErrorKind::DeadlineReached);
+        assert_eq!(
+            (error.report().attempts, error.report().reason()),
+            (1, Reason::DeadlineReached)
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("deadline came while the attempt was running")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_cut_at_the_deadline_returns_the_last_response() {
+        let server = TestServer::start().await;
+        server.script(
+            "/slow",
+            [
+                Reply::unavailable("1"),
+                Reply::ok("late").delay(Duration::from_secs(10)),
+            ],
+        );
+        let start = TokioClock.now();
+        let response = within_5s()
+            .get(server.url("/slow"))
+            .send()
+            .await
+            .expect("the last response");
+
+        assert_eq!(TokioClock.now() - start, Duration::from_secs(5));
+        assert_eq!(response.status(), 503);
+        let report = report(&response);
+        assert_eq!(
+            (report.attempts, report.reason()),
+            (2, Reason::DeadlineReached)
+        );
+        assert!(report.is_deferred());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn does_not_start_a_retry_that_would_not_finish_in_time() {
+        let server = TestServer::start().await;
+        let slow = |reply: Reply| reply.delay(Duration::from_secs(3));
+        server.script("/slow", [slow(Reply::unavailable("1"))]);
+        server.set_default("/slow", slow(Reply::ok("ok")));
+        let start = TokioClock.now();
+        let response = within_5s()
+            .get(server.url("/slow"))
+            .send()
+            .await
+            .expect("the 503");
+
+        // Answered at 3 s: a 1 s wait fits in the 2 s left, a 3 s attempt after it does not.
+        assert_eq!(TokioClock.now() - start, Duration::from_secs(3));
+        assert_eq!(response.status(), 503);
+        let report = report(&response);
+        assert_eq!(
+            report.decision,
+            Decision::Defer(DeferReason::AttemptWouldNotFit)
+        );
+        assert_eq!(server.requests_to("/slow").len(), 1);
+        assert!(report.requeue_at().time().is_some(), "the server's time");
     }
 }
 
@@ -619,10 +709,22 @@ mod transport {
             .await
             .expect_err("nobody listens");
 
-        let reqwest_middleware::Error::Reqwest(error) = error else {
-            panic!("expected reqwest's own error, got {error}");
-        };
-        assert!(error.is_connect(), "{error}");
+        let error = holdoff_error(error);
+        assert_eq!(error.kind(), ErrorKind::Transport);
+        assert!(
+            matches!(error.transport(), Some(reqwest_middleware::Error::Reqwest(e)) if e.is_connect()),
+            "{error}"
+        );
+        assert_eq!(
+            (error.report().attempts, error.report().reason()),
+            (4, Reason::AttemptsExhausted)
+        );
+        assert_eq!(error.report().requeue_at(), holdoff::Requeue::NoHint);
+        assert_eq!(
+            error.to_string(),
+            "send the request: attempt 4 failed without a response, and the retries ended \
+             there (attempts-exhausted)"
+        );
         assert_eq!(
             attempts.offsets(),
             [
@@ -644,7 +746,12 @@ mod transport {
             .await
             .expect_err("nobody listens");
 
-        assert!(matches!(error, reqwest_middleware::Error::Reqwest(ref e) if e.is_connect()));
+        let error = holdoff_error(error);
+        assert_eq!(error.kind(), ErrorKind::Transport);
+        assert_eq!(
+            (error.report().attempts, error.report().reason()),
+            (1, Reason::NonIdempotent)
+        );
         assert_eq!(attempts.offsets(), [Duration::ZERO]);
     }
 
@@ -780,6 +887,61 @@ mod quota_body {
         assert_eq!(report(&response).attempts, 2);
         // Judged on the head: the retry came 1 s after it, not after a body.
         assert_eq!(TokioClock.now() - start, Duration::from_secs(1));
+    }
+
+    /// A server whose first answer is a `429 Retry-After: 2` whose body comes 1 s after its
+    /// head, and `200` after that. Returns its URL and when each request arrived.
+    async fn head_then_late_body() -> (String, Arc<Mutex<Vec<Instant>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/v1/chat", listener.local_addr().expect("addr"));
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&arrivals);
+        tokio::spawn(async move {
+            for n in 0.. {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                seen.lock().expect("lock").push(TokioClock.now());
+                if n == 0 {
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 2\r\n\
+                              content-length: 2\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                    TokioClock
+                        .sleep_until(TokioClock.now() + Duration::from_secs(1))
+                        .await;
+                    let _ = stream.write_all(b"{}").await;
+                } else {
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                }
+            }
+        });
+        (url, arrivals)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_429_body_delays_the_decision_not_the_retry() {
+        let (url, arrivals) = head_then_late_body().await;
+        let response = client(HoldoffMiddleware::new(plain_policy()))
+            .get(&url)
+            .send()
+            .await
+            .expect("a response");
+
+        assert_eq!(response.status(), 200);
+        let arrivals = arrivals.lock().expect("lock").clone();
+        // Two seconds after the head, as the hint says: not three, after the body.
+        assert_eq!(arrivals[1] - arrivals[0], Duration::from_secs(2));
     }
 
     #[tokio::test(start_paused = true)]

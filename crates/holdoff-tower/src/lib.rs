@@ -1,18 +1,20 @@
 //! A [`tower::retry::Policy`] that honours HTTP `Retry-After` as RFC 9110 defines it.
 //!
-//! Keep tower's `Retry` middleware (in front of a hyper-util client, or an axum app's
-//! outbound calls) and give it [`RetryPolicy`]: every failed attempt is judged by
+//! Put [`RetryLayer`] in front of a hyper-util client (or an axum app's outbound calls): it
+//! is tower's `Retry` middleware driven by [`RetryPolicy`], bounded by the task's deadline
+//! and with a report on every error. Every failed attempt is judged by
 //! [`holdoff::Policy::decide`], so the server's hint is a *lower bound* that is never
 //! shortened, a wait that cannot fit before the deadline is deferred instead of cut short,
 //! a POST is not repeated unless marked safe, and a malformed hint is never read as zero.
 //!
 //! ```
 //! use bytes::Bytes;
-//! use holdoff::{Policy, Reason};
-//! use holdoff_tower::{RetryPolicy, RetryReport};
+//! use holdoff_tower::holdoff::{Policy, Reason};
+//! use holdoff_tower::{RetryLayer, RetryPolicy, RetryReport};
 //! use http_body_util::Empty;
 //! use hyper_util::client::legacy::Client;
 //! use hyper_util::rt::TokioExecutor;
+//! use std::time::Duration;
 //! use tower::{ServiceBuilder, ServiceExt};
 //! # use holdoff_testkit::{Reply, TestServer};
 //!
@@ -24,8 +26,10 @@
 //! # server.script("/v1/items", [Reply::unavailable("2")]);
 //! # let url = server.url("/v1/items");
 //! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+//! // Each request, waits and attempts included, is done within 30 s.
+//! let policy = RetryPolicy::new(Policy::default()).timeout(Duration::from_secs(30));
 //! let service = ServiceBuilder::new()
-//!     .retry(RetryPolicy::new(Policy::default()))
+//!     .layer(RetryLayer::new(policy))
 //!     .service(client);
 //!
 //! // The server answers `503 Retry-After: 2`, then `200`: the retry waits at least 2 s.
@@ -51,8 +55,26 @@
 //! `tracing` event (`holdoff attempt`).
 //!
 //! A transport error (connection refused, reset) is retried on the local backoff alone,
-//! for requests that may be repeated. When the policy stops on an error, the error is
-//! returned as it came: tower gives the policy no place to attach a report to it.
+//! for requests that may be repeated. When the retries end on one, [`Retry`] returns an
+//! [`Error`] of kind [`ErrorKind::Transport`]: the client's own error
+//! ([`Error::into_source`], and [`source`](std::error::Error::source)) with the same
+//! [`RetryReport`].
+//!
+//! # The deadline
+//!
+//! [`RetryPolicy::timeout`], or a request's own [`Deadline`] or [`Timeout`], bounds the
+//! whole task: waits, and the attempts themselves. With [`RetryLayer`], an attempt still
+//! running at the deadline is cut, and the call fails with [`ErrorKind::DeadlineReached`]
+//! and the report. A retry is not started when the time left after its wait is less than
+//! the last attempt took (the estimate of how long the next one will take): the response
+//! comes back with a report saying `attempt-would-not-fit`. Without a deadline no single wait
+//! is longer than the policy's `max_wait`
+//! ([`Policy::DEFAULT_MAX_WAIT`](holdoff::Policy::DEFAULT_MAX_WAIT), 60 s, by default), but
+//! attempts are not cut: set one.
+//!
+//! tower's own `ServiceBuilder::retry(RetryPolicy)` still works and judges every attempt
+//! the same way, but it cannot cut an attempt nor attach a report to an error: use
+//! [`RetryLayer`].
 //!
 //! # Bodies
 //!
@@ -64,9 +86,14 @@
 //! once and its response never shown to the policy, a retry layer that never retries.
 //! Buffer the body into a `Full` first.
 //!
+//! The compiler says so as `error[E0599]: the method `call` exists for struct
+//! `holdoff_tower::Retry<…>`, but its trait bounds were not satisfied`, whose first note is
+//! `` `BoxBody<…>: CloneBody` ``. With `oneshot` the same error names only `Service<_>`:
+//! when `oneshot` does not resolve, look at the request's body type first.
+//!
 //! ```compile_fail
 //! use bytes::Bytes;
-//! use holdoff::Policy;
+//! use holdoff_tower::holdoff::Policy;
 //! use holdoff_tower::RetryPolicy;
 //! use http_body_util::combinators::BoxBody;
 //! use hyper_util::client::legacy::Client;
@@ -76,7 +103,7 @@
 //! type Body = BoxBody<Bytes, std::convert::Infallible>;
 //! let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
 //! let service = ServiceBuilder::new()
-//!     .retry(RetryPolicy::new(Policy::default()))
+//!     .layer(holdoff_tower::RetryLayer::new(RetryPolicy::new(Policy::default())))
 //!     .service(client);
 //! let request = http::Request::get("http://127.0.0.1:1/").body(Body::default()).unwrap();
 //! let _ = service.oneshot(request); // error: `BoxBody<…>` cannot be sent twice
@@ -93,8 +120,8 @@
 //!
 //! - [`RepeatSafe`]: retry a `POST` (or `PATCH`) that the server de-duplicates. A request
 //!   with an `Idempotency-Key` header needs no marker.
-//! - [`Deadline`] or [`Timeout`]: when the whole task, waits included, must be done; they
-//!   tighten or replace [`RetryPolicy::timeout`].
+//! - [`Deadline`] or [`Timeout`]: when the whole task, waits and attempts included, must be
+//!   done; they tighten or replace [`RetryPolicy::timeout`].
 //! - [`GateKey`]: which key the request shares hints under.
 //!
 //! # Response bodies and quota errors
@@ -128,18 +155,23 @@
 //!
 //! The wait before a retry is an ordinary future inside tower's response future: dropping
 //! the response future (a `tokio::time::timeout` around the call, a `select!`, a client that
-//! goes away) cancels the wait at once, and no further attempt is sent.
+//! goes away) cancels the wait at once, and no further attempt is sent. The task's deadline
+//! is the same mechanism, applied by [`Retry`] itself, which hands back the report.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod body;
+mod error;
 mod future;
+mod layer;
 mod policy;
 mod request;
 
 pub use body::CloneBody;
+pub use error::{Error, ErrorKind};
 /// The core crate, so that one dependency is enough.
 pub use holdoff;
 pub use holdoff::RetryReport;
 pub use holdoff::request::{Deadline, GateKey, RepeatSafe, Timeout};
+pub use layer::{ResponseFuture, Retry, RetryLayer};
 pub use policy::RetryPolicy;

@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::body::CloneBody;
 use crate::future::{self, Wait};
-use crate::request::{gate_key, markers};
+use crate::request::{ReportSlot, gate_key, markers};
 
 /// A [`tower::retry::Policy`] for `http::Request`/`http::Response` that honours the server's
 /// hint (`Retry-After` and the vendor hints) as a lower bound, defers what cannot fit before
@@ -31,8 +31,8 @@ use crate::request::{gate_key, markers};
 /// # Examples
 ///
 /// ```
-/// use holdoff::gate::Gate;
-/// use holdoff::{Backoff, Policy};
+/// use holdoff_tower::holdoff::gate::Gate;
+/// use holdoff_tower::holdoff::{Backoff, Policy};
 /// use holdoff_tower::RetryPolicy;
 /// use std::sync::Arc;
 /// use std::time::Duration;
@@ -43,7 +43,7 @@ use crate::request::{gate_key, markers};
 /// )
 /// .timeout(Duration::from_secs(60))
 /// .gate(gate);
-/// let layer = tower::retry::RetryLayer::new(policy);
+/// let layer = holdoff_tower::RetryLayer::new(policy);
 /// # let _ = layer;
 /// ```
 pub struct RetryPolicy<C = TokioClock, S = MemoryGateStore> {
@@ -61,6 +61,8 @@ pub struct RetryPolicy<C = TokioClock, S = MemoryGateStore> {
     deadline: Option<Instant>,
     /// Per request: the jitter draws.
     rng: SmallRng,
+    /// Per request: when the attempt in flight was sent, to estimate the next one's length.
+    sent: Option<Instant>,
 }
 
 impl RetryPolicy<TokioClock, MemoryGateStore> {
@@ -77,6 +79,7 @@ impl RetryPolicy<TokioClock, MemoryGateStore> {
             attempts: 0,
             deadline: None,
             rng: SmallRng::from_os_rng(),
+            sent: None,
         }
     }
 }
@@ -94,6 +97,7 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
             attempts: self.attempts,
             deadline: self.deadline,
             rng: self.rng,
+            sent: self.sent,
         }
     }
 
@@ -114,6 +118,7 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
             attempts: self.attempts,
             deadline: self.deadline,
             rng: self.rng,
+            sent: self.sent,
         }
     }
 
@@ -158,6 +163,7 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
         attempt: &Attempt<'_>,
         receipt: Receipt,
         key: Option<String>,
+        slot: Option<&ReportSlot>,
     ) -> Option<Sleep>
     where
         C: 'static,
@@ -179,7 +185,7 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
         if let Decision::Retry { at, .. } = report.decision {
             match self.wait(at, key) {
                 Wait::Sleep(sleep) => {
-                    observe(&report, Some(status));
+                    observe(&report, Some(status), slot);
                     return Some(sleep);
                 }
                 Wait::Deferred(until) => {
@@ -189,7 +195,7 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
                 }
             }
         }
-        observe(&report, Some(status));
+        observe(&report, Some(status), slot);
         response.extensions_mut().insert(report);
         None
     }
@@ -199,6 +205,7 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
         attempt: &Attempt<'_>,
         receipt: Receipt,
         key: Option<String>,
+        slot: Option<&ReportSlot>,
     ) -> Option<Sleep>
     where
         C: 'static,
@@ -218,7 +225,7 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
                 }
             }
         }
-        observe(&report, None);
+        observe(&report, None, slot);
         sleep
     }
 
@@ -232,8 +239,24 @@ impl<C: Clock + Clone, S: GateStore> RetryPolicy<C, S> {
     }
 }
 
-/// One event per judged attempt, the same as holdoff's own retry loop emits.
-fn observe(report: &RetryReport, status: Option<StatusCode>) {
+impl<C, S> RetryPolicy<C, S> {
+    /// The clock, for [`Retry`](crate::Retry) to read the same time as the policy.
+    pub(crate) fn clock_ref(&self) -> &C {
+        &self.clock
+    }
+
+    /// The task timeout set with [`RetryPolicy::timeout`].
+    pub(crate) fn timeout_setting(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+/// One event per judged attempt, the same as holdoff's own retry loop emits; the report is
+/// also left in the request's slot, for [`Retry`](crate::Retry) to hand back with an error.
+fn observe(report: &RetryReport, status: Option<StatusCode>, slot: Option<&ReportSlot>) {
+    if let Some(slot) = slot {
+        slot.judged(report);
+    }
     holdoff::retry::trace_attempt(&AttemptEvent::new(
         report.attempts,
         status,
@@ -266,11 +289,15 @@ where
             .with_remaining(
                 self.deadline
                     .map(|deadline| deadline.saturating_duration_since(receipt.instant)),
-            );
+            )
+            .with_took(self.sent.map_or(Duration::ZERO, |sent| {
+                receipt.instant.saturating_duration_since(sent)
+            }));
         let key = self.gate.as_ref().and_then(|_| gate_key(request));
+        let slot = ReportSlot::of(request);
         match result {
-            Ok(response) => self.after_response(response, &attempt, receipt, key),
-            Err(_) => self.after_error(&attempt, receipt, key),
+            Ok(response) => self.after_response(response, &attempt, receipt, key, slot),
+            Err(_) => self.after_error(&attempt, receipt, key, slot),
         }
     }
 
@@ -295,6 +322,11 @@ where
             self.deadline = markers(request).deadline_from(self.clock.now(), self.timeout);
             self.rng = self.next_rng();
         }
+        // The copy is kept for a retry; the request itself goes out now.
+        self.sent = Some(self.clock.now());
+        if let Some(slot) = ReportSlot::of(request) {
+            slot.sending();
+        }
         let mut copy = Request::new(body);
         *copy.method_mut() = request.method().clone();
         *copy.uri_mut() = request.uri().clone();
@@ -317,6 +349,7 @@ impl<C: Clone, S> Clone for RetryPolicy<C, S> {
             attempts: self.attempts,
             deadline: self.deadline,
             rng: self.rng.clone(),
+            sent: self.sent,
         }
     }
 }

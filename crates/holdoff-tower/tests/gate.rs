@@ -1,6 +1,6 @@
-//! The gate and cancellation, with concurrent requests: a `ManualClock` shared by the
-//! policy and the server, so that time moves only when the test says, however the socket
-//! I/O is scheduled. Real time serves only as a guard that a step finishes.
+//! The gate, cancellation and the deadline, with concurrent requests: a `ManualClock` shared
+//! by the policy and the server, so that time moves only when the test says, however the
+//! socket I/O is scheduled. Real time serves only as a guard that a step finishes.
 
 mod common;
 
@@ -134,7 +134,8 @@ mod cancellation {
         let clock = manual_clock();
         let server = TestServer::start_with_clock(clock.clone()).await;
         server.script("/v1/items", [Reply::unavailable("3600")]);
-        let policy = RetryPolicy::new(plain()).clock(clock.clone());
+        // An hour is past the default `max_wait`: lift it to wait that long.
+        let policy = RetryPolicy::new(plain().with_max_wait(None)).clock(clock.clone());
         let service = Retry::new(policy, client());
         let start = clock.now();
 
@@ -152,5 +153,41 @@ mod cancellation {
         assert_eq!(clock.now(), start, "without any time passing");
         clock.advance(Duration::from_secs(3600));
         assert_eq!(server.requests_to("/v1/items").len(), 1);
+    }
+}
+
+mod deadline {
+    use super::*;
+    use holdoff_tower::ErrorKind;
+
+    /// The deadline is a sleep on the policy's clock, like every wait: on a manual clock, the
+    /// attempt is cut when the test moves the clock to it, and not before.
+    #[tokio::test]
+    async fn the_layer_cuts_an_attempt_when_the_clock_reaches_the_deadline() {
+        let clock = manual_clock();
+        let server = TestServer::start_with_clock(clock.clone()).await;
+        server.script("/slow", [Reply::ok("late").delay(Duration::from_secs(10))]);
+        let policy = RetryPolicy::new(plain())
+            .clock(clock.clone())
+            .timeout(Duration::from_secs(5));
+        let service = holdoff_tower::Retry::new(policy, client());
+        let start = clock.now();
+        let url = server.url("/slow");
+        let call = tokio::spawn(async move { service.oneshot(get(&url)).await });
+
+        // The server's 10 s answer and the 5 s deadline both wait on the manual clock.
+        until("the attempt is out", || clock.sleepers() == 2).await;
+        clock.advance(Duration::from_secs(4));
+        assert!(!call.is_finished(), "not cut before the deadline");
+        clock.advance(Duration::from_secs(1));
+        let error = finish(call).await.expect_err("cut at the deadline");
+
+        assert_eq!(error.kind(), ErrorKind::DeadlineReached);
+        assert_eq!(
+            (error.report().attempts, error.report().reason()),
+            (1, Reason::DeadlineReached)
+        );
+        assert_eq!(clock.now(), start + Duration::from_secs(5));
+        assert_eq!(server.requests_to("/slow").len(), 1);
     }
 }

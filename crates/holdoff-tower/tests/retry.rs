@@ -216,7 +216,7 @@ mod deferral {
         assert_eq!(server.requests_to("/v1/items").len(), 1, "no retry");
         let report = report(&response);
         assert_eq!(report.deferred(), Some(DeferReason::DeadlineExceeded));
-        assert!(report.requeue_at().is_some());
+        assert!(report.requeue_at().time().is_some());
     }
 
     #[tokio::test(start_paused = true)]

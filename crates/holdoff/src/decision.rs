@@ -47,6 +47,12 @@ pub enum DeferReason {
     HintExceedsMaxWait,
     /// The wait does not fit in the time left before the task's deadline.
     DeadlineExceeded,
+    /// The wait fits before the task's deadline, but the retry would not: the time left
+    /// after the wait is less than the last attempt took, the estimate of how long the next
+    /// one will take.
+    AttemptWouldNotFit,
+    /// The deadline came while an attempt was in flight, and the attempt was cut there.
+    DeadlineReached,
     /// The retry time cannot be represented on the monotonic clock.
     BeyondClockRange,
 }
@@ -69,6 +75,9 @@ pub enum GiveUpReason {
     PermanentError,
     /// The caller cancelled the task, during an attempt or a wait.
     Cancelled,
+    /// A retry was called for, but the request's body is a stream that was consumed by the
+    /// attempt and cannot be sent again.
+    BodyNotCloneable,
 }
 
 /// Every reason a decision can give, as one flat set (the JSON `reason`).
@@ -93,12 +102,18 @@ pub enum Reason {
     PermanentError,
     /// See [`GiveUpReason::Cancelled`].
     Cancelled,
+    /// See [`GiveUpReason::BodyNotCloneable`].
+    BodyNotCloneable,
     /// See [`Decision::Malformed`].
     MalformedRetryAfter,
     /// See [`DeferReason::HintExceedsMaxWait`].
     HintExceedsMaxWait,
     /// See [`DeferReason::DeadlineExceeded`].
     DeadlineExceeded,
+    /// See [`DeferReason::AttemptWouldNotFit`].
+    AttemptWouldNotFit,
+    /// See [`DeferReason::DeadlineReached`].
+    DeadlineReached,
     /// See [`DeferReason::BeyondClockRange`].
     BeyondClockRange,
 }
@@ -116,9 +131,12 @@ impl Reason {
             Reason::QuotaExhausted => "quota-exhausted",
             Reason::PermanentError => "permanent-error",
             Reason::Cancelled => "cancelled",
+            Reason::BodyNotCloneable => "body-not-cloneable",
             Reason::MalformedRetryAfter => "malformed-retry-after",
             Reason::HintExceedsMaxWait => "hint-exceeds-max-wait",
             Reason::DeadlineExceeded => "deadline-exceeded",
+            Reason::AttemptWouldNotFit => "attempt-would-not-fit",
+            Reason::DeadlineReached => "deadline-reached",
             Reason::BeyondClockRange => "beyond-clock-range",
         }
     }
@@ -152,6 +170,8 @@ impl Decision {
             Decision::Retry { .. } => Reason::Retryable,
             Decision::Defer(DeferReason::HintExceedsMaxWait) => Reason::HintExceedsMaxWait,
             Decision::Defer(DeferReason::DeadlineExceeded) => Reason::DeadlineExceeded,
+            Decision::Defer(DeferReason::AttemptWouldNotFit) => Reason::AttemptWouldNotFit,
+            Decision::Defer(DeferReason::DeadlineReached) => Reason::DeadlineReached,
             Decision::Defer(DeferReason::BeyondClockRange) => Reason::BeyondClockRange,
             Decision::GiveUp(GiveUpReason::StatusNotRetryable) => Reason::StatusNotRetryable,
             Decision::GiveUp(GiveUpReason::NonIdempotent) => Reason::NonIdempotent,
@@ -159,6 +179,7 @@ impl Decision {
             Decision::GiveUp(GiveUpReason::QuotaExhausted) => Reason::QuotaExhausted,
             Decision::GiveUp(GiveUpReason::PermanentError) => Reason::PermanentError,
             Decision::GiveUp(GiveUpReason::Cancelled) => Reason::Cancelled,
+            Decision::GiveUp(GiveUpReason::BodyNotCloneable) => Reason::BodyNotCloneable,
             Decision::Malformed(_) => Reason::MalformedRetryAfter,
         }
     }

@@ -35,13 +35,13 @@
 //! };
 //!
 //! let (outcome, report) = Retrier::new(Policy::default(), Method::GET)
-//!     .timeout(Duration::from_secs(30)) // the whole task, waits included
+//!     .timeout(Duration::from_secs(30)) // the whole task: waits and attempts
 //!     .run(send)
 //!     .await;
 //! match outcome {
 //!     Outcome::Success(response) => assert_eq!(response.status(), 200),
 //!     // A hint longer than the time left: re-queue for when the server permits it.
-//!     Outcome::Deferred { .. } => { let _requeue_at = report.requeue_at(); }
+//!     Outcome::Deferred { .. } => { let _requeue = report.requeue_at(); }
 //!     other => panic!("{other:?}"),
 //! }
 //! assert_eq!(report.attempts, 2);
@@ -93,10 +93,23 @@
 //! that reads a clock; [`Policy::decide`] takes the readings as arguments, and the loop takes
 //! a [`clock::Clock`] (tokio's by default; a [`clock::ManualClock`] in tests).
 //!
+//! # The deadline
+//!
+//! A task's deadline ([`Retrier::timeout`](retry::Retrier::timeout), or the
+//! [`request::Deadline`] and [`request::Timeout`] markers) bounds the whole task: an attempt
+//! still running at the deadline is cut ([`DeferReason::DeadlineReached`]), and a retry is
+//! not started when the time left after its wait is less than the last attempt took, the
+//! estimate of how long the next one will take ([`DeferReason::AttemptWouldNotFit`]). Both
+//! are deferrals with the report. Without a deadline, [`Policy::default`] still never waits
+//! hours: a hint longer than [`Policy::DEFAULT_MAX_WAIT`] (60 s) defers the task (the
+//! method's "stop or defer the task"); attempts, though, are cut only by a deadline, so set
+//! one.
+//!
 //! # Cancellation
 //!
-//! A wait ends at once when the `CancellationToken` given to
-//! [`Retrier::cancel_on`](retry::Retrier::cancel_on) fires, and dropping the future that
+//! The deadline and cancellation are one mechanism: an attempt or a wait ends at once when
+//! the `CancellationToken` given to [`Retrier::cancel_on`](retry::Retrier::cancel_on) fires,
+//! as when the deadline comes. Dropping the future that
 //! [`Retrier::run`](retry::Retrier::run) returns stops the loop wherever it is.
 //!
 //! # Strictness
@@ -162,5 +175,5 @@ pub use policy::OpenAiQuota;
 pub use policy::{
     Attempt, JitterDraw, NoQuotaClassifier, OnMalformed, Policy, QuotaClassifier, StatusSet,
 };
-pub use report::RetryReport;
+pub use report::{Requeue, RetryReport};
 pub use response::{Earliest, HintForm, Reading, Receipt, Reference, ResponseInfo, Skew};

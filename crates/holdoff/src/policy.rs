@@ -183,6 +183,10 @@ pub struct Attempt<'a> {
     pub jitter: JitterDraw,
     /// Time left before the task's deadline, at receipt (`L`); `None` for no deadline.
     pub remaining: Option<Duration>,
+    /// How long this attempt took, from sending the request to receipt: the estimate of how
+    /// long the next attempt will take, so that a retry that cannot finish before the
+    /// deadline is not started.
+    pub took: Duration,
 }
 
 impl<'a> Attempt<'a> {
@@ -196,6 +200,7 @@ impl<'a> Attempt<'a> {
             backoff: Duration::ZERO,
             jitter: JitterDraw::Exact(Duration::ZERO),
             remaining: None,
+            took: Duration::ZERO,
         }
     }
 
@@ -220,6 +225,25 @@ impl<'a> Attempt<'a> {
     /// The time left before the task's deadline, at receipt.
     pub fn with_remaining(self, remaining: Option<Duration>) -> Self {
         Attempt { remaining, ..self }
+    }
+
+    /// How long the attempt took, from sending to receipt (the estimate of the next one).
+    pub fn with_took(self, took: Duration) -> Self {
+        Attempt { took, ..self }
+    }
+
+    /// Step 8: a deferral when waiting `wait` and then retrying would not end before the
+    /// deadline. The retry is estimated to take as long as this attempt did
+    /// ([`Attempt::took`]).
+    fn defer_for_deadline(&self, wait: Duration) -> Option<Decision> {
+        let left = self.remaining?;
+        if wait >= left {
+            Some(Decision::Defer(DeferReason::DeadlineExceeded))
+        } else if wait.saturating_add(self.took) >= left {
+            Some(Decision::Defer(DeferReason::AttemptWouldNotFit))
+        } else {
+            None
+        }
     }
 }
 
@@ -265,14 +289,15 @@ pub struct Policy {
 }
 
 impl Default for Policy {
-    /// Retries 408, 429, 500, 502, 503 and 504, up to 5 attempts, no `max_wait`, malformed
-    /// hints are errors, [`Backoff::default`], [`Jitter::default`], and [`OpenAiQuota`] with
-    /// the `json` feature, [`NoQuotaClassifier`] without it.
+    /// Retries 408, 429, 500, 502, 503 and 504, up to 5 attempts, defers a hint longer than
+    /// [`Policy::DEFAULT_MAX_WAIT`] (60 s), malformed hints are errors, [`Backoff::default`],
+    /// [`Jitter::default`], and [`OpenAiQuota`] with the `json` feature,
+    /// [`NoQuotaClassifier`] without it.
     fn default() -> Policy {
         Policy {
             retryable: StatusSet::default_retryable(),
             max_attempts: 5,
-            max_wait: None,
+            max_wait: Some(Policy::DEFAULT_MAX_WAIT),
             on_malformed: OnMalformed::Error,
             backoff: Backoff::default(),
             jitter: Jitter::default(),
@@ -288,6 +313,18 @@ impl Default for Policy {
 }
 
 impl Policy {
+    /// The longest hint [`Policy::default`] waits for: 60 s. A server that asks for longer
+    /// gets the method's "stop or defer the task": the task is deferred
+    /// ([`DeferReason::HintExceedsMaxWait`]) with the time the server permits, never retried
+    /// sooner, and the caller re-queues it. A minute is about as long as one call should
+    /// keep its caller waiting; a hint of an hour is a job for a queue, not for `send()`.
+    /// Set another bound, or none, with [`Policy::with_max_wait`].
+    ///
+    /// It bounds each wait, not the call: without a task deadline, a call can still wait
+    /// for up to `max_attempts - 1` hints of up to a minute each, and an attempt is never
+    /// cut. Give the task a deadline (every integration has a `timeout`) to bound the call.
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+
     /// The statuses to retry.
     pub fn with_retryable(mut self, statuses: StatusSet) -> Policy {
         self.retryable = statuses;
@@ -300,8 +337,9 @@ impl Policy {
         self
     }
 
-    /// Defer instead of waiting when the server asks for more than this. The hint itself is
-    /// never capped.
+    /// Defer instead of waiting when the server asks for more than this
+    /// ([`Policy::DEFAULT_MAX_WAIT`] by default; `None` waits for any hint, however long).
+    /// The hint itself is never capped.
     pub fn with_max_wait(mut self, max_wait: Option<Duration>) -> Policy {
         self.max_wait = max_wait;
         self
@@ -489,8 +527,8 @@ impl Policy {
             JitterDraw::Unit(unit) => self.jitter.scale(attempt.backoff, unit),
         };
         let wait = attempt.backoff.saturating_add(jitter);
-        if attempt.remaining.is_some_and(|left| wait >= left) {
-            return Decision::Defer(DeferReason::DeadlineExceeded);
+        if let Some(defer) = attempt.defer_for_deadline(wait) {
+            return defer;
         }
         match now.checked_add(wait) {
             Some(at) => Decision::Retry { wait, at },
@@ -563,9 +601,10 @@ impl Policy {
         {
             return Decision::Defer(DeferReason::HintExceedsMaxWait);
         }
-        // 8. A wait that does not fit before the deadline is deferred, not shortened.
-        if attempt.remaining.is_some_and(|left| wait >= left) {
-            return Decision::Defer(DeferReason::DeadlineExceeded);
+        // 8. A wait that does not fit before the deadline is deferred, not shortened; so is
+        // a retry that would still be running at the deadline.
+        if let Some(defer) = attempt.defer_for_deadline(wait) {
+            return defer;
         }
         // 9. and 10.
         match receipt.checked_add(wait) {
@@ -633,6 +672,7 @@ mod tests {
             backoff: Duration::ZERO,
             jitter: JitterDraw::Exact(Duration::ZERO),
             remaining: None,
+            took: Duration::ZERO,
         }
     }
 
@@ -689,6 +729,55 @@ mod tests {
             assert!(!reading.reads_body(StatusCode::SERVICE_UNAVAILABLE));
             let blind = Policy::default().with_quota_classifier(Arc::new(NoQuotaClassifier));
             assert!(!blind.reads_body(StatusCode::TOO_MANY_REQUESTS));
+        }
+
+        #[test]
+        fn a_retry_that_would_still_run_at_the_deadline_is_not_started() {
+            // The wait (2 s) fits in the 5 s left, but the attempt took 3 s: the retry would
+            // end at 5 s or later.
+            let response = unavailable(b"2");
+            let slow = Attempt {
+                remaining: Some(secs(5)),
+                took: secs(3),
+                ..get(1)
+            };
+            assert_eq!(
+                decide(response, slow),
+                Decision::Defer(DeferReason::AttemptWouldNotFit)
+            );
+            let quick = Attempt {
+                took: Duration::from_millis(2_900),
+                ..slow
+            };
+            assert!(matches!(decide(response, quick), Decision::Retry { .. }));
+        }
+
+        #[test]
+        fn a_wait_that_does_not_fit_is_named_before_the_attempt() {
+            let attempt = Attempt {
+                remaining: Some(secs(5)),
+                took: secs(3),
+                ..get(1)
+            };
+            assert_eq!(
+                decide(unavailable(b"6"), attempt),
+                Decision::Defer(DeferReason::DeadlineExceeded)
+            );
+        }
+
+        #[test]
+        fn a_transport_error_counts_the_attempt_too() {
+            let attempt = Attempt {
+                backoff: secs(1),
+                remaining: Some(secs(5)),
+                took: secs(4),
+                ..get(1)
+            };
+            let now = receipt().instant;
+            assert_eq!(
+                Policy::default().decide_error(&attempt, now),
+                Decision::Defer(DeferReason::AttemptWouldNotFit)
+            );
         }
 
         #[test]
@@ -952,7 +1041,9 @@ mod tests {
 
         #[test]
         fn the_backoff_cap_never_caps_the_hint() {
-            let policy = Policy::default().with_backoff(Backoff::exponential(secs(1), secs(4)));
+            let policy = Policy::default()
+                .with_max_wait(None)
+                .with_backoff(Backoff::exponential(secs(1), secs(4)));
             let attempt = Attempt {
                 backoff: policy.backoff_for(4),
                 ..get(4)
@@ -977,6 +1068,22 @@ mod tests {
             };
             assert!(matches!(
                 policy.decide(&unavailable(b"5"), &attempt).decision,
+                Decision::Retry { .. }
+            ));
+        }
+
+        #[test]
+        fn by_default_a_hint_beyond_a_minute_defers_the_task() {
+            let verdict = Policy::default().decide(&unavailable(b"3600"), &get(1));
+            assert_eq!(
+                verdict.decision,
+                Decision::Defer(DeferReason::HintExceedsMaxWait)
+            );
+            assert_eq!(verdict.permitted.expect("a hint").after, secs(3600));
+            assert!(matches!(
+                Policy::default()
+                    .decide(&unavailable(b"60"), &get(1))
+                    .decision,
                 Decision::Retry { .. }
             ));
         }
@@ -1016,8 +1123,9 @@ mod tests {
 
         #[test]
         fn a_wait_beyond_the_clock_defers_without_panicking() {
-            let verdict =
-                Policy::default().decide(&unavailable(b"99999999999999999999999"), &get(1));
+            let verdict = Policy::default()
+                .with_max_wait(None)
+                .decide(&unavailable(b"99999999999999999999999"), &get(1));
             assert_eq!(
                 verdict.decision,
                 Decision::Defer(DeferReason::BeyondClockRange)
@@ -1112,6 +1220,28 @@ mod tests {
         }
 
         #[test]
+        fn a_date_less_than_its_resolution_behind_is_no_skew() {
+            // `Date` has whole seconds: our clock 0.99 s past it is a server in step.
+            let mut r = receipt();
+            r.wall += Duration::from_millis(990);
+            let response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r)
+                .with_retry_after(HINT)
+                .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(verdict.diagnostics.skew, Some(Skew::Ahead(Duration::ZERO)));
+
+            r.wall += Duration::from_millis(10);
+            let response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, r)
+                .with_retry_after(HINT)
+                .with_date(b"Sun, 06 Nov 1994 08:49:37 GMT");
+            let verdict = Policy::default().decide(&response, &get(1));
+            assert_eq!(
+                verdict.diagnostics.skew,
+                Some(Skew::Behind(Skew::RESOLUTION))
+            );
+        }
+
+        #[test]
         fn an_invalid_date_header_falls_back_to_the_local_clock() {
             let response = unavailable(HINT).with_date(b"yesterday");
             let verdict = Policy::default().decide(&response, &get(1));
@@ -1184,14 +1314,14 @@ mod tests {
 
         #[test]
         fn a_github_rate_limit_403_waits_for_the_reset() {
-            // Receipt is RFC_EXAMPLE; the reset is 90 s later.
+            // Receipt is RFC_EXAMPLE; the reset is 50 s later.
             let h = headers(&[
                 ("x-ratelimit-remaining", "0"),
-                ("x-ratelimit-reset", "784111867"),
+                ("x-ratelimit-reset", "784111827"),
             ]);
             let response = ResponseInfo::from_headers(StatusCode::FORBIDDEN, &h, receipt());
             let verdict = Policy::default().decide(&response, &get(1));
-            assert_eq!(verdict.decision.wait(), Some(secs(90)));
+            assert_eq!(verdict.decision.wait(), Some(secs(50)));
             assert_eq!(
                 verdict.diagnostics.source,
                 Some(HintSource::XRateLimitReset)
@@ -1297,21 +1427,21 @@ mod tests {
 
         #[test]
         fn resets_decide_when_no_retry_after_is_usable() {
-            let h = headers(&[("retry-after", "soon"), ("ratelimit-reset", "100")]);
+            let h = headers(&[("retry-after", "soon"), ("ratelimit-reset", "45")]);
             let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
             let policy = Policy::default().with_on_malformed(OnMalformed::Fallback);
             let verdict = policy.decide(&response, &get(1));
-            assert_eq!(verdict.decision.wait(), Some(secs(100)));
+            assert_eq!(verdict.decision.wait(), Some(secs(45)));
             assert_eq!(verdict.diagnostics.source, Some(HintSource::RateLimitReset));
         }
 
         #[test]
         fn the_longest_wins_when_asked() {
-            let h = headers(&[("retry-after", "1"), ("ratelimit-reset", "100")]);
+            let h = headers(&[("retry-after", "1"), ("ratelimit-reset", "45")]);
             let response = ResponseInfo::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, receipt());
             let policy = Policy::default().with_hint_precedence(Precedence::Longest);
             let verdict = policy.decide(&response, &get(1));
-            assert_eq!(verdict.decision.wait(), Some(secs(100)));
+            assert_eq!(verdict.decision.wait(), Some(secs(45)));
             assert_eq!(verdict.diagnostics.source, Some(HintSource::RateLimitReset));
         }
     }

@@ -8,6 +8,30 @@ use crate::error::ParseError;
 use crate::hints::HintSource;
 use crate::response::Skew;
 
+/// When a task may be sent again, as [`RetryReport::requeue_at`] reads the last response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Requeue {
+    /// The server permits the next request at this wall-clock time.
+    At(SystemTime),
+    /// The server named no usable time: no hint, only a malformed one, or no response at all
+    /// (a transport error, an attempt cut at the deadline). The caller's own backoff decides.
+    NoHint,
+    /// The server named a time too far away for the clocks to represent (e.g.
+    /// `Retry-After: 99999999999999999999`): it asks never to be retried on a timer.
+    BeyondRange,
+}
+
+impl Requeue {
+    /// The time, for [`Requeue::At`].
+    pub fn time(self) -> Option<SystemTime> {
+        match self {
+            Requeue::At(at) => Some(at),
+            Requeue::NoHint | Requeue::BeyondRange => None,
+        }
+    }
+}
+
 /// How the retries for one task ended.
 ///
 /// [`Retrier::run`](crate::retry::Retrier::run) returns one with every outcome; holdoff-tower
@@ -18,18 +42,21 @@ use crate::response::Skew;
 /// # Examples
 ///
 /// ```
-/// use holdoff::RetryReport;
-/// use std::time::SystemTime;
+/// use holdoff::{Requeue, RetryReport};
+/// use std::time::{Duration, SystemTime};
 ///
-/// fn requeue(report: &RetryReport) -> Option<SystemTime> {
-///     if report.is_deferred() {
-///         // The server's time when it named one; else the caller's own backoff decides.
-///         report.requeue_at()
-///     } else {
-///         None
+/// /// When to run a deferred job again; `None`: drop it and tell someone.
+/// fn next_run(report: &RetryReport, now: SystemTime, own_backoff: Duration) -> Option<SystemTime> {
+///     match report.requeue_at() {
+///         Requeue::At(at) => Some(at),
+///         // The server named no usable time: the queue's own backoff decides.
+///         Requeue::NoHint => Some(now + own_backoff),
+///         // The server asked for longer than any clock can say: never retry on a timer.
+///         Requeue::BeyondRange => None,
+///         _ => None,
 ///     }
 /// }
-/// # let _ = requeue;
+/// # let _ = next_run;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -115,10 +142,16 @@ impl RetryReport {
         }
     }
 
-    /// The wall-clock time the server permits the next request: the value to persist when
-    /// re-queueing. `None` when the server named no time (or it is not representable).
-    pub fn requeue_at(&self) -> Option<SystemTime> {
-        self.permitted.and_then(|p| p.wall)
+    /// When the server permits the next request, on the wall clock: the value to persist
+    /// when re-queueing. "No usable hint" ([`Requeue::NoHint`]: the caller's own backoff
+    /// decides) and "a hint too long to represent" ([`Requeue::BeyondRange`], e.g.
+    /// `Retry-After: 99999999999999999999`: do not retry on a timer) are told apart.
+    pub fn requeue_at(&self) -> Requeue {
+        match self.permitted {
+            None => Requeue::NoHint,
+            Some(Permitted { wall: Some(at), .. }) => Requeue::At(at),
+            Some(Permitted { wall: None, .. }) => Requeue::BeyondRange,
+        }
     }
 
     /// Why the policy gave up, if it did.
@@ -126,6 +159,48 @@ impl RetryReport {
         match self.decision {
             Decision::GiveUp(reason) => Some(reason),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Attempt, Policy, Receipt, ResponseInfo};
+    use http::{Method, StatusCode};
+    use std::time::Duration;
+
+    fn report_of(retry_after: Option<&[u8]>) -> RetryReport {
+        let receipt = Receipt {
+            instant: crate::clock::SystemClock.now(),
+            wall: SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777),
+        };
+        let mut response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt);
+        if let Some(value) = retry_after {
+            response = response.with_retry_after(value);
+        }
+        let verdict = Policy::default().decide(&response, &Attempt::new(&Method::GET, 1));
+        RetryReport::of_verdict(1, &verdict)
+    }
+
+    mod requeue_at {
+        use super::*;
+
+        #[test]
+        fn is_the_servers_time_when_it_named_one() {
+            let report = report_of(Some(b"120"));
+            let expected = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777 + 120);
+            assert_eq!(report.requeue_at(), Requeue::At(expected));
+            assert_eq!(report.requeue_at().time(), Some(expected));
+        }
+
+        #[test]
+        fn tells_no_hint_from_a_hint_beyond_range() {
+            assert_eq!(report_of(None).requeue_at(), Requeue::NoHint);
+            assert_eq!(report_of(Some(b"soon")).requeue_at(), Requeue::NoHint);
+            let forever = report_of(Some(b"99999999999999999999"));
+            assert_eq!(forever.requeue_at(), Requeue::BeyondRange);
+            assert_eq!(forever.requeue_at().time(), None);
         }
     }
 }

@@ -33,14 +33,15 @@ pub struct RepeatSafe;
 pub struct GateKey(pub String);
 
 /// The task must be done by this instant, on the monotonic clock the retries wait on: no
-/// wait that cannot fit before it is started, and the task is deferred instead.
+/// wait that cannot fit before it is started, nor a retry that would still be running then
+/// (the task is deferred instead), and an attempt still running then is cut.
 ///
 /// When both a [`Deadline`] and a [`Timeout`] apply, the earlier end wins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Deadline(pub Instant);
 
-/// The task must be done within this long of its first attempt, waits included. This
-/// bounds the whole task, not one attempt.
+/// The task must be done within this long of its first attempt, waits and attempts
+/// included, as a [`Deadline`] that far away. This bounds the whole task, not one attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Timeout(pub Duration);
 

@@ -148,15 +148,33 @@ impl Reference {
 }
 
 /// How far the server's clock (`Date + Age`) was from the local wall clock at receipt.
+///
+/// `Date` has whole seconds ([`Skew::RESOLUTION`]): a server whose clock agrees with ours
+/// sends a `Date` up to a second behind our clock. So a `Date` less than a second behind is
+/// no skew, and is reported as `Ahead(Duration::ZERO)`; beyond that the distance is reported
+/// as measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skew {
     /// The server's clock was ahead of ours by this much (or equal).
     Ahead(Duration),
-    /// The server's clock was behind ours by this much.
+    /// The server's clock was behind ours by this much: at least [`Skew::RESOLUTION`].
     Behind(Duration),
 }
 
 impl Skew {
+    /// The resolution of `Date` (and `Age`): one second. Skew is reported beyond it only.
+    pub const RESOLUTION: Duration = Duration::from_secs(1);
+
+    /// The skew of a server clock `by` ahead of ours (or behind, when not `server_ahead`):
+    /// a server clock less than [`Skew::RESOLUTION`] behind is in step.
+    pub(crate) fn between(server_ahead: bool, by: Duration) -> Skew {
+        match (server_ahead, by) {
+            (true, by) => Skew::Ahead(by),
+            (false, by) if by < Skew::RESOLUTION => Skew::Ahead(Duration::ZERO),
+            (false, by) => Skew::Behind(by),
+        }
+    }
+
     /// Server minus local, in whole seconds rounded toward zero, saturating.
     pub fn as_secs_i64(self) -> i64 {
         match self {
@@ -428,9 +446,9 @@ impl Interval {
         local: Stamp,
         server: Option<Stamp>,
     ) -> Interval {
-        let skew = server.map(|server| match server.since(local) {
-            (true, by) => Skew::Ahead(by),
-            (false, by) => Skew::Behind(by),
+        let skew = server.map(|server| {
+            let (ahead, by) = server.since(local);
+            Skew::between(ahead, by)
         });
         let reference = if server.is_some() {
             Reference::ServerDate

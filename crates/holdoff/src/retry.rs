@@ -23,7 +23,10 @@ use crate::response::{Receipt, ResponseInfo};
 
 /// What an attempt returned, as far as the loop needs to see it.
 ///
-/// Implemented for `http::Response<B>`; implement it for a client's own response type.
+/// Implemented for `http::Response<B>`; implement it for a client's own response type. A
+/// `reqwest::Response` is not one, but converts into one: return
+/// `http::Response::from(response)` from the operation (or use holdoff-reqwest's
+/// middleware, which runs this loop around reqwest for you).
 pub trait Response {
     /// The status.
     fn status(&self) -> StatusCode;
@@ -32,6 +35,14 @@ pub trait Response {
     /// The body if it is already in memory, for the quota classifier; empty otherwise.
     fn body_bytes(&self) -> &[u8] {
         &[]
+    }
+
+    /// When the header section arrived, read on the loop's clock, for a client that did
+    /// more before handing the response over (such as reading the start of its body for
+    /// [`Response::body_bytes`]): every wait counts from the head, not from the body. `None`
+    /// (the default): when the loop gets the response.
+    fn received(&self) -> Option<Receipt> {
+        None
     }
 }
 
@@ -68,6 +79,43 @@ enum Step<R, E> {
     RetryAt(Instant, Last<R, E>),
 }
 
+/// Why the loop stopped before an attempt or a wait had finished.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// The cancellation token fired.
+    Cancelled,
+    /// The task's deadline came.
+    DeadlineReached,
+}
+
+impl Stop {
+    /// The outcome and report when attempt `number` (or the wait after it) was stopped,
+    /// `report` being the last attempt's that was judged.
+    fn end<R, E>(
+        self,
+        number: u32,
+        last: Option<Last<R, E>>,
+        report: RetryReport,
+    ) -> (Outcome<R, E>, RetryReport) {
+        match self {
+            Stop::Cancelled => {
+                let permitted = report.permitted;
+                let decision = Decision::GiveUp(GiveUpReason::Cancelled);
+                (
+                    Outcome::Cancelled { last },
+                    report.with_decision(decision, permitted),
+                )
+            }
+            Stop::DeadlineReached => {
+                // The cut attempt counts as sent; it named no time of its own.
+                let reason = DeferReason::DeadlineReached;
+                let report = RetryReport::new(number, Decision::Defer(reason));
+                (Outcome::Deferred { reason, last }, report)
+            }
+        }
+    }
+}
+
 /// Where a retry, a deferral or a give-up leads, with what the attempt produced.
 fn next_step<R, E>(decision: Decision, last: Last<R, E>) -> Step<R, E> {
     Step::Stop(match decision {
@@ -101,13 +149,14 @@ pub enum Outcome<R, E> {
         /// When to follow it (receipt + hint).
         at: Instant,
     },
-    /// A retry is permitted later, but not within the deadline or `max_wait`: re-queue the
-    /// task for [`RetryReport::requeue_at`] instead of retrying early.
+    /// A retry is permitted later, but not within the deadline or `max_wait`, or the
+    /// deadline came during an attempt ([`DeferReason::DeadlineReached`]): re-queue the task
+    /// for [`RetryReport::requeue_at`] instead of retrying early.
     Deferred {
         /// Why the task was deferred.
         reason: DeferReason,
         /// The last response (or error); `None` when the task was deferred at the gate
-        /// before any attempt was sent.
+        /// before any attempt was sent, or its first attempt was cut at the deadline.
         last: Option<Last<R, E>>,
     },
     /// Retrying would not help or is not allowed.
@@ -225,10 +274,12 @@ type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
 /// use holdoff::retry::{Outcome, Retrier};
 /// use holdoff::Policy;
 /// use http::Method;
+/// use std::time::Duration;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
 /// let mut calls = 0;
 /// let (outcome, report) = Retrier::new(Policy::default(), Method::GET)
+///     .timeout(Duration::from_secs(30)) // the whole task: waits and attempts
 ///     .run(|_attempt| {
 ///         calls += 1;
 ///         let status = if calls < 3 { 503 } else { 200 };
@@ -247,11 +298,26 @@ type ErrorClassifier<E> = Arc<dyn Fn(&E) -> bool + Send + Sync>;
 /// # });
 /// ```
 ///
+/// With reqwest, hand the loop an `http::Response`: reqwest's response converts into one
+/// (`http::Response::from(response)`), or use holdoff-reqwest's middleware, which runs this
+/// loop for you.
+///
+/// # The deadline
+///
+/// [`Retrier::timeout`] or [`Retrier::deadline`] bounds the whole task, attempts included:
+/// an attempt still running at the deadline is cut, and the outcome is
+/// [`Outcome::Deferred`] with [`DeferReason::DeadlineReached`] and the report. A retry is
+/// not started when the time left after its wait is less than the last attempt took (the
+/// estimate of how long the next one will take): [`DeferReason::AttemptWouldNotFit`].
+/// Without a deadline no single wait is longer than the policy's `max_wait`
+/// ([`Policy::DEFAULT_MAX_WAIT`], 60 s, by default), but attempts are not cut.
+///
 /// # Cancellation
 ///
-/// A wait ends at once when the [`CancellationToken`] given to [`Retrier::cancel_on`] fires
-/// (the outcome is [`Outcome::Cancelled`]), and dropping the future returned by
-/// [`Retrier::run`] stops the loop wherever it is.
+/// The deadline and cancellation are one mechanism: an attempt or a wait ends at once when
+/// the [`CancellationToken`] given to [`Retrier::cancel_on`] fires (the outcome is
+/// [`Outcome::Cancelled`]) as when the deadline comes, each with its report. Dropping the
+/// future returned by [`Retrier::run`] stops the loop wherever it is.
 pub struct Retrier<C = TokioClock, S = MemoryGateStore, E = ()> {
     policy: Policy,
     clock: C,
@@ -368,13 +434,15 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         self
     }
 
-    /// The task must be done by this instant: no wait that cannot fit is started.
+    /// The task must be done by this instant: no wait that cannot fit is started, no retry
+    /// that would still be running then, and an attempt still running then is cut.
     pub fn deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
         self
     }
 
-    /// The task must be done within this long of [`Retrier::run`] starting.
+    /// The task must be done within this long of [`Retrier::run`] starting, waits and
+    /// attempts included (see [`Retrier::deadline`]).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -426,27 +494,29 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         let mut last: Option<Last<R, E>> = None;
         let mut report = RetryReport::new(0, Decision::GiveUp(GiveUpReason::Cancelled));
         let mut number = 0u32;
-        let cancelled = |report: RetryReport| {
-            let decision = Decision::GiveUp(GiveUpReason::Cancelled);
-            let permitted = report.permitted;
-            report.with_decision(decision, permitted)
-        };
         loop {
             number += 1;
             if let Some(stop) = self.wait_at_gate(deadline, &mut last, &report).await {
                 return stop;
             }
-            let Some(result) = self.cancellable(operation(number)).await else {
-                return (Outcome::Cancelled { last }, cancelled(report));
+            let sent = self.clock.now();
+            let result = match self.until_stopped(operation(number), deadline).await {
+                Ok(result) => result,
+                Err(stop) => return stop.end(number, last, report),
             };
-            let receipt = Receipt::now(&self.clock);
+            let receipt = match &result {
+                Ok(response) => response.received(),
+                Err(_) => None,
+            }
+            .unwrap_or_else(|| Receipt::now(&self.clock));
             let unit: f64 = self.rng.random();
             let attempt = self
                 .policy
                 .attempt(&self.method, number)
                 .with_repeat_safe(self.repeat_safe)
                 .with_jitter(JitterDraw::Unit(unit))
-                .with_remaining(deadline.map(|d| d.saturating_duration_since(receipt.instant)));
+                .with_remaining(deadline.map(|d| d.saturating_duration_since(receipt.instant)))
+                .with_took(receipt.instant.saturating_duration_since(sent));
             let (step, judged) = match result {
                 Ok(response) => {
                     self.after_response(number, response, &attempt, receipt)
@@ -459,8 +529,13 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
                 Step::Stop(outcome) => return (outcome, report),
                 Step::RetryAt(at, previous) => {
                     last = Some(previous);
-                    if self.cancellable(self.clock.sleep_until(at)).await.is_none() {
-                        return (Outcome::Cancelled { last }, cancelled(report));
+                    // The decision never retries at or past the deadline, so only the
+                    // cancellation token can end this wait early.
+                    if let Err(stop) = self
+                        .until_stopped(self.clock.sleep_until(at), deadline)
+                        .await
+                    {
+                        return stop.end(number, last, report);
                     }
                 }
             }
@@ -572,16 +647,11 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
             return Some((outcome, report));
         }
         tracing::debug!(key = %key, "held at the gate");
-        if self
-            .cancellable(self.clock.sleep_until(admit))
-            .await
-            .is_none()
-        {
-            let decision = Decision::GiveUp(GiveUpReason::Cancelled);
-            let report = report.clone().with_decision(decision, report.permitted);
-            return Some((Outcome::Cancelled { last: last.take() }, report));
+        let wait = self.until_stopped(self.clock.sleep_until(admit), deadline);
+        match wait.await {
+            Ok(()) => None,
+            Err(stop) => Some(stop.end(report.attempts, last.take(), report.clone())),
         }
-        None
     }
 
     async fn close_gate(&self, permitted: Permitted) {
@@ -594,11 +664,30 @@ impl<C: Clock, S: GateStore, E> Retrier<C, S, E> {
         }
     }
 
-    /// Runs `fut` unless the token fires first; `None` when cancelled.
-    async fn cancellable<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
-        match &self.cancel {
-            None => Some(fut.await),
-            Some(token) => token.run_until_cancelled(fut).await,
+    /// Runs `fut` unless the cancellation token fires or the task's deadline comes first:
+    /// one mechanism bounds attempts and waits alike.
+    async fn until_stopped<T>(
+        &self,
+        fut: impl Future<Output = T>,
+        deadline: Option<Instant>,
+    ) -> Result<T, Stop> {
+        let cancelled = async {
+            match &self.cancel {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let deadline_reached = async {
+            match deadline {
+                Some(deadline) => self.clock.sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = cancelled => Err(Stop::Cancelled),
+            () = deadline_reached => Err(Stop::DeadlineReached),
+            value = fut => Ok(value),
         }
     }
 
@@ -709,7 +798,7 @@ mod tests {
                 report.permitted.and_then(|p| p.at),
                 Some(start + Duration::from_secs(30))
             );
-            assert!(report.requeue_at().is_some());
+            assert!(matches!(report.requeue_at(), crate::Requeue::At(_)));
             assert_eq!(calls.len(), 1);
             assert_eq!(TokioClock.now(), start, "no virtual time may pass");
         }
@@ -868,7 +957,7 @@ mod tests {
             let cancel = token.clone();
             let start = TokioClock.now();
             // Cancel as soon as the first attempt has been decided: mid-wait.
-            let retrier = get(plain_policy())
+            let retrier = get(plain_policy().with_max_wait(None))
                 .cancel_on(token)
                 .on_attempt(move |_| cancel.cancel());
             let (outcome, calls, report) =
@@ -891,13 +980,138 @@ mod tests {
         #[tokio::test(start_paused = true)]
         async fn dropping_the_future_stops_the_wait() {
             let start = TokioClock.now();
-            let run = run_script(get(plain_policy()), vec![reply(503, Some("3600"))]);
+            let policy = plain_policy().with_max_wait(None);
+            let run = run_script(get(policy), vec![reply(503, Some("3600"))]);
             let raced = tokio::select! {
                 _ = run => "run",
                 () = std::future::ready(()) => "dropped",
             };
             assert_eq!(raced, "dropped");
             assert_eq!(TokioClock.now(), start);
+        }
+    }
+
+    mod deadline {
+        use super::*;
+        use crate::clock::ManualClock;
+        use std::time::SystemTime;
+
+        fn manual() -> ManualClock {
+            ManualClock::new(SystemTime::UNIX_EPOCH)
+        }
+
+        /// A GET on `clock` that must be done within 5 s.
+        fn within_5s(clock: &ManualClock) -> Retrier<ManualClock, MemoryGateStore, std::io::Error> {
+            get(plain_policy())
+                .clock(clock.clone())
+                .timeout(Duration::from_secs(5))
+        }
+
+        #[tokio::test]
+        async fn cuts_an_attempt_still_running_at_the_deadline() {
+            let clock = manual();
+            let start = clock.now();
+            let server = clock.clone();
+            let (outcome, report) = within_5s(&clock)
+                .run(move |_| {
+                    // An answer that would come after 10 s; the clock moves 5 s meanwhile.
+                    let server = server.clone();
+                    async move {
+                        server.advance(Duration::from_secs(5));
+                        server.sleep_until(start + Duration::from_secs(10)).await;
+                        reply(200, None)
+                    }
+                })
+                .await;
+            let Outcome::Deferred { reason, last } = outcome else {
+                panic!("expected a deadline result, got {outcome:?}");
+            };
+            assert_eq!(reason, DeferReason::DeadlineReached);
+            assert!(last.is_none(), "the cut attempt gave nothing");
+            assert_eq!(report.attempts, 1);
+            assert_eq!(report.reason(), crate::Reason::DeadlineReached);
+            assert_eq!(clock.now(), start + Duration::from_secs(5));
+            assert_eq!(clock.sleepers(), 0, "the cut attempt was dropped");
+        }
+
+        #[tokio::test]
+        async fn does_not_start_a_retry_that_would_not_finish_in_time() {
+            let clock = manual();
+            let start = clock.now();
+            let server = clock.clone();
+            let (outcome, report) = within_5s(&clock)
+                .run(move |_| {
+                    // Each answer takes 3 s; the hint (1 s) fits in the 2 s left, the retry
+                    // that would follow it does not.
+                    server.advance(Duration::from_secs(3));
+                    std::future::ready(reply(503, Some("1")))
+                })
+                .await;
+            let Outcome::Deferred { reason, last } = outcome else {
+                panic!("expected a deferral, got {outcome:?}");
+            };
+            assert_eq!(reason, DeferReason::AttemptWouldNotFit);
+            assert!(matches!(last, Some(Last::Response(_))));
+            assert_eq!(report.attempts, 1);
+            assert_eq!(report.reason(), crate::Reason::AttemptWouldNotFit);
+            assert_eq!(
+                report.permitted.and_then(|p| p.at),
+                Some(start + Duration::from_secs(4)),
+                "the server's time is kept for the re-queue"
+            );
+            assert_eq!(
+                clock.now(),
+                start + Duration::from_secs(3),
+                "no wait was started"
+            );
+        }
+
+        #[tokio::test]
+        async fn retries_while_a_retry_still_fits() {
+            let clock = manual();
+            let server = clock.clone();
+            let mut calls = 0u32;
+            let run = within_5s(&clock).run(move |_| {
+                calls += 1;
+                server.advance(Duration::from_secs(1));
+                let answer = if calls == 1 {
+                    reply(503, Some("1"))
+                } else {
+                    reply(200, None)
+                };
+                std::future::ready(answer)
+            });
+            let driver = async {
+                // The wait after the first answer: release it once it is registered.
+                while clock.sleepers() < 2 {
+                    tokio::task::yield_now().await;
+                }
+                let next = clock.next_deadline().expect("a wait");
+                clock.advance(next - clock.now());
+            };
+            let ((outcome, report), ()) = tokio::join!(run, driver);
+            assert!(outcome.is_success(), "{outcome:?}");
+            assert_eq!(report.attempts, 2);
+        }
+
+        #[tokio::test]
+        async fn cancellation_stops_an_attempt_in_flight_the_same_way() {
+            let clock = manual();
+            let token = CancellationToken::new();
+            let cancel = token.clone();
+            let (outcome, report) = within_5s(&clock)
+                .cancel_on(token)
+                .run(move |_| {
+                    cancel.cancel();
+                    std::future::pending::<Result<http::Response<()>, std::io::Error>>()
+                })
+                .await;
+            assert!(
+                matches!(outcome, Outcome::Cancelled { last: None }),
+                "{outcome:?}"
+            );
+            assert_eq!(report.gave_up(), Some(GiveUpReason::Cancelled));
+            assert_eq!(clock.sleepers(), 0, "the deadline's sleep was dropped too");
         }
     }
 

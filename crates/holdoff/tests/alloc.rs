@@ -179,7 +179,7 @@ mod decide {
         // `Policy::default()` holds an `Arc`: build it before counting.
         let policy = Policy::default();
         let response =
-            ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt()).with_retry_after(b"120");
+            ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt()).with_retry_after(b"30");
         let attempt = attempt(None);
         let (verdict, n) = count(|| policy.decide(black_box(&response), black_box(&attempt)));
         assert_eq!(verdict.decision.action(), "retry");

@@ -317,7 +317,7 @@ mod decide {
             draw in any_draw(),
             number in 1u32..5,
         ) {
-            let policy = Policy::default().with_jitter(jitter);
+            let policy = Policy::default().with_max_wait(None).with_jitter(jitter);
             let digits = hint.to_string();
             let receipt = receipt();
             let response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt)
@@ -356,7 +356,7 @@ mod decide {
             draw in any_draw(),
             remaining_ms in 0u64..=864_000_000,
         ) {
-            let policy = Policy::default().with_jitter(jitter);
+            let policy = Policy::default().with_max_wait(None).with_jitter(jitter);
             let digits = hint.to_string();
             let response = ResponseInfo::new(StatusCode::SERVICE_UNAVAILABLE, receipt())
                 .with_retry_after(digits.as_bytes());
@@ -389,7 +389,7 @@ mod decide {
                 .with_date(date.as_bytes())
                 .with_age(age_text.as_bytes());
             let attempt = Attempt::new(&Method::GET, 1);
-            let verdict = Policy::default().decide(&response, &attempt);
+            let verdict = Policy::default().with_max_wait(None).decide(&response, &attempt);
             // H = max(0, hint − (Date + Age)), whatever the local clock says.
             let diff = offset - i64::from(age);
             let expected = Duration::from_secs(u64::try_from(diff).unwrap_or(0));

@@ -143,11 +143,17 @@ pub(crate) async fn holdoff(
                     tally.fail(HOLDOFF_CLIENT, &err);
                 }
             }
-            // The gate holds this URL until after the end: nothing was sent.
+            // The gate holds this URL until after the end (nothing was sent), or the end came
+            // while the request was out (it was cut there).
             Err(reqwest_middleware::Error::Middleware(err))
                 if err
                     .downcast_ref::<holdoff_reqwest::Error>()
-                    .is_some_and(|err| err.kind() == ErrorKind::DeferredAtGate) => {}
+                    .is_some_and(|err| {
+                        matches!(
+                            err.kind(),
+                            ErrorKind::DeferredAtGate | ErrorKind::DeadlineReached
+                        )
+                    }) => {}
             Err(err) => {
                 tally.count(1);
                 tally.fail(HOLDOFF_CLIENT, &err);
