@@ -531,3 +531,66 @@ async fn the_whole_proxy_runs_on_the_pipelines_manual_clock() {
     assert_eq!(summary.uptime, 3720 * S);
     assert_eq!(summary.requests, 5);
 }
+
+#[tokio::test]
+async fn a_redirect_with_a_hint_opens_a_window_on_its_location() {
+    let upstream = TestServer::start().await;
+    upstream.script(
+        "/old",
+        [Reply::status(307)
+            .header("location", "/new?page=1")
+            .retry_after("30")],
+    );
+    upstream.set_default("/new", Reply::ok("moved"));
+    let judge = stage(KeyMode::default());
+    let (addr, handle) = proxy(judge.clone()).await;
+
+    assert_eq!(
+        get(addr, &upstream.url("/old"), "alice").await.status(),
+        307
+    );
+    // Following at once is before the hint: premature, and not forwarded.
+    let followed = get(addr, &upstream.url("/new?page=1"), "alice").await;
+    assert_eq!(followed.status(), 429);
+    assert!(upstream.requests_to("/new").is_empty());
+    let events = judge.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].verdict, Verdict::Premature);
+    assert_eq!(events[0].url, upstream.url("/new?page=1"));
+    // Another URL is no follow of it.
+    assert_eq!(
+        get(addr, &upstream.url("/new"), "alice").await.status(),
+        200
+    );
+    handle.shutdown();
+}
+
+#[tokio::test]
+async fn a_redirect_without_a_hint_or_with_only_a_reset_opens_none() {
+    let upstream = TestServer::start().await;
+    upstream.script(
+        "/old",
+        [
+            Reply::status(302).header("location", "/new"),
+            Reply::status(302)
+                .header("location", "/new")
+                .header("x-ratelimit-remaining", "0")
+                .header("x-ratelimit-reset", "4102444800"),
+        ],
+    );
+    upstream.set_default("/new", Reply::ok("moved"));
+    let judge = stage(KeyMode::default());
+    let (addr, handle) = proxy(judge.clone()).await;
+    for _ in 0..2 {
+        assert_eq!(
+            get(addr, &upstream.url("/old"), "alice").await.status(),
+            302
+        );
+        assert_eq!(
+            get(addr, &upstream.url("/new"), "alice").await.status(),
+            200
+        );
+    }
+    assert!(judge.events().is_empty());
+    handle.shutdown();
+}

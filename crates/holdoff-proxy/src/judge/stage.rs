@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use holdoff::clock::Clock;
 use holdoff::{Earliest, Policy, Receipt, ResponseInfo};
-use http::{Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
 use super::lines::{Budget, LINES_PER_SECOND};
@@ -541,6 +541,11 @@ impl JudgeStage {
     /// hint is read as leniently as its headers allow ([`Policy::earliest`]): a retry is early
     /// only when it is early under every reading. A malformed or missing hint opens a window
     /// of the minimum backoff; one too long for the clock, a window that never closes.
+    ///
+    /// A redirect with a usable `Retry-After` (or its millisecond spellings) opens a window
+    /// too, on the request that follows it — the `Location`'s URL, with the method a client
+    /// follows with (`GET` after a 303, or a 301 or 302 to a `POST`): RFC 9110 §10.2.3 makes
+    /// the hint the minimum time before issuing the redirected request.
     fn throttled(
         &self,
         response: &Response<Body>,
@@ -551,12 +556,17 @@ impl JudgeStage {
         if response.extensions().get::<JudgeAnswer>().is_some() {
             return None;
         }
-        // A success or redirect is no throttle, whatever rate-limit headers it carries
+        // A success is no throttle, whatever rate-limit headers it carries
         // (`X-RateLimit-Remaining: 0` on the last allowed request): the client's next request
-        // is not a retry.
+        // is not a retry; nor is a redirect, but for a `Retry-After` on it.
         let status = response.status();
         let throttle = matches!(status.as_u16(), 429 | 503);
-        if !throttle && (status.as_u16() < 400 || !has_hint_header(response.headers())) {
+        let hinted = has_hint_header(response.headers());
+        let followed = match status.is_redirection() && hinted {
+            true => followed(status, response.headers(), meta),
+            false => None,
+        };
+        if !throttle && followed.is_none() && (status.as_u16() < 400 || !hinted) {
             return None;
         }
         // The hint reaches the client now: the window opens from here.
@@ -566,6 +576,16 @@ impl JudgeStage {
         if read.hint == HintKind::None && !throttle {
             return None;
         }
+        let meta = match &followed {
+            // Only a hint the client was asked to wait on before following: no reset field
+            // (a redirect is no refusal), no malformed value (a redirect is followed at once
+            // by every client that does not read the hint; there is no backoff to measure).
+            Some(_) if read.hint != HintKind::Usable || !read.source.is_some_and(asks_to_wait) => {
+                return None;
+            }
+            Some(next) => next,
+            None => meta,
+        };
         let (local, shared) = self.keys(meta, header);
         self.judge
             .open_as(local, receipt.instant, read.permitted_at, read.kind);
@@ -597,6 +617,44 @@ impl JudgeStage {
         };
         Some((shared?, wait))
     }
+}
+
+/// The request a client sends on following `status`'s `Location`, as the judge keys it: the
+/// `Location` resolved against the request's URL, with the method a client follows with.
+/// `None` for a redirect without a `Location` (`304`, `300` without one), or one that is no
+/// `http` or `https` URL.
+fn followed(
+    status: StatusCode,
+    headers: &http::HeaderMap,
+    meta: &RequestMeta,
+) -> Option<RequestMeta> {
+    let location = headers.get(http::header::LOCATION)?.to_str().ok()?;
+    let target = meta.target.join(location)?;
+    // RFC 9110 §15.4.4: a 303 is followed with GET (HEAD stays HEAD); §15.4.2–3: clients
+    // change a POST to GET on 301 and 302.
+    let method = match (status.as_u16(), &meta.method) {
+        (303, method) if method != Method::HEAD => Method::GET,
+        (301 | 302, method) if method == Method::POST => Method::GET,
+        (_, method) => method.clone(),
+    };
+    Some(RequestMeta {
+        method,
+        target,
+        ..meta.clone()
+    })
+}
+
+/// Whether a hint from `source` asks a client to wait before its next request, as a
+/// redirect's may: `Retry-After` and its millisecond spellings, not a rate limit's reset time.
+fn asks_to_wait(source: holdoff::HintSource) -> bool {
+    use holdoff::HintSource;
+    matches!(
+        source,
+        HintSource::RetryAfter
+            | HintSource::RetryAfterMs
+            | HintSource::XMsRetryAfterMs
+            | HintSource::XAmzRetryAfter
+    )
 }
 
 /// How long a retry waits after a malformed or missing hint, by default.
@@ -788,6 +846,48 @@ mod tests {
             headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
             headers.insert("date", "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap());
             assert!(!has_hint_header(&headers));
+        }
+    }
+
+    mod followed {
+        use super::*;
+
+        fn follow(status: u16, method: Method, location: &str) -> Option<(Method, String)> {
+            let mut meta = RequestMeta::for_test(
+                0,
+                "alice",
+                "http://api.test/v1/old?x=1",
+                Receipt::now(&holdoff::clock::TokioClock),
+            );
+            meta.method = method;
+            let mut headers = http::HeaderMap::new();
+            headers.insert(header::LOCATION, location.parse().unwrap());
+            let status = StatusCode::from_u16(status).unwrap();
+            followed(status, &headers, &meta).map(|next| (next.method, next.target.to_string()))
+        }
+
+        #[test]
+        fn resolves_the_location_against_the_request() {
+            assert_eq!(
+                follow(307, Method::PUT, "new"),
+                Some((Method::PUT, "http://api.test/v1/new".to_owned()))
+            );
+            assert_eq!(
+                follow(308, Method::GET, "https://other.test:8443/x"),
+                Some((Method::GET, "https://other.test:8443/x".to_owned()))
+            );
+            assert_eq!(follow(307, Method::GET, "mailto:ops@api.test"), None);
+        }
+
+        #[test]
+        fn takes_the_method_a_client_follows_with() {
+            let get = |status, method| follow(status, method, "/n").map(|(method, _)| method);
+            assert_eq!(get(303, Method::POST), Some(Method::GET));
+            assert_eq!(get(303, Method::HEAD), Some(Method::HEAD));
+            assert_eq!(get(302, Method::POST), Some(Method::GET));
+            assert_eq!(get(301, Method::POST), Some(Method::GET));
+            assert_eq!(get(307, Method::POST), Some(Method::POST));
+            assert_eq!(get(302, Method::DELETE), Some(Method::DELETE));
         }
     }
 

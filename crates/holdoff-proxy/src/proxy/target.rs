@@ -45,6 +45,31 @@ impl Target {
         Target { uri }
     }
 
+    /// Where a reference (a redirect's `Location`) resolved against this URL leads (RFC 3986
+    /// §5: an absolute URL as it is, a path on this origin, a relative one against this
+    /// path); `None` when it is no URL, or not an `http` or `https` one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use holdoff_proxy::Target;
+    ///
+    /// let here = Target::new("http://api.test/v1/items?page=2".parse().unwrap());
+    /// assert_eq!(here.join("/v2/items").unwrap().to_string(), "http://api.test/v2/items");
+    /// assert_eq!(here.join("next").unwrap().to_string(), "http://api.test/v1/next");
+    /// assert_eq!(here.join("mailto:ops@api.test"), None);
+    /// ```
+    pub fn join(&self, reference: &str) -> Option<Target> {
+        // The url crate resolves references exactly as RFC 3986 says, dot segments and all:
+        // a rule too easy to get subtly wrong by hand.
+        let base = url::Url::parse(&self.text()).ok()?;
+        let joined = base.join(reference).ok()?;
+        if !matches!(joined.scheme(), "http" | "https") {
+            return None;
+        }
+        joined.as_str().parse().ok().map(Target::new)
+    }
+
     /// The URI, as the request carries it upstream.
     pub fn uri(&self) -> &Uri {
         &self.uri
