@@ -209,6 +209,12 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         for scenario in scenarios::ALL {
             writeln!(out, "{:width$}  {}", scenario.name, scenario.description)?;
         }
+        writeln!(
+            out,
+            "{:width$}  {}",
+            scenarios::READS,
+            scenarios::READS_DESCRIPTION
+        )?;
         return Ok(());
     }
     let chosen = match args.scenarios.is_empty() {

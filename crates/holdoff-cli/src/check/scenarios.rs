@@ -18,8 +18,15 @@ pub(crate) fn min_backoff() -> String {
     format!("{} ms", MIN_BACKOFF.as_millis())
 }
 
+/// Where `redirect` sends the client: a path on the same origin, answered by the proxy.
+const REDIRECTED: &str = "/holdoff-check/redirected";
+
 /// The name of the scenario run when every wait exceeded its hint ([`Scenario::reads`]).
 pub(crate) const READS: &str = "reads-hint";
+
+/// `reads-hint`'s line in `--list`.
+pub(crate) const READS_DESCRIPTION: &str = "run by the suite itself when every wait exceeded its \
+hint: 429 with Retry-After twice the longest wait; a wait that does not follow the hint fails";
 
 /// How long a client may wait on `long-hour`'s one-hour hint before it is stopped and judged
 /// to be waiting it out: longer than any cap worth detecting (real SDKs cap at 60 s and
@@ -69,6 +76,9 @@ pub(crate) enum Rule {
     /// `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset` and no `Retry-After`: a retry
     /// before the reset warns.
     Reset,
+    /// A redirect with a hint (RFC 9110 §10.2.3: the minimum time before following it):
+    /// following sooner warns.
+    Redirect,
     /// A hint longer than any wait the client made in the other scenarios, run when all its
     /// waits exceeded their hints: a retry before it fails (its wait does not follow the hint).
     Reads,
@@ -201,6 +211,19 @@ pub(crate) const ALL: &[Scenario] = &[
         method: None,
         repeat: Repeat::Once,
         also: &[],
+        long: false,
+    },
+    Scenario {
+        name: "redirect",
+        description: "307 to another path with Retry-After: 2 (the minimum wait before following \
+                      it, RFC 9110 §10.2.3); following sooner warns",
+        sends: "307, Retry-After: 2",
+        rule: Rule::Redirect,
+        status: 307,
+        hint: Hint::Literal("2"),
+        method: None,
+        repeat: Repeat::Once,
+        also: &[("Location", REDIRECTED)],
         long: false,
     },
     Scenario {
@@ -472,6 +495,13 @@ impl Scenario {
             .find(|scenario| scenario.name == name)
             .copied()
             .ok_or_else(|| {
+                if name == READS {
+                    return format!(
+                        "`{READS}` cannot be chosen: the suite runs it itself when every wait \
+                         the client made exceeded its hint (its hint is twice the longest); run \
+                         the hinted scenarios, e.g. -s delay-429 -s http-date"
+                    );
+                }
                 let known: Vec<&str> = ALL.iter().map(|scenario| scenario.name).collect();
                 format!(
                     "unknown scenario `{name}`; the scenarios are: {}",
@@ -569,6 +599,18 @@ impl Scenario {
             Repeat::Times(times) => (0..times).map(|_| self.mock(first.clone(), true)).collect(),
             Repeat::Always => vec![self.mock(first, false)],
         };
+        if self.rule == Rule::Redirect {
+            // The redirect's target is answered by the proxy, before the throttle's mock can
+            // count it: a client following it gets an answer whatever the upstream has.
+            let answer = match &setup.success {
+                Some(success) => success.mock()["response"].clone(),
+                None => json!({ "statusCode": 200, "body": "holdoff check: redirected\n" }),
+            };
+            mocks.insert(
+                0,
+                json!({ "request": { "url": format!("*{REDIRECTED}") }, "response": answer }),
+            );
+        }
         if let Some(success) = &setup.success {
             mocks.push(success.mock());
         }

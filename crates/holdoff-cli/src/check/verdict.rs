@@ -236,6 +236,12 @@ pub(crate) fn judge(rule: Rule, hint: Option<u64>, run: &Run<'_>) -> Outcome {
         Some(after) if retries.len() == 1 => format!("retried after {after:.2} s"),
         Some(after) => format!("retried {} times, first after {after:.2} s", retries.len()),
     };
+    if rule == Rule::Redirect {
+        outcome.did = outcome
+            .did
+            .replace("retried", "followed")
+            .replace("gave up", "did not follow");
+    }
     let (verdict, why, finding) = match retries.is_empty() {
         true => no_retry(rule, hint, timed_out),
         false => retried(rule, hint, &retries, timed_out, &ended),
@@ -312,7 +318,13 @@ fn no_retry(rule: Rule, hint: Option<u64>, timed_out: bool) -> Judgement {
                 .to_owned(),
             Some("waits past the time limit after a 429 with no hint".to_owned()),
         ),
-        Rule::Hint | Rule::Millis | Rule::Long | Rule::Reads | Rule::Persistent | Rule::Reset => (
+        Rule::Hint
+        | Rule::Millis
+        | Rule::Long
+        | Rule::Reads
+        | Rule::Persistent
+        | Rule::Reset
+        | Rule::Redirect => (
             Verdict::Warn,
             format!(
                 "no retry before the time limit, though a retry was permitted {hint} s after the \
@@ -470,6 +482,20 @@ fn retried(
         Rule::Long | Rule::Hour => match broke(&[Judged::Premature]) {
             Some((after, by)) => (Verdict::Fail, early_retry(after, by), early()),
             None => pass(format!("{waited}: the whole hint, uncapped")),
+        },
+        Rule::Redirect => match broke(&[Judged::Premature]) {
+            Some((after, by)) => (
+                Verdict::Warn,
+                format!(
+                    "{}: RFC 9110 §10.2.3 asks a client to wait that long before following",
+                    early_retry(after, by).replace("retried", "followed the redirect")
+                ),
+                Some("follows a redirect before its Retry-After".to_owned()),
+            ),
+            None => pass(format!(
+                "{}, never before the hint",
+                waited.replace("retried", "followed the redirect")
+            )),
         },
         Rule::Reads => match broke(&[Judged::Premature]) {
             Some((after, by)) => (

@@ -3,7 +3,8 @@ proxy variables (urllib reads HTTP_PROXY for http URLs): it waits the delay-seco
 the HTTP-date by the server's own clock (its Date header); without Retry-After, until X-RateLimit-Reset when
 X-RateLimit-Remaining is 0 (GitHub); it gives up on a malformed hint, backs off 1 s, then 2 s,
 then 4 s when there is none, gives up on a used-up quota (OpenAI's insufficient_quota), and
-retries a POST only with an Idempotency-Key (with --no-key: without one, blindly).
+retries a POST only with an Idempotency-Key (with --no-key: without one, blindly); it follows a
+redirect only once its Retry-After has passed.
 
 Variants, each an option: --cap S waits at most S seconds whatever the hint says, then retries
 (the cap some SDKs have); --max-wait S gives up instead when the hint is longer than S seconds
@@ -71,12 +72,22 @@ def wait_for(headers, attempt):
     return max(0.0, date.timestamp() - server_now(headers))
 
 
+class WaitingRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect once its Retry-After has passed (RFC 9110 §10.2.3)."""
+
+    def redirect_request(self, req, fp, code, msg, hdrs, newurl):
+        wait = wait_for(hdrs, 0) if hdrs.get("Retry-After") is not None else 0.0
+        time.sleep(wait or 0.0)
+        return super().redirect_request(req, fp, code, msg, hdrs, newurl)
+
+
+opener = urllib.request.build_opener(WaitingRedirects)
 headers = {}
 for attempt in range(attempts):
     body = b"{}" if method == "POST" else None
     request = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with opener.open(request, timeout=10) as response:
             print(response.status, response.read().decode())
             sys.exit(0)
     except urllib.error.HTTPError as err:
