@@ -51,6 +51,9 @@ ADAPTIVE = {
         "`Retry-After` waits out and one with a long fixed wait does not"),
 }
 
+# Sections of the notes that are the page's own, after the clients' notes.
+PAGE_SECTIONS = ("Not in the matrix",)
+
 # The verdicts, as the page explains them.
 LEGEND = (
     "pass: the client did what the scenario's rule asks (waited at least as long as the hint "
@@ -99,7 +102,7 @@ def notes(path):
         return sections
     with open(path, encoding="utf-8") as file:
         for line in file:
-            heading = re.match(r"^## (\S+)\s*$", line)
+            heading = re.match(r"^## (.+?)\s*$", line)
             if heading:
                 name = heading.group(1)
                 sections[name] = []
@@ -201,6 +204,10 @@ def main():
     for row in rows:
         out.append(f"### {row['client']}\n")
         out.append((sections.get(row["client"]) or "No notes yet.") + "\n")
+    for name in PAGE_SECTIONS:
+        if sections.get(name):
+            out.append(f"## {name}\n")
+            out.append(sections[name] + "\n")
     with open(args.out, "w", encoding="utf-8") as file:
         file.write("\n".join(out).rstrip() + "\n")
     if missing:
