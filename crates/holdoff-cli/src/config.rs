@@ -153,11 +153,11 @@ fn print_notes(notes: &[String]) {
     }
 }
 
-/// `2 error rules, 1 rate limit, 0 mocks, latency off`, and where state is shared if it is.
+/// The plan's one-line summary ([`FaultPlan`]'s `Display`: `2 error rules (50%), 1 rate
+/// limit`), and where state is shared if it is.
+///
+/// [`FaultPlan`]: holdoff_proxy::fault::plan::FaultPlan
 fn summary(compiled: &Compiled) -> String {
-    let plan = &compiled.plan;
-    let count =
-        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let shared = compiled.state.as_ref().map_or_else(String::new, |state| {
         let mode = match state.on_failure {
             OnFailure::FailClosed { .. } => "fail-closed",
@@ -169,13 +169,7 @@ fn summary(compiled: &Compiled) -> String {
             state.prefix
         )
     });
-    format!(
-        "{}, {}, {}, latency {}{shared}",
-        count(plan.errors.len(), "error rule", "error rules"),
-        count(plan.rate_limits.len(), "rate limit", "rate limits"),
-        count(plan.mocks.len(), "mock", "mocks"),
-        if plan.latency.is_some() { "on" } else { "off" },
-    )
+    format!("{}{shared}", compiled.plan)
 }
 
 fn list_presets(out: &mut impl Write) -> Result<(), Failure> {

@@ -61,7 +61,7 @@ mod validate {
         let assert = config(dir.path(), &["validate"]).code(0).stderr("");
         assert_eq!(
             stdout(&assert),
-            "holdoff.json: valid — 2 error rules, 1 rate limit, 0 mocks, latency off\n"
+            "holdoff.json: valid — 2 error rules (50%), 1 rate limit\n"
         );
     }
 
@@ -76,9 +76,32 @@ mod validate {
         let assert = config(dir.path(), &["validate"]).code(0).stderr("");
         assert_eq!(
             stdout(&assert),
-            "holdoff.json: valid — 0 error rules, 0 rate limits, 0 mocks, latency off; state \
-             shared in redis://:***@127.0.0.1:6379/0 (keys api:*, fail-closed)\n"
+            "holdoff.json: valid — no faults; state shared in redis://:***@127.0.0.1:6379/0 \
+             (keys api:*, fail-closed)\n"
         );
+    }
+
+    #[test]
+    fn names_every_kind_of_fault_a_preset_holds() {
+        // Token budgets, CRUD APIs and auth rules are faults too: a summary that counted only
+        // errors, rate limits and mocks called the openai-tokens preset empty.
+        let dir = TestDir::new("every-kind");
+        let text = stdout(&config(dir.path(), &["preset", "openai-tokens"]).code(0));
+        dir.write("tokens.json", &text);
+        let summary = stdout(&config(dir.path(), &["validate", "tokens.json"]).code(0));
+        assert_eq!(summary, "tokens.json: valid — 1 token budget\n");
+        dir.write("customers.json", "[]");
+        dir.write(
+            "kinds.json",
+            r#"{
+  "auth": [{ "apiKey": { "parameters": [{ "in": "header", "name": "x-api-key" }],
+                         "allowedKeys": ["k"] } }],
+  "crudApis": [{ "baseUrl": "https://api.test/v1/customers", "dataFile": "customers.json",
+                 "actions": [{ "action": "getAll" }] }]
+}"#,
+        );
+        let summary = stdout(&config(dir.path(), &["validate", "kinds.json"]).code(0));
+        assert_eq!(summary, "kinds.json: valid — 1 CRUD API, 1 auth rule\n");
     }
 
     #[test]
@@ -93,7 +116,7 @@ mod validate {
             .stderr("");
         assert_eq!(
             stdout(&assert),
-            "faults.yml: valid — 0 error rules, 0 rate limits, 1 mock, latency on\n"
+            "faults.yml: valid — 1 mock, latency 10–20 ms\n"
         );
     }
 
@@ -271,7 +294,7 @@ mod import_devproxy {
         let summary = stdout(&config(dir.path(), &["validate"]).code(0).stderr(""));
         assert_eq!(
             summary,
-            "holdoff.json: valid — 1 error rule, 0 rate limits, 0 mocks, latency off\n"
+            "holdoff.json: valid — 1 error rule (30%)\n"
         );
     }
 

@@ -168,37 +168,6 @@ impl Overrides {
     }
 }
 
-/// One line on what a plan does: `2 error rules (50%), 1 rate limit, no mocks, no latency`.
-pub(crate) fn describe(plan: &FaultPlan) -> String {
-    let count = |n: usize, one: &str, many: &str| match n {
-        0 => format!("no {many}"),
-        1 => format!("1 {one}"),
-        n => format!("{n} {many}"),
-    };
-    let mut rates: Vec<f64> = plan.errors.iter().map(|r| r.rate.as_percent()).collect();
-    rates.dedup();
-    let errors = match rates.as_slice() {
-        [rate] => format!(
-            "{} ({rate}%)",
-            count(plan.errors.len(), "error rule", "error rules")
-        ),
-        _ => count(plan.errors.len(), "error rule", "error rules"),
-    };
-    let latency = match &plan.latency {
-        Some(rule) => format!(
-            "latency {}–{} ms",
-            rule.delay.start().as_millis(),
-            rule.delay.end().as_millis()
-        ),
-        None => "no latency".to_owned(),
-    };
-    format!(
-        "{errors}, {}, {}, {latency}",
-        count(plan.rate_limits.len(), "rate limit", "rate limits"),
-        count(plan.mocks.len(), "mock", "mocks"),
-    )
-}
-
 /// How often the files are looked at.
 const POLL: Duration = Duration::from_secs(1);
 
@@ -238,7 +207,7 @@ pub(crate) async fn reload(
                     state = loaded.compiled.state;
                 }
                 let plan = overrides.apply(loaded.compiled.plan);
-                tracing::info!("reloaded {source}: {}", describe(&plan));
+                tracing::info!("reloaded {source}: {plan}");
                 stage.replace_plan(plan);
                 if loaded.files != files {
                     files = loaded.files;

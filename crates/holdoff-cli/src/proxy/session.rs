@@ -270,7 +270,7 @@ impl Prepared {
                     with_seed(argv, rng.seed());
                 }
                 let plan = overrides.apply(compiled.plan.clone());
-                describe = format!("faults from {source}: {}", faults::describe(&plan));
+                describe = format!("faults from {source}: {plan}");
                 // The recorder counts the verdicts; the stage keeps none of its own.
                 let mut judge = JudgeStage::new(Arc::new(judge), Arc::clone(&clock))
                     .keep_events(0)

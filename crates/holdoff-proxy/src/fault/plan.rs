@@ -4,6 +4,7 @@
 //! Built from a configuration file by [`compile`](crate::config::compile), from a preset, or
 //! by hand in code and tests.
 
+use std::fmt;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -46,6 +47,66 @@ pub struct FaultPlan {
     pub llm_rate_limits: Vec<LlmRateLimitRule>,
     /// Error rules, first match decides.
     pub errors: Vec<ErrorRule>,
+}
+
+/// What the plan does, in one line, every kind of fault it holds named: `2 error rules (50%),
+/// 1 rate limit, 1 token budget, 1 CRUD API, 1 auth rule, 3 mocks, latency 50–400 ms`, or
+/// `no faults`. The one summary of a plan: `holdoff config validate` prints it, and the proxy
+/// logs it at start and on every reload.
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_proxy::fault::plan::FaultPlan;
+///
+/// assert_eq!(FaultPlan::default().to_string(), "no faults");
+/// ```
+impl fmt::Display for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = |n: usize, one: &str, many: &str| match n {
+            1 => format!("1 {one}"),
+            n => format!("{n} {many}"),
+        };
+        let mut parts = Vec::new();
+        if !self.errors.is_empty() {
+            let mut rates: Vec<f64> = self.errors.iter().map(|r| r.rate.as_percent()).collect();
+            rates.dedup();
+            let rules = count(self.errors.len(), "error rule", "error rules");
+            parts.push(match rates.as_slice() {
+                [rate] => format!("{rules} ({rate}%)"),
+                _ => rules,
+            });
+        }
+        let kinds = [
+            (self.rate_limits.len(), "rate limit", "rate limits"),
+            (self.llm_rate_limits.len(), "token budget", "token budgets"),
+            (self.crud_apis.len(), "CRUD API", "CRUD APIs"),
+            (self.auth.len(), "auth rule", "auth rules"),
+        ];
+        for (n, one, many) in kinds {
+            if n > 0 {
+                parts.push(count(n, one, many));
+            }
+        }
+        if !self.mocks.is_empty() || self.block_unmocked {
+            let mut mocks = count(self.mocks.len(), "mock", "mocks");
+            if self.block_unmocked {
+                mocks.push_str(" (the unmocked blocked: 502)");
+            }
+            parts.push(mocks);
+        }
+        if let Some(rule) = &self.latency {
+            parts.push(format!(
+                "latency {}–{} ms",
+                rule.delay.start().as_millis(),
+                rule.delay.end().as_millis()
+            ));
+        }
+        match parts.is_empty() {
+            true => f.write_str("no faults"),
+            false => f.write_str(&parts.join(", ")),
+        }
+    }
 }
 
 /// A step of a [`FaultPlan`] that can answer a request instead of the upstream.
