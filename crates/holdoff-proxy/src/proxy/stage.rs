@@ -174,6 +174,15 @@ impl Notes {
             .insert(note);
     }
 
+    /// Moves every note `request` carries to `response`: a stage that answers a request
+    /// itself hands its answer the notes the stages before it, and its own earlier steps, left
+    /// (a rate limit's headers on an auth refusal), whichever step answered.
+    pub fn hand_over<B>(request: &mut Request<B>, response: &mut Response<Body>) {
+        if let Some(notes) = request.extensions_mut().remove::<Notes>() {
+            notes.deliver(response);
+        }
+    }
+
     /// The note of type `T` the request left, on its response, left in place: for
     /// [`Stage::finish_response`], which sees the response but cannot change it.
     pub fn get<T: Clone + Send + Sync + 'static>(response: &Response<Body>) -> Option<&T> {

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 
-use super::{Armed, Flow, Inner, Kind, Left, Read, Step, with_wait};
+use super::{Armed, Flow, Inner, Kind, Left, Read, Step, answer, with_wait};
 use crate::fault::error::{Rendered, RetryAfterForm};
 use crate::fault::plan::{RateLimitRule, Scope};
 use crate::fault::ratelimit::{self, Limit, Taken, ceil_secs};
@@ -113,7 +113,7 @@ impl Inner {
                     Some(theirs) => taken.push((index, theirs)),
                     None => match store.on_failure() {
                         OnFailure::FailClosed { hold } => {
-                            return Action::Respond(fail_closed_answer(hold));
+                            return answer((request, fail_closed_answer(hold)));
                         }
                         _ => taken.push((index, mine)),
                     },
@@ -121,6 +121,7 @@ impl Inner {
             }
             match this.conclude_limits(&armed, request, &meta, taken) {
                 Flow::Next(request) => this.decide(&armed, request, &meta, &url, next, read),
+                Flow::Answer(answered) => answer(*answered),
                 Flow::Done(action) => action,
             }
         })
@@ -148,7 +149,7 @@ impl Inner {
             let response = self.refusal(plan.retry_after_form, rule, taken, wall, meta);
             let wait = taken.retry_after.unwrap_or(taken.reset);
             self.record(Kind::RateLimited, meta, Some(response.status()), Some(wait));
-            return Flow::Done(Action::Respond(response));
+            return Flow::answer(request, response);
         }
         let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
         for (index, taken) in &taken {

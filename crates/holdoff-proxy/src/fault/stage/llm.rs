@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
 
-use super::{Armed, Flow, Inner, Kind, Read, Step, with_wait};
+use super::{Armed, Flow, Inner, Kind, Read, Step, answer, with_wait};
 use crate::fault::error::{Rendered, RetryAfterForm};
 use crate::fault::plan::{FaultPlan, LlmRateLimitRule, Scope};
 use crate::fault::ratelimit::ceil_secs;
@@ -183,7 +183,7 @@ impl Inner {
                     Some(theirs) => check.shared = Some((counter, theirs)),
                     None => {
                         if let OnFailure::FailClosed { hold } = store.on_failure() {
-                            return Action::Respond(fail_closed_answer(hold));
+                            return answer((request, fail_closed_answer(hold)));
                         }
                     }
                 }
@@ -194,6 +194,7 @@ impl Inner {
                     let next = Step::At(position + 1);
                     this.decide(&armed, request, &meta, &url, next, read)
                 }
+                Flow::Answer(answered) => answer(*answered),
                 Flow::Done(action) => action,
             }
         }))
@@ -225,7 +226,7 @@ impl Inner {
                 Some(response.status()),
                 Some(reset),
             );
-            return Flow::Done(Action::Respond(response));
+            return Flow::answer(request, response);
         }
         let mut spends = Vec::new();
         let mut shared = Vec::new();
@@ -341,12 +342,6 @@ pub(super) fn tap(response: &mut Response<Body>) {
         });
     });
     *response.body_mut() = Body::wrap(Tap::new(inner, reader, prompt, success, settle));
-}
-
-/// Moves a counted request's note to the response a later step answers it with (a mock), so
-/// that the tokens that response says it used are counted.
-pub(super) fn carry(request: &mut Request<Body>, response: &mut Response<Body>) {
-    Notes::carry::<Counted>(request, response);
 }
 
 #[cfg(test)]

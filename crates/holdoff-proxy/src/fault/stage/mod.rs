@@ -143,8 +143,28 @@ impl Read {
 
 /// The result of one step: go on with the request, or this is the decision.
 enum Flow {
+    /// On to the next step, with the request.
     Next(Request<Body>),
+    /// The step answers the request with this: [`answer`] hands the answer every note the
+    /// request carries, so that no answering step can forget to. Boxed: an answer is the rare
+    /// path, and every step's `Flow` is moved by value.
+    Answer(Box<(Request<Body>, Response<Body>)>),
+    /// Anything else: a later decision, a network fault, a request sent on as it is.
     Done(Action),
+}
+
+impl Flow {
+    /// [`Flow::Answer`]: `request` answered with `response`.
+    fn answer(request: Request<Body>, response: Response<Body>) -> Flow {
+        Flow::Answer(Box::new((request, response)))
+    }
+}
+
+/// Answers the request with the response, which takes the request's notes with it (a rate
+/// limit's headers, a token budget's count), whichever step answered.
+fn answer((mut request, mut response): (Request<Body>, Response<Body>)) -> Action {
+    Notes::hand_over(&mut request, &mut response);
+    Action::Respond(response)
 }
 
 impl FaultStage {
@@ -421,6 +441,7 @@ impl Inner {
             };
             request = match flow {
                 Flow::Next(request) => request,
+                Flow::Answer(answered) => return answer(*answered),
                 Flow::Done(action) => return action,
             };
         }
@@ -450,7 +471,7 @@ impl Inner {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        Flow::Done(Action::Respond(response))
+        Flow::answer(request, response)
     }
 
     /// What a future resuming the decision needs, owned.
@@ -502,7 +523,8 @@ impl Inner {
                         StatusCode::BAD_REQUEST,
                         "the request body could not be read",
                     );
-                    Action::Respond(refusal.into_response())
+                    let request = Request::from_parts(parts, Body::empty());
+                    answer((request, refusal.into_response()))
                 }
             }
         })
@@ -536,7 +558,7 @@ impl Inner {
     fn mock(
         &self,
         armed: &Armed,
-        mut request: Request<Body>,
+        request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
         read: &Read,
@@ -554,7 +576,7 @@ impl Inner {
                     continue;
                 }
             }
-            let action = match &mock.response {
+            return match &mock.response {
                 FaultOutcome::Respond(response) => {
                     let wall = self.clock.wall_now();
                     let rendered = self
@@ -566,19 +588,15 @@ impl Inner {
                         Some(rendered.response.status()),
                         rendered.hint,
                     );
-                    // A rate limit that counted this request first: its headers go on the mock,
-                    // and a token budget counts the mock's usage.
-                    let mut response = rendered.response.map(Body::full);
-                    Notes::carry::<Left>(&mut request, &mut response);
-                    llm::carry(&mut request, &mut response);
-                    Action::Respond(response)
+                    // A rate limit that counted this request first: its headers go on the mock
+                    // with the request's notes, and a token budget counts the mock's usage.
+                    Flow::answer(request, rendered.response.map(Body::full))
                 }
                 FaultOutcome::Network(fault) => {
                     self.record(Kind::Mocked, meta, None, None);
-                    self.network(*fault, request, meta)
+                    Flow::Done(self.network(*fault, request, meta))
                 }
             };
-            return Flow::Done(action);
         }
         if plan.block_unmocked {
             self.record(Kind::Blocked, meta, Some(StatusCode::BAD_GATEWAY), None);
@@ -589,7 +607,7 @@ impl Inner {
                     meta.method, meta.target
                 ),
             );
-            return Flow::Done(Action::Respond(refusal.into_response()));
+            return Flow::answer(request, refusal.into_response());
         }
         Flow::Next(request)
     }
@@ -599,7 +617,7 @@ impl Inner {
     fn crud_api(
         &self,
         armed: &Armed,
-        mut request: Request<Body>,
+        request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
         read: &Read,
@@ -624,16 +642,14 @@ impl Inner {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the request body is larger than the CRUD API reads ({BODY_LIMIT} bytes)"),
             );
-            return Flow::Done(Action::Respond(refusal.into_response()));
+            return Flow::answer(request, refusal.into_response());
         }
         let Some(answer) = api.answer(&meta.method, url, headers, read.body()) else {
             return Flow::Next(request);
         };
         self.record(Kind::Mocked, meta, Some(answer.status()), None);
         // A rate limit that counted this request first: its headers go on the answer.
-        let mut response = answer.map(Body::full);
-        Notes::carry::<Left>(&mut request, &mut response);
-        Flow::Done(Action::Respond(response))
+        Flow::answer(request, answer.map(Body::full))
     }
 
     /// The first error rule whose request matches decides: one draw for its rate, and on a
@@ -641,7 +657,7 @@ impl Inner {
     fn error(
         self: &Arc<Self>,
         armed: &Arc<Armed>,
-        mut request: Request<Body>,
+        request: Request<Body>,
         meta: &RequestMeta,
         url: &str,
         read: &Read,
@@ -678,8 +694,8 @@ impl Inner {
                 FaultOutcome::Network(fault) => Err(*fault),
             })
         });
-        Flow::Done(match failure {
-            None => return Flow::Next(request),
+        match failure {
+            None => Flow::Next(request),
             Some(Ok(rendered)) => {
                 self.record(
                     Kind::Error,
@@ -688,12 +704,10 @@ impl Inner {
                     rendered.hint,
                 );
                 // A counted request's limit headers go on the error that answers it.
-                let mut response = rendered.response.map(Body::full);
-                Notes::carry::<Left>(&mut request, &mut response);
-                Action::Respond(response)
+                Flow::answer(request, rendered.response.map(Body::full))
             }
-            Some(Err(fault)) => self.network(fault, request, meta),
-        })
+            Some(Err(fault)) => Flow::Done(self.network(fault, request, meta)),
+        }
     }
 
     /// Applies a network fault to the request.

@@ -397,6 +397,32 @@ mod rate_limits {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_later_step_that_answers_takes_the_counted_requests_headers() {
+        // Rate limits first, then auth: a request without a key is counted, then refused; the
+        // 401 carries the limit's headers, as any answer after the count does.
+        use crate::fault::auth::{AuthCheck, AuthRule, KeyIn, KeyParameter};
+        use crate::fault::plan::FaultOrder;
+        let mut plan = limited(HeaderStyle::XRateLimit, None);
+        plan.order = FaultOrder::new([FaultStep::RateLimits]).unwrap();
+        plan.auth.push(AuthRule {
+            url: None,
+            check: AuthCheck::ApiKey {
+                parameters: vec![KeyParameter {
+                    location: KeyIn::Header,
+                    name: "x-api-key".to_owned(),
+                }],
+                allowed_keys: vec!["key".to_owned()],
+            },
+        });
+        let mut driver = driver(plan);
+        for remaining in ["2", "1"] {
+            let refused = driver.exchange("alice", "http://api.test/x").await;
+            assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+            assert_eq!(refused.headers()["x-ratelimit-remaining"], remaining);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn admits_the_limit_then_refuses_with_the_wait_rounded_up() {
         let mut driver = driver(limited(HeaderStyle::Draft, None));
         let (allowed, refused) = fill(&mut driver).await;
