@@ -459,6 +459,34 @@ mod tests {
         }
     }
 
+    mod spellings {
+        use super::*;
+        use holdoff::Receipt;
+        use holdoff::clock::SystemClock;
+
+        #[test]
+        fn of_one_url_share_one_window() {
+            // A window opened on one spelling catches a retry on another: the host's case and
+            // a default port written (with a leading zero, even) make no other URL.
+            let at = Receipt {
+                instant: SystemClock.now(),
+                wall: SystemClock.wall_now(),
+            };
+            let judge = Judge::new(KeyMode::default(), at.instant);
+            let key = |url| judge.key_for(&RequestMeta::for_test(1, "w-1", url, at), None);
+            let opened = key("http://example.test:80/x");
+            for url in [
+                "http://example.test/x",
+                "http://EXAMPLE.test/x",
+                "http://example.test:080/x",
+                "HTTP://Example.Test:80/x",
+            ] {
+                assert_eq!(key(url), opened, "{url}");
+            }
+            assert_ne!(key("http://example.test:8080/x"), opened);
+        }
+    }
+
     const S: Duration = Duration::from_secs(1);
 
     fn parts<'a>(client: &'a str) -> KeyParts<'a> {

@@ -17,9 +17,12 @@ pub fn default_port(scheme: &str) -> u16 {
 /// The absolute URL a request goes to, with its parts read once, in the handler, for every
 /// stage and check that needs them: the watch list, the fault rules, the judge's keys.
 ///
-/// Its [`Display`](fmt::Display) is the URL in one form, whoever writes it:
-/// `scheme://host[:port]/path?query`, the port left out when it is the scheme's default (so
-/// `https://api.test:443/x` and `https://api.test/x` are one URL), with no user information.
+/// Its [`Display`](fmt::Display) is the URL in one form, whoever writes it and however the
+/// client spelled it: `scheme://host[:port]/path?query`, the scheme and host in lowercase
+/// (RFC 9110 §4.2.3: they are case-insensitive), the port compared as a number and left out
+/// when it is the scheme's default (so `https://API.test:0443/x` and `https://api.test/x`
+/// are one URL), with no user information. The watch list, the fault rules and the judge's
+/// keys all read it.
 ///
 /// # Examples
 ///
@@ -27,22 +30,27 @@ pub fn default_port(scheme: &str) -> u16 {
 /// use holdoff_proxy::Target;
 ///
 /// let target = Target::new("https://API.test:443/v1/items?page=2".parse().unwrap());
-/// assert_eq!(target.to_string(), "https://API.test/v1/items?page=2");
+/// assert_eq!(target.to_string(), "https://api.test/v1/items?page=2");
 /// assert_eq!(target.port(), 443);
 /// assert_eq!(target.origin().to_string(), "https://api.test:443");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
-    /// Nothing else is kept: each part is read from it when asked for, so a request whose
-    /// stages ask for none (the engine alone, a watch list of `*`) pays for none.
+    /// Each part is read from it when asked for, so a request whose stages ask for none (the
+    /// engine alone, a watch list of `*`) pays for none.
     uri: Uri,
+    /// `host[:port]` in its one form, when the URI does not already write it so (a host with
+    /// capitals, a default port written, a port with leading zeros): made once, here, so that
+    /// the common URL costs nothing.
+    canonical: Option<Box<str>>,
 }
 
 impl Target {
     /// The target of an absolute URI (`http://…` or `https://…`); a URI without a scheme is
     /// read as `http`, one without an authority as having an empty host.
     pub fn new(uri: Uri) -> Target {
-        Target { uri }
+        let canonical = canonical_authority(&uri);
+        Target { uri, canonical }
     }
 
     /// Where a reference (a redirect's `Location`) resolved against this URL leads (RFC 3986
@@ -104,18 +112,17 @@ impl Target {
             .filter(|port| *port != default_port(self.scheme()))
     }
 
-    /// `host[:port]` as written, without user information and without the port when it is
-    /// the scheme's default.
+    /// `host[:port]` in its one form: the host in lowercase, without user information, the
+    /// port written only when it is not the scheme's default, as a plain number.
     pub fn authority(&self) -> &str {
+        if let Some(canonical) = &self.canonical {
+            return canonical;
+        }
         let Some(authority) = self.uri.authority() else {
             return "";
         };
         let written = authority.as_str();
-        let written = written.rsplit_once('@').map_or(written, |(_, host)| host);
-        // A suffix test rather than parsing the port: the judge's key and the fault rules
-        // write this for every request.
-        let default = if self.is_https() { ":443" } else { ":80" };
-        written.strip_suffix(default).unwrap_or(written)
+        written.rsplit_once('@').map_or(written, |(_, host)| host)
     }
 
     /// The path and query, `/` when there is neither.
@@ -149,6 +156,30 @@ impl Target {
         pieces.iter().for_each(|piece| text.push_str(piece));
         text
     }
+}
+
+/// `uri`'s `host[:port]` in its one form, when the URI does not write it so already
+/// ([`Target::authority`]); `None` when it does, the common case, which this only reads.
+fn canonical_authority(uri: &Uri) -> Option<Box<str>> {
+    let authority = uri.authority()?;
+    let host = authority.host();
+    let default = default_port(uri.scheme_str().unwrap_or("http"));
+    // The port as a number (hyper-util's `get_non_default_port` rule): `:080` is `:80`.
+    let port = authority.port_u16().filter(|port| *port != default);
+    let port_as_written = match (authority.port(), port) {
+        (None, None) => true,
+        (Some(written), Some(port)) => written.as_str() == port.to_string(),
+        _ => false,
+    };
+    if port_as_written && !host.bytes().any(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut text = host.to_ascii_lowercase();
+    if let Some(port) = port {
+        text.push(':');
+        text.push_str(&port.to_string());
+    }
+    Some(text.into_boxed_str())
 }
 
 impl fmt::Display for Target {
@@ -206,8 +237,18 @@ mod tests {
             ),
             (
                 "http://API.Test:8080",
-                "http://API.Test:8080/",
+                "http://api.test:8080/",
                 "http://api.test:8080",
+            ),
+            (
+                "http://example.test:080/x",
+                "http://example.test/x",
+                "http://example.test:80",
+            ),
+            (
+                "http://example.test:08080/x",
+                "http://example.test:8080/x",
+                "http://example.test:8080",
             ),
             (
                 "https://[::1]:443/a?b=c",
@@ -226,7 +267,7 @@ mod tests {
             ),
             (
                 "HTTPS://Api.Example/a?b",
-                "https://Api.Example/a?b",
+                "https://api.example/a?b",
                 "https://api.example:443",
             ),
             (

@@ -162,6 +162,24 @@ mod error_rules {
     use super::*;
 
     #[test]
+    fn fire_on_every_spelling_of_a_watched_url() {
+        // The watch list reads `:080` as port 80 and a host in any case; so do the rules.
+        let mut driver = Driver::new(throttled_at(100.0), 1);
+        for url in [
+            "http://api.test/x",
+            "http://api.test:80/x",
+            "http://api.test:080/x",
+            "http://API.Test/x",
+        ] {
+            assert_eq!(
+                answered(&driver.get(url)),
+                Some(StatusCode::TOO_MANY_REQUESTS),
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
     fn a_rate_of_zero_never_fails() {
         let mut driver = Driver::new(throttled_at(0.0), 1);
         assert_eq!(failures(&mut driver, 10_000), 0);
