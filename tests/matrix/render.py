@@ -19,6 +19,7 @@ SHORT = {
     "delay-429": "429",
     "delay-503": "503",
     "too-large": "413",
+    "redirect": "3xx",
     "http-date": "date",
     "clock-behind": "skew",
     "date-past": "past",

@@ -292,10 +292,7 @@ mod import_devproxy {
         .code(0);
         assert_eq!(stdout(&assert), "Wrote holdoff.json.\n");
         let summary = stdout(&config(dir.path(), &["validate"]).code(0).stderr(""));
-        assert_eq!(
-            summary,
-            "holdoff.json: valid — 1 error rule (30%)\n"
-        );
+        assert_eq!(summary, "holdoff.json: valid — 1 error rule (30%)\n");
     }
 
     #[test]
