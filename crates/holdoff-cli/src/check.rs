@@ -7,7 +7,9 @@
 //! by side, each with a proxy of its own; each one's verdict comes from its event log
 //! ([`verdict::judge`]), and the reports from the verdicts ([`report`]).
 
+mod load;
 mod noise;
+mod relate;
 mod report;
 mod scenarios;
 mod suite;
@@ -401,7 +403,7 @@ pub(crate) async fn run_scenario(
     Ok(Row {
         scenario,
         sends: scenario.sends(&shared.setup),
-        outcome: verdict::herd(outcomes, herd_noise),
+        outcome: load::herd(outcomes, herd_noise),
         elapsed,
         noise,
     })

@@ -10,8 +10,8 @@ use std::time::Duration;
 use holdoff::clock::{Clock, TokioClock};
 
 use super::scenarios::{Rule, Scenario, Setup};
-use super::verdict::{self, Verdict};
-use super::{Row, Shared, report, run_scenario};
+use super::verdict::Verdict;
+use super::{Row, Shared, load, relate, report, run_scenario};
 use crate::Failure;
 
 /// How often the progress line is redrawn.
@@ -55,7 +55,7 @@ pub(crate) async fn run(
             row.map_err(|err| Failure::Runtime(format!("a scenario's task failed: {err}")))??;
         table
             .pending
-            .push(verdict::close_call(&row.outcome, late_before(shared, &row)));
+            .push(load::close_call(&row.outcome, late_before(shared, &row)));
         rows.push(row);
         table.print_settled(&mut rows)?;
     }
@@ -69,13 +69,13 @@ pub(crate) async fn run(
         let again = run_scenario(shared, scenario, 1).await?;
         let first = &rows[index];
         let (noise, again_noise) = (late_before(shared, first), late_before(shared, &again));
-        let outcome = verdict::remeasured(&first.outcome, noise, again.outcome, again_noise);
+        let outcome = load::remeasured(&first.outcome, noise, again.outcome, again_noise);
         rows[index].outcome = outcome;
         rows[index].elapsed += again.elapsed;
         table.pending[index] = false;
         table.print_settled(&mut rows)?;
     }
-    verdict::name_caps(&mut rows);
+    relate::name_caps(&mut rows);
     table.print_rest(&mut rows)?;
     // Every wait exceeded its hint: one more scenario, with a hint longer than any of them,
     // tells a client that reads the hint from one that waits the same whatever.
@@ -161,7 +161,7 @@ impl<'a> Table<'a> {
     fn print_next(&mut self, rows: &mut [Row]) -> io::Result<()> {
         let (earlier, rest) = rows.split_at_mut(self.printed);
         let row = &mut rest[0];
-        verdict::settle(earlier, row);
+        relate::settle(earlier, row);
         self.clear_progress();
         report::write_row(row, self.out)?;
         self.out.flush()?;

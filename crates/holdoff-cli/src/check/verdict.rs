@@ -5,13 +5,12 @@
 //! (or was still waiting when stopped), which shows nothing about how it honours a hint and is
 //! never counted as honouring one.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use holdoff_proxy::judge::Verdict as Judged;
-use holdoff_proxy::report::{Event, RESUME_SPREAD};
+use holdoff_proxy::report::Event;
 use serde::Serialize;
 
-use super::noise::Noise;
 use super::scenarios::{Rule, min_backoff};
 
 /// A scenario's verdict.
@@ -637,150 +636,6 @@ fn pass(why: impl Into<String>) -> Judgement {
     (Verdict::Pass, why.into(), None)
 }
 
-/// The verdict on `copies` of one scenario run at once (`--parallel`), `noise` the machine's
-/// scheduling lateness meanwhile: the worst copy's, and a warning when they all came back the
-/// same time after their throttles — clients told to back off together that return in lockstep
-/// are a herd, for want of jitter.
-///
-/// Copies without jitter come back as far apart as the machine's noise spreads them; copies
-/// with jitter, as far as their jitter does. So waits closer together than the noise allows
-/// for ([`lockstep`]) are a herd — unless that allowance is itself a sizeable share of the
-/// wait ([`NOISE_SHARE`]), when a jitter of a tenth of the wait could not be told from none:
-/// then the row is [`Verdict::Unreliable`]. With five copies or more, the earliest and the
-/// latest are left out of the spread: one copy the scheduler held back is not jitter.
-pub(crate) fn herd(copies: Vec<Outcome>, noise: Noise) -> Outcome {
-    let count = copies.len();
-    let rank = |verdict| match verdict {
-        Verdict::Fail => 5,
-        Verdict::Warn => 4,
-        Verdict::Unreliable => 3,
-        Verdict::Pass => 2,
-        Verdict::GaveUp => 1,
-        Verdict::NotApplicable => 0,
-    };
-    let mut waits: Vec<f64> = copies
-        .iter()
-        .filter_map(|copy| copy.first_retry_after_s)
-        .collect();
-    waits.sort_by(f64::total_cmp);
-    let mut worst = copies
-        .into_iter()
-        .max_by_key(|copy| rank(copy.verdict))
-        .unwrap_or_else(|| {
-            let none = Run {
-                events: &[],
-                timed_out: false,
-                last_words: None,
-            };
-            judge(Rule::NoHint, None, &none)
-        });
-    if count < 2 {
-        return worst;
-    }
-    let (Some(&least), Some(&most)) = (waits.first(), waits.last()) else {
-        worst.did = format!("{count} copies; {}", worst.did);
-        return worst;
-    };
-    worst.did = format!(
-        "{count} copies; {} retried after {least:.2}–{most:.2} s",
-        waits.len()
-    );
-    worst.copy_waits = waits.clone();
-    let middle = match waits.len() {
-        0..=4 => &waits[..],
-        n => &waits[1..n - 1],
-    };
-    let spread = middle.last().unwrap_or(&0.0) - middle.first().unwrap_or(&0.0);
-    let within = lockstep(noise);
-    if worst.verdict != Verdict::Pass || waits.len() < 2 || spread >= within {
-        return worst;
-    }
-    let apart = match middle.len() == waits.len() {
-        true => format!("{:.0} ms apart", spread * 1000.0),
-        false => format!(
-            "{:.0} ms apart (but the earliest and the latest)",
-            spread * 1000.0
-        ),
-    };
-    if within > least * NOISE_SHARE {
-        worst.verdict = Verdict::Unreliable;
-        worst.why = format!(
-            "{} copies came back {apart}, but the machine's scheduling noise allows {:.0} ms, \
-             too large a share of a {least:.2} s wait to tell a small jitter from none",
-            waits.len(),
-            within * 1000.0
-        );
-        return worst;
-    }
-    worst.verdict = Verdict::Warn;
-    worst.why = format!(
-        "{} copies throttled together came back {apart}, within the {:.0} ms the machine's \
-         noise allows: a herd, for want of jitter in the backoff",
-        waits.len(),
-        within * 1000.0
-    );
-    worst.finding = Some("backs off in lockstep (no jitter)".to_owned());
-    worst
-}
-
-/// How close copies' waits must be to be in lockstep: the judge's herd spread
-/// ([`RESUME_SPREAD`], 10 ms: a sleep's wake-up, a client's own stack and the proxy's reading
-/// spread copies without jitter over a few ms on an idle machine), and twice the 99th
-/// percentile of the machine's scheduling lateness while their retries were on the way.
-fn lockstep(noise: Noise) -> f64 {
-    RESUME_SPREAD.as_secs_f64() + 2.0 * noise.p99.as_secs_f64()
-}
-
-/// The largest share of a wait the lockstep bound may be for a herd to be told: a jitter of a
-/// tenth of the wait spreads eight copies' middle six over more than a fifth of it but about
-/// once in a hundred runs at this bound (and once in a thousand at an idle machine's), so it
-/// is not taken for none; past it, the row is unreliable.
-const NOISE_SHARE: f64 = 0.02;
-
-/// Whether a pass came so close to its threshold that the machine's scheduling lateness just
-/// before its deciding retry (`late`, [`super::noise::Sampler::before`]) could have carried
-/// an early retry past it: then it is measured again.
-pub(crate) fn close_call(outcome: &Outcome, late: Duration) -> bool {
-    outcome.verdict == Verdict::Pass
-        && outcome
-            .margin_s
-            .is_some_and(|margin| margin < late.as_secs_f64())
-}
-
-/// A close call's verdict after it was measured again alone (`again`; `noise` and
-/// `again_noise` the lateness before each one's deciding retry): the second measurement if it
-/// is clear of the noise, else [`Verdict::Unreliable`].
-pub(crate) fn remeasured(
-    first: &Outcome,
-    noise: Duration,
-    again: Outcome,
-    again_noise: Duration,
-) -> Outcome {
-    let ms = |secs: f64| secs * 1000.0;
-    let first_margin = first.margin_s.unwrap_or_default();
-    let first_note = format!(
-        "a first run passed {:.0} ms past the threshold, within the machine's scheduling noise \
-         ({:.0} ms)",
-        ms(first_margin),
-        ms(noise.as_secs_f64())
-    );
-    if close_call(&again, again_noise) {
-        let mut outcome = again;
-        outcome.verdict = Verdict::Unreliable;
-        outcome.why = format!(
-            "{first_note}, and measured again alone {:.0} ms past it, within the noise ({:.0} \
-             ms): an early retry made late by a busy machine would look the same",
-            ms(outcome.margin_s.unwrap_or_default()),
-            ms(again_noise.as_secs_f64())
-        );
-        outcome.finding = None;
-        return outcome;
-    }
-    let mut outcome = again;
-    outcome.why = format!("{} (measured again alone: {first_note})", outcome.why);
-    outcome
-}
-
 /// A retry the judge saw, as the verdict needs it.
 struct Retried {
     /// When it reached the proxy.
@@ -815,140 +670,22 @@ fn secs_between(from: SystemTime, to: SystemTime) -> f64 {
     }
 }
 
-/// What earlier rows say about `row`: the findings only several rows show, settled once the
-/// rows before it are.
-pub(crate) fn settle(earlier: &[super::Row], row: &mut super::Row) {
-    undated_skew(earlier, row);
-    weekday_as_zero(earlier, row);
-}
-
-/// A client that retries early on `http-date` does not wait for an HTTP-date at all, so its
-/// early retry on `clock-behind` says nothing about the server's `Date`: it is the same
-/// finding as `http-date`'s.
-fn undated_skew(earlier: &[super::Row], row: &mut super::Row) {
-    if row.scenario.rule != Rule::Skew
-        || row.outcome.verdict != Verdict::Warn
-        || !row.outcome.retried()
-    {
-        return;
-    }
-    let Some(undated) = earlier
-        .iter()
-        .find(|row| row.scenario.name == "http-date" && row.outcome.verdict == Verdict::Fail)
-        .and_then(|row| row.outcome.finding.clone())
-    else {
-        return;
-    };
-    let early = row
-        .outcome
-        .why
-        .split(" by the server's clock")
-        .next()
-        .unwrap_or_default();
-    row.outcome.why = format!(
-        "{early}: it retries early on http-date too, so it does not wait for an HTTP-date at \
-         all, whatever the server's clock"
-    );
-    row.outcome.finding = Some(undated);
-}
-
-/// A retry at once after a wrong weekday is what a robust parser does (the date is past), but
-/// a client that reads `malformed` as zero may not have parsed it at all: a warning, then.
-fn weekday_as_zero(earlier: &[super::Row], row: &mut super::Row) {
-    let backoff = super::scenarios::MIN_BACKOFF.as_secs_f64();
-    let at_once = row
-        .outcome
-        .first_retry_after_s
-        .is_some_and(|after| after < backoff);
-    let zero = earlier
-        .iter()
-        .any(|row| row.scenario.rule == Rule::Malformed && row.outcome.verdict == Verdict::Fail);
-    if row.scenario.rule != Rule::Weekday || !at_once || !zero {
-        return;
-    }
-    row.outcome.verdict = Verdict::Warn;
-    row.outcome.why = format!(
-        "{}; but it reads other malformed hints as zero too, so it may not have parsed this one \
-         at all",
-        row.outcome.why
-    );
-    row.outcome.finding = Some("reads a malformed Retry-After as zero".to_owned());
-}
-
-/// A cap is a wait that stops growing across the long hints: named once, with its measured
-/// value, on every long scenario it cut short. A wait no longer than the client's waits on
-/// the default suite's short hints is no cap but a wait that never read the hint.
-pub(crate) fn name_caps(rows: &mut [super::Row]) {
-    let long = |row: &super::Row| matches!(row.scenario.rule, Rule::Long | Rule::Hour);
-    let cut: Vec<f64> = rows
-        .iter()
-        .filter(|row| long(row) && row.outcome.verdict == Verdict::Fail)
-        .filter_map(|row| row.outcome.first_retry_after_s)
-        .collect();
-    let Some((least, most)) = bounds(&cut) else {
-        return;
-    };
-    // Another long hint waited out whole, shorter than where the others were cut: the wait
-    // grew with the hint, then stopped.
-    let honoured_shorter = rows.iter().any(|row| {
-        long(row)
-            && row.outcome.verdict == Verdict::Pass
-            && row
-                .outcome
-                .first_retry_after_s
-                .is_some_and(|after| after <= least)
-    });
-    if cut.len() < 2 && !honoured_shorter {
-        return;
-    }
-    if most > least * 1.15 + 1.0 {
-        return;
-    }
-    let short: Vec<f64> = rows
-        .iter()
-        .filter(|row| matches!(row.scenario.rule, Rule::Hint | Rule::Millis))
-        .filter_map(|row| row.outcome.first_retry_after_s)
-        .collect();
-    let fixed = bounds(&short).is_some_and(|(_, most_short)| most_short * 1.15 + 0.5 >= least);
-    let finding = match fixed {
-        true => format!("does not read Retry-After: waits about {least:.0} s whatever the hint"),
-        false => format!("caps long hints at about {least:.0} s"),
-    };
-    for row in rows
-        .iter_mut()
-        .filter(|row| long(row) && row.outcome.verdict == Verdict::Fail)
-    {
-        let why = match fixed {
-            true => "the same wait as after the short hints: it does not read the hint",
-            false => "its wait stopped growing with the hint: a cap",
-        };
-        row.outcome.why = format!("{}; {why}", row.outcome.why);
-        row.outcome.finding = Some(finding.clone());
-    }
-}
-
-/// The least and the most of `values`, if any.
-fn bounds(values: &[f64]) -> Option<(f64, f64)> {
-    let first = *values.first()?;
-    Some(values.iter().fold((first, first), |(lo, hi), &value| {
-        (lo.min(value), hi.max(value))
-    }))
-}
-
 /// A time `secs` after `base`, for tests.
 #[cfg(test)]
-fn at(base: SystemTime, secs: f64) -> SystemTime {
+pub(crate) fn at(base: SystemTime, secs: f64) -> SystemTime {
     base + std::time::Duration::from_secs_f64(secs)
 }
 
 #[cfg(test)]
-mod tests {
+/// Events and runs for the verdict tests, here and in the modules that build on verdicts.
+#[cfg(test)]
+pub(crate) mod fixtures {
     use super::*;
     use std::time::UNIX_EPOCH;
 
-    const T0: SystemTime = UNIX_EPOCH;
+    pub(crate) const T0: SystemTime = UNIX_EPOCH;
 
-    fn throttle() -> Event {
+    pub(crate) fn throttle() -> Event {
         serde_json::from_value(serde_json::json!({
             "event": "throttle", "at": "1970-01-01T00:00:00.000Z", "client": "127.0.0.1",
             "method": "GET", "url": "http://127.0.0.1:1/x", "status": 429,
@@ -957,7 +694,7 @@ mod tests {
         .unwrap()
     }
 
-    fn retry(verdict: &str, after: f64, early_ms: Option<f64>) -> Event {
+    pub(crate) fn retry(verdict: &str, after: f64, early_ms: Option<f64>) -> Event {
         Event::Retry {
             verdict: serde_json::from_value(serde_json::json!(verdict)).unwrap(),
             client: "127.0.0.1".into(),
@@ -976,11 +713,11 @@ mod tests {
         }
     }
 
-    fn finish(requests: u64) -> Event {
+    pub(crate) fn finish(requests: u64) -> Event {
         finish_with(requests, 0)
     }
 
-    fn finish_with(requests: u64, exit_code: i32) -> Event {
+    pub(crate) fn finish_with(requests: u64, exit_code: i32) -> Event {
         serde_json::from_value(serde_json::json!({
             "event": "finish", "at": "1970-01-01T00:00:05.000Z", "requests": requests,
             "exit_code": exit_code,
@@ -989,17 +726,23 @@ mod tests {
     }
 
     /// The verdict under `rule` on `events`, the command having exited by itself.
-    fn judged(rule: Rule, hint: Option<u64>, events: &[Event]) -> Outcome {
+    pub(crate) fn judged(rule: Rule, hint: Option<u64>, events: &[Event]) -> Outcome {
         judge(rule, hint, &ran(events, false))
     }
 
-    fn ran(events: &[Event], timed_out: bool) -> Run<'_> {
+    pub(crate) fn ran(events: &[Event], timed_out: bool) -> Run<'_> {
         Run {
             events,
             timed_out,
             last_words: None,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
 
     mod judge {
         use super::*;
@@ -1284,95 +1027,6 @@ mod tests {
                 "{}",
                 outcome.why
             );
-        }
-    }
-
-    mod close_calls {
-        use super::*;
-
-        #[test]
-        fn are_passes_within_the_lateness_before_their_retry() {
-            let events = [throttle(), retry("compliant", 2.003, None), finish(2)];
-            let outcome = judged(Rule::Hint, Some(2), &events);
-            assert!(close_call(&outcome, Duration::from_millis(5)));
-            assert!(!close_call(&outcome, Duration::from_millis(1)));
-            // A fail is no close call: a busy machine makes retries later, never earlier.
-            let early = [throttle(), retry("premature", 1.99, Some(10.0)), finish(2)];
-            assert!(!close_call(
-                &judged(Rule::Hint, Some(2), &early),
-                Duration::from_secs(1)
-            ));
-        }
-
-        #[test]
-        fn measured_again_within_the_noise_are_unreliable() {
-            let events = [throttle(), retry("compliant", 0.13, None), finish(2)];
-            let first = judged(Rule::Malformed, None, &events);
-            let noisy = Duration::from_millis(80);
-            let again = remeasured(&first, noisy, first.clone(), noisy);
-            assert_eq!(again.verdict, Verdict::Unreliable);
-            assert!(again.why.contains("within the noise"), "{}", again.why);
-            let at_once = [
-                throttle(),
-                retry("read_as_zero", 0.004, Some(96.0)),
-                finish(2),
-            ];
-            let clear = judged(Rule::Malformed, None, &at_once);
-            let again = remeasured(&first, noisy, clear, Duration::from_millis(1));
-            assert_eq!(again.verdict, Verdict::Fail);
-            assert!(again.why.contains("measured again alone"), "{}", again.why);
-        }
-    }
-
-    mod herd {
-        use super::*;
-
-        fn copy(after: f64) -> Outcome {
-            let events = [throttle(), retry("compliant", after, None), finish(2)];
-            judged(Rule::NoHint, None, &events)
-        }
-
-        fn quiet() -> Noise {
-            Noise {
-                max: Duration::from_millis(2),
-                p99: Duration::from_millis(1),
-            }
-        }
-
-        #[test]
-        fn warns_when_copies_come_back_closer_than_the_noise_allows() {
-            let outcome = herd(vec![copy(1.0), copy(1.004), copy(1.008)], quiet());
-            assert_eq!(outcome.verdict, Verdict::Warn);
-            assert_eq!(outcome.did, "3 copies; 3 retried after 1.00–1.01 s");
-            assert_eq!(
-                outcome.finding.as_deref(),
-                Some("backs off in lockstep (no jitter)")
-            );
-        }
-
-        #[test]
-        fn passes_jittered_copies_and_keeps_the_worst_verdict() {
-            assert_eq!(
-                herd(vec![copy(1.0), copy(1.03), copy(1.08)], quiet()).verdict,
-                Verdict::Pass
-            );
-            let hammering = [throttle(), retry("no_backoff", 0.01, Some(90.0)), finish(2)];
-            let worst = herd(
-                vec![copy(1.0), judged(Rule::NoHint, None, &hammering)],
-                quiet(),
-            );
-            assert_eq!(worst.verdict, Verdict::Warn);
-            assert_eq!(herd(vec![copy(1.0)], quiet()).did, "retried after 1.00 s");
-        }
-
-        #[test]
-        fn cannot_tell_a_herd_when_the_noise_is_a_large_share_of_the_wait() {
-            let loud = Noise {
-                max: Duration::from_millis(40),
-                p99: Duration::from_millis(30),
-            };
-            let outcome = herd(vec![copy(1.0), copy(1.02), copy(1.05)], loud);
-            assert_eq!(outcome.verdict, Verdict::Unreliable);
         }
     }
 }
