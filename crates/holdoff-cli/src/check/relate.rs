@@ -101,8 +101,11 @@ pub(crate) fn name_caps(rows: &mut [Row]) {
         .collect();
     let fixed = bounds(&short).is_some_and(|(_, most_short)| most_short * 1.15 + 0.5 >= least);
     let finding = match fixed {
-        true => format!("does not read Retry-After: waits about {least:.0} s whatever the hint"),
-        false => format!("caps long hints at about {least:.0} s"),
+        true => format!(
+            "does not read Retry-After: waits about {} s whatever the hint",
+            about(least)
+        ),
+        false => format!("caps long hints at about {} s", about(least)),
     };
     for row in rows
         .iter_mut()
@@ -117,10 +120,31 @@ pub(crate) fn name_caps(rows: &mut [Row]) {
     }
 }
 
+/// `secs` as the summary says it: whole seconds, but a tenth below one (a jittered backoff of
+/// 0.12 s is not "about 0 s").
+fn about(secs: f64) -> String {
+    match secs < 1.0 {
+        true => format!("{secs:.1}"),
+        false => format!("{secs:.0}"),
+    }
+}
+
 /// The least and the most of `values`, if any.
 fn bounds(values: &[f64]) -> Option<(f64, f64)> {
     let first = *values.first()?;
     Some(values.iter().fold((first, first), |(lo, hi), &value| {
         (lo.min(value), hi.max(value))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::about;
+
+    #[test]
+    fn says_a_wait_below_a_second_in_tenths() {
+        assert_eq!(about(0.12), "0.1");
+        assert_eq!(about(2.04), "2");
+        assert_eq!(about(59.6), "60");
+    }
 }
