@@ -26,7 +26,7 @@ fn decide(c: &mut Criterion) {
     let cases: [(&str, ResponseInfo<'static>, &Attempt<'_>); 4] = [
         (
             "delay-retry",
-            ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt).with_retry_after(b"120"),
+            ResponseInfo::new(StatusCode::TOO_MANY_REQUESTS, receipt).with_retry_after(b"45"),
             &attempt,
         ),
         (
