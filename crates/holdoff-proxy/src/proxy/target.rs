@@ -166,9 +166,11 @@ fn canonical_authority(uri: &Uri) -> Option<Box<str>> {
     let default = default_port(uri.scheme_str().unwrap_or("http"));
     // The port as a number (hyper-util's `get_non_default_port` rule): `:080` is `:80`.
     let port = authority.port_u16().filter(|port| *port != default);
+    // Written as the number is when it has no leading zero: checked on the text, since this
+    // runs for every request and most name a port.
     let port_as_written = match (authority.port(), port) {
         (None, None) => true,
-        (Some(written), Some(port)) => written.as_str() == port.to_string(),
+        (Some(written), Some(_)) => !written.as_str().starts_with('0'),
         _ => false,
     };
     if port_as_written && !host.bytes().any(|b| b.is_ascii_uppercase()) {
