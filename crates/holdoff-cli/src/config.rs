@@ -6,9 +6,9 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems};
-use holdoff_proxy::config::devproxy as holdoff_devproxy;
-use holdoff_proxy::config::{load, preset, schema};
+use holdoff_config::compile::{self, Compiled, ConfigProblems};
+use holdoff_config::devproxy as holdoff_devproxy;
+use holdoff_config::{load, preset, schema};
 use holdoff_proxy::shared::OnFailure;
 
 use crate::{Failure, devproxy};

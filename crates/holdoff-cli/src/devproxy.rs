@@ -2,16 +2,16 @@
 //! `devproxyrc.*` the way Dev Proxy does, telling a Dev Proxy file from a holdoff one, and the
 //! one setting of it that holdoff's command line reads (`logLevel`).
 //!
-//! The import itself (plugins, errors and mocks files) is `holdoff_proxy::config::devproxy`'s;
+//! The import itself (plugins, errors and mocks files) is `holdoff_config::devproxy`'s;
 //! this is only what the CLI needs before it chooses to import.
 
 use std::fs;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems};
-use holdoff_proxy::config::devproxy;
-use holdoff_proxy::config::load::Format;
+use holdoff_config::compile::{self, Compiled, ConfigProblems};
+use holdoff_config::devproxy;
+use holdoff_config::load::Format;
 use serde_json::{Map, Value};
 
 /// The names Dev Proxy looks for its configuration under, in its order: in the current

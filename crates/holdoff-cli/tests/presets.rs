@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::process::Command;
 use std::time::UNIX_EPOCH;
 
-use holdoff_proxy::config::preset::PRESETS;
+use holdoff_config::preset::PRESETS;
 use holdoff_testkit::TestServer;
 use serde_json::Value;
 use support::{Proxy, TempDir, runtime, show};

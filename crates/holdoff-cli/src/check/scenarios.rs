@@ -861,7 +861,7 @@ mod tests {
         #[test]
         fn every_scenario_has_a_config_the_proxy_accepts() {
             for scenario in ALL {
-                use holdoff_proxy::config::{compile, load};
+                use holdoff_config::{compile, load};
                 let text = serde_json::to_string(&scenario.config(&setup())).unwrap();
                 let raw = load::parse(&text, load::Format::Json, "scenario.json").unwrap();
                 compile::compile(&raw, "scenario.json", std::path::Path::new("."))

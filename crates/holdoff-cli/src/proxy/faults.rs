@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use holdoff::clock::Clock;
-use holdoff_proxy::config::compile::{self, Compiled, ConfigProblems, StateConfig};
-use holdoff_proxy::config::{load, preset};
+use holdoff_config::compile::{self, Compiled, ConfigProblems, StateConfig};
+use holdoff_config::{load, preset};
 use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
 use holdoff_proxy::fault::plan::FaultPlan;
 use holdoff_proxy::fault::stage::FaultStage;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
-use holdoff_proxy::config::compile::StateConfig;
+use holdoff_config::compile::StateConfig;
 use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
 use holdoff_proxy::fault::rng::FaultRng;
 use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};

@@ -1,15 +1,8 @@
-//! What the proxy is told: [`ProxyConfig`], checked by [`ProxyConfig::validate`], and compiled
-//! by [`ProxyServer::bind`](crate::ProxyServer::bind) into the plan it runs.
+//! What the proxy is told: [`ProxyConfig`], checked by [`ProxyConfig::validate`]. Files are
+//! read and compiled into stages by the `holdoff-config` crate, above the engine.
 
 mod auth;
-pub mod compile;
-pub mod devproxy;
 mod error;
-pub mod file;
-mod jsonc;
-pub mod load;
-pub mod preset;
-pub mod schema;
 mod upstream;
 mod watch;
 

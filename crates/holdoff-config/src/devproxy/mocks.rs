@@ -1,0 +1,210 @@
+//! MockResponsePlugin and its mocks file: holdoff's `mocks`, the mocks inlined.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::doc::{Doc, Leaf, List, Object, Shape};
+use super::response::{
+    DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, framing_note, missing_bodies_note,
+    raw_response,
+};
+use super::{Data, Importer, Plugin, RawFaultStep, backquoted, has_or_have};
+use crate::error::{index, join};
+use crate::file::{RawMock, RawMocks, RawRequestMatch};
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DpMocksPlugin {
+    mocks_file: Option<String>,
+    block_unmocked_requests: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct DpMocksFile {
+    mocks: Vec<DpMock>,
+}
+
+#[derive(Deserialize)]
+struct DpMock {
+    request: DpRequest,
+    response: DpResponse,
+}
+
+/// MockResponsePlugin's `mocksFile`.
+const DEFAULT_MOCKS_FILE: &str = "mocks.json";
+
+const MOCK_REQUEST: Shape = Object(&[
+    ("url", Leaf),
+    ("method", Leaf),
+    ("nth", Leaf),
+    ("bodyFragment", Leaf),
+]);
+const MOCKS_FILE: Shape = Object(&[
+    ("$schema", Leaf),
+    ("definitions", Leaf),
+    (
+        "mocks",
+        List(&Object(&[
+            ("request", MOCK_REQUEST),
+            ("response", RESPONSE),
+        ])),
+    ),
+]);
+const MOCKS_SECTION: Shape = Object(&[
+    ("$schema", Leaf),
+    ("definitions", Leaf),
+    ("mocksFile", Leaf),
+    ("blockUnmockedRequests", Leaf),
+]);
+
+impl Importer {
+    pub(super) fn mocks_plugin(
+        &mut self,
+        doc: &mut Doc,
+        plugin: &Plugin<'_>,
+        unknown: &mut Vec<String>,
+    ) {
+        let Some(settings) = self.settings::<DpMocksPlugin>(doc, plugin, MOCKS_SECTION, unknown)
+        else {
+            return;
+        };
+        let then = format!("{} mocks nothing", plugin.label);
+        let Some(Data {
+            file,
+            value: data,
+            base,
+        }) = self.data::<DpMocksFile>(
+            (
+                &join(&plugin.at, "mocksFile"),
+                settings.mocks_file.as_deref(),
+                DEFAULT_MOCKS_FILE,
+            ),
+            MOCKS_FILE,
+            &then,
+        )
+        else {
+            return;
+        };
+
+        let mut mocks = Vec::with_capacity(data.mocks.len());
+        let (mut get, mut defaulted, mut nth, mut placeholders) =
+            (Vec::new(), Vec::new(), false, Vec::new());
+        let (mut framing, mut missing) = (0, Vec::new());
+        for (i, mock) in data.mocks.into_iter().enumerate() {
+            let at = index("mocks", i);
+            if mock.request.method.is_none() {
+                get.push(at.clone());
+            }
+            if mock.response.status_code.is_none() {
+                defaulted.push(at.clone());
+            }
+            nth |= mock.request.nth.is_some();
+            if mock.response.body.as_ref().is_some_and(has_placeholder) {
+                placeholders.push(at);
+            }
+            let carried = raw_response(mock.response, DEFAULT_OK_STATUS, &self.body_files(&base));
+            framing += carried.framing;
+            let response = carried.response;
+            missing.extend(carried.missing_body.map(|body| (index("mocks", i), body)));
+            mocks.push(RawMock {
+                request: RawRequestMatch {
+                    url: mock.request.url,
+                    method: Some(mock.request.method.unwrap_or_else(|| "GET".to_owned())),
+                    body_fragment: mock.request.body_fragment,
+                    nth: mock.request.nth,
+                },
+                response,
+            });
+        }
+
+        let name = plugin.name;
+        if let Some(note) = framing_note(&file, framing) {
+            self.note(note);
+        }
+        if let Some(note) = missing_bodies_note(&file, &missing) {
+            self.note(note);
+        }
+        if !get.is_empty() {
+            self.note(format!(
+                "{file}: {} no method, which Dev Proxy matches to GET only; the import says \
+                 `method: GET`: {}.",
+                has_or_have(get.len(), "mock"),
+                backquoted(&get)
+            ));
+        }
+        if !defaulted.is_empty() {
+            self.note(format!(
+                "{file}: {} no statusCode; Dev Proxy answers {DEFAULT_OK_STATUS} then, and so \
+                 does the import: {}.",
+                has_or_have(defaulted.len(), "response"),
+                backquoted(&defaulted)
+            ));
+        }
+        if nth {
+            self.note(format!(
+                "{file}: Dev Proxy counts `nth` per URL across the mocks that share it, and \
+                 only the requests a mock answered; holdoff counts the requests each mock \
+                 matches. A mock with nth followed by one without, for the same URL, behaves \
+                 the same in both."
+            ));
+        }
+        if !placeholders.is_empty() {
+            self.note(format!(
+                "{file}: holdoff does not fill in `@request.body.…` placeholders; they are sent \
+                 as written: {}.",
+                backquoted(&placeholders)
+            ));
+        }
+        self.scope_note(plugin, "its mocks");
+        self.order.push((RawFaultStep::Mocks, name.to_owned()));
+        let block = settings.block_unmocked_requests;
+        match &mut self.mocks {
+            Some(existing) => {
+                existing.mocks.extend(mocks);
+                if block == Some(true) {
+                    existing.block_unmocked = Some(true);
+                }
+                self.note(format!(
+                    "{name} appears more than once: the mocks of all were put together, in \
+                     order."
+                ));
+            }
+            None => {
+                self.mocks = Some(RawMocks {
+                    mocks,
+                    file: None,
+                    block_unmocked: block,
+                });
+            }
+        }
+    }
+}
+
+/// Whether a mock body has a string Dev Proxy replaces with a value of the request's body.
+fn has_placeholder(body: &Value) -> bool {
+    match body {
+        Value::String(text) => text
+            .get(..14)
+            .is_some_and(|prefix| prefix.eq_ignore_ascii_case("@request.body.")),
+        Value::Array(items) => items.iter().any(has_placeholder),
+        Value::Object(map) => map.values().any(has_placeholder),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    mod has_placeholder {
+        use super::*;
+
+        #[test]
+        fn finds_request_body_placeholders_anywhere() {
+            assert!(has_placeholder(
+                &serde_json::json!({"user": {"name": "@request.body.name"}})
+            ));
+            assert!(!has_placeholder(&serde_json::json!({"name": "@body.json"})));
+        }
+    }
+}
