@@ -156,7 +156,7 @@ fn print_notes(notes: &[String]) {
 /// The plan's one-line summary ([`FaultPlan`]'s `Display`: `2 error rules (50%), 1 rate
 /// limit`), and where state is shared if it is.
 ///
-/// [`FaultPlan`]: holdoff_proxy::fault::plan::FaultPlan
+/// [`FaultPlan`]: holdoff_proxy::fault::FaultPlan
 fn summary(compiled: &Compiled) -> String {
     let shared = compiled.state.as_ref().map_or_else(String::new, |state| {
         let mode = match state.on_failure {

@@ -21,7 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
+use holdoff_proxy::fault::{Rate, RetryAfterForm};
 use holdoff_proxy::judge::KeyMode;
 use holdoff_proxy::{
     CaSource, ClientIdMode, ConfigError, Credentials, ProxyConfig, Upstream, WatchPattern,

@@ -2,7 +2,7 @@
 //!
 //! These are the *raw* types, the first of three stages: raw (what serde reads, every field as
 //! the user spelled it) → validated (each value checked, errors naming the key path) →
-//! compiled ([`FaultPlan`](holdoff_proxy::fault::plan::FaultPlan), what the proxy runs). The JSON
+//! compiled ([`FaultPlan`](holdoff_proxy::fault::FaultPlan), what the proxy runs). The JSON
 //! Schema printed by `holdoff config schema` is generated from them.
 //!
 //! Keys are camelCase, as in Microsoft Dev Proxy's files. The error and mock lists have the

@@ -4,7 +4,7 @@
 //! Proxy configurations imported into the same shape ([`devproxy`]), the built-in presets
 //! ([`preset`]) and the JSON Schema of the file ([`schema`]).
 //!
-//! Configuration goes in three stages: the raw serde types of [`file`] (every field as the
+//! Configuration goes in three stages: the raw serde types of [`file`](mod@file) (every field as the
 //! user spelled it) → each value validated, every problem collected as a [`FileError`] that
 //! names its file and key path → the compiled plan. The engine itself, `holdoff-proxy`, knows
 //! nothing of files: it is given a [`ProxyConfig`](holdoff_proxy::ProxyConfig) and stages.

@@ -144,7 +144,7 @@ fn names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use holdoff_proxy::fault::plan::FaultOutcome;
+    use holdoff_proxy::fault::FaultOutcome;
 
     mod compile {
         use super::*;

@@ -10,7 +10,7 @@ use holdoff_config::compile::{
     Compiled, ConfigProblems, MAX_DATA_FILE_BYTES, compile, load_and_compile,
 };
 use holdoff_config::devproxy;
-use holdoff_proxy::fault::plan::FaultOutcome;
+use holdoff_proxy::fault::FaultOutcome;
 use holdoff_testkit::TempDir;
 
 /// The key path of the body in [`config_with_body`].

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use holdoff_config::compile::{Compiled, FileError, compile};
 use holdoff_config::devproxy::{Imported, import};
-use holdoff_proxy::fault::plan::FaultOutcome;
+use holdoff_proxy::fault::FaultOutcome;
 use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {

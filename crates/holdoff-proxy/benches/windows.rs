@@ -8,8 +8,9 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use holdoff::Receipt;
 use holdoff::clock::{Clock, TokioClock};
-use holdoff_proxy::control::WindowBook;
-use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
+use holdoff_proxy::JudgeStage;
+use holdoff_proxy::WindowBook;
+use holdoff_proxy::judge::{Judge, KeyMode};
 use holdoff_proxy::{Body, ClientId, RequestMeta, Stage, Target};
 use http::{Response, StatusCode, header};
 

@@ -80,14 +80,17 @@
 
 mod ascii;
 mod body;
-pub mod config;
-pub mod control;
+mod config;
+mod control;
 mod error;
 pub mod fault;
 pub mod judge;
+mod pipeline;
 mod proxy;
 pub mod report;
+mod secs;
 pub mod shared;
+mod stages;
 pub mod tls;
 
 pub use body::{Body, BoxError};
@@ -95,8 +98,14 @@ pub use config::{
     CaSource, ClientIdMode, ConfigError, Credentials, DEFAULT_PORT, ProxyConfig, Upstream,
     WatchPattern,
 };
+pub use control::{Control, RecordingSwitch};
 pub use error::{ErrorKind, ProxyError};
+pub use pipeline::PipelineBuilder;
 pub use proxy::{
-    Action, ClientId, ConnectionFilter, Finish, Mode, Notes, Pipeline, PipelineBuilder,
-    ProxyServer, RequestMeta, ShutdownHandle, Stage, Summary, Target, UPKEEP_EVERY, default_port,
+    Action, ClientId, ConnectionFilter, Finish, Mode, Notes, Pipeline, ProxyServer, RequestMeta,
+    ShutdownHandle, Stage, Summary, Target, UPKEEP_EVERY, default_port,
+};
+pub use stages::{
+    DEFAULT_MIN_BACKOFF, FaultCounts, FaultStage, JudgeStage, KEPT_EVENTS, MetricsStage,
+    OpenWindows, WindowBook, WindowInfo,
 };

@@ -33,9 +33,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use http::{Response, StatusCode, header::RETRY_AFTER};
+
+use crate::Body;
 use crate::fault::ratelimit::{Limit, Taken};
 use crate::fault::tokens::{BudgetCheck, TokenBudget, Usage};
 use crate::judge::{Penalty, WindowKey};
+use crate::proxy::reply::{OwnAnswer, Refusal};
+use crate::secs::ceil_secs;
 
 /// Why a store operation failed (unreachable, timed out, a bad answer).
 pub type StateError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -61,13 +66,12 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
     fn open(&self, key: WindowKey, wait: Duration, retention: Duration) -> StateFuture<()>;
 
     /// Counts a request of `limit.cost` under the counter `counter` (see [`CounterKey`]):
-    /// like [`RateLimiter::take`](crate::fault::ratelimit::RateLimiter::take), with fixed
-    /// windows aligned to the Unix epoch on the store's clock.
+    /// as the fault stage's own limiter counts, with fixed windows aligned to the Unix epoch on
+    /// the store's clock.
     fn take(&self, counter: &CounterKey, limit: Limit) -> StateFuture<Taken>;
 
-    /// Checks a language-model request against the token budget `counter`: like
-    /// [`TokenWindows::check`](crate::fault::tokens::TokenWindows::check), windows on the
-    /// store's clock. A store without token budgets fails (the default).
+    /// Checks a language-model request against the token budget `counter`, as the fault
+    /// stage's own budgets do, with windows on the store's clock. A store without token budgets fails (the default).
     fn budget_check(&self, counter: &CounterKey, budget: TokenBudget) -> StateFuture<BudgetCheck> {
         let _ = (counter, budget);
         Box::pin(std::future::ready(Err(
@@ -76,7 +80,7 @@ pub trait SharedState: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Counts `usage` in the window `window` of the token budget `counter`, unless that
-    /// window has ended: like [`TokenWindows::spend`](crate::fault::tokens::TokenWindows::spend).
+    /// window has ended, as the fault stage's own budgets do.
     /// A store without token budgets fails (the default).
     fn budget_spend(&self, counter: &CounterKey, window: u64, usage: Usage) -> StateFuture<()> {
         let _ = (counter, window, usage);
@@ -183,10 +187,24 @@ impl OnFailure {
                 .to_owned(),
             OnFailure::FailClosed { hold } => format!(
                 "failing closed: watched requests get 503 with Retry-After: {} until it is back",
-                crate::fault::ratelimit::ceil_secs(hold)
+                ceil_secs(hold)
             ),
         }
     }
+}
+
+/// The answer to a watched request while the store fails and the mode is fail-closed: `503`
+/// with `Retry-After: hold`, which opens no judge window (it is the proxy's, not the API's).
+pub(crate) fn fail_closed_answer(hold: Duration) -> Response<Body> {
+    let seconds = ceil_secs(hold);
+    let mut response = Refusal::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("the shared state is unreachable and the proxy fails closed; retry in {seconds}s"),
+    )
+    .into_response();
+    response.headers_mut().insert(RETRY_AFTER, seconds.into());
+    response.extensions_mut().insert(OwnAnswer);
+    response
 }
 
 /// A [`SharedState`] store with its failure mode, health and failure count; shared by the

@@ -14,15 +14,16 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use holdoff::HttpDate;
 use holdoff::clock::{Clock, Sleep, TokioClock};
-use holdoff_proxy::fault::error::{ErrorResponse, HeaderTemplate, Rate, RetryAfterForm};
-use holdoff_proxy::fault::plan::{
+use holdoff_proxy::JudgeStage;
+use holdoff_proxy::fault::FaultRng;
+use holdoff_proxy::fault::{Algorithm, HeaderStyle, Limit, ResetFormat};
+use holdoff_proxy::fault::{ErrorResponse, HeaderTemplate, Rate, RetryAfterForm};
+use holdoff_proxy::fault::{
     ErrorRule, FaultOutcome, FaultPlan, LatencyRule, MockRule, NetworkFault, RateLimitRule,
     RequestMatch, Scope,
 };
-use holdoff_proxy::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
-use holdoff_proxy::fault::rng::FaultRng;
-use holdoff_proxy::fault::{FaultCounts, FaultStage};
-use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
+use holdoff_proxy::judge::{Judge, KeyMode, Verdict};
+use holdoff_proxy::{FaultCounts, FaultStage};
 use holdoff_proxy::{Pipeline, ShutdownHandle, Stage, Summary};
 use holdoff_testkit::{Reply, TestServer};
 use http::{StatusCode, header};

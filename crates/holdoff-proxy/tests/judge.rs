@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
-use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Verdict};
+use holdoff_proxy::JudgeStage;
+use holdoff_proxy::judge::{Judge, KeyMode, Verdict};
 use holdoff_proxy::report::{Event, HintKind, Recorder, Report};
 use holdoff_testkit::{Reply, TestServer};
 use support::get_as as get;
@@ -185,7 +186,7 @@ fn recording_stage() -> (Arc<JudgeStage>, Recording) {
     let recorder = Arc::new(Recorder::new(Some(&log)).expect("the event log"));
     let judge = Judge::new(KeyMode::default(), TokioClock.now());
     let stage =
-        JudgeStage::new(Arc::new(judge), Arc::new(TokioClock)).with_recorder(Arc::clone(&recorder));
+        JudgeStage::new(Arc::new(judge), Arc::new(TokioClock)).with_recorder(recorder.clone());
     let recording = Recording {
         recorder,
         log,
@@ -463,8 +464,8 @@ async fn a_hint_beyond_the_clock_opens_a_window_that_does_not_close() {
 #[tokio::test]
 async fn the_whole_proxy_runs_on_the_pipelines_manual_clock() {
     use holdoff::clock::ManualClock;
+    use holdoff_proxy::MetricsStage;
     use holdoff_proxy::Pipeline;
-    use holdoff_proxy::control::MetricsStage;
     use std::time::SystemTime;
 
     const S: Duration = Duration::from_secs(1);

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use holdoff_proxy::fault::FaultCounts;
+use holdoff_proxy::FaultCounts;
 use holdoff_proxy::judge::Verdict;
 use holdoff_proxy::report::{
     Event, Format, HintKind, LISTED_ENDPOINTS, LISTED_VIOLATIONS, Recorder, RunInfo, TIMELINE_ROWS,

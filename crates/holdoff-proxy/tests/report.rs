@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use holdoff_proxy::fault::FaultCounts;
+use holdoff_proxy::FaultCounts;
 use holdoff_proxy::judge::Verdict;
 use holdoff_proxy::report::{Event, Format, HintKind, Recorder, Report, RunInfo};
 use insta::assert_snapshot;
@@ -194,7 +194,8 @@ mod judge {
     use std::net::SocketAddr;
 
     use holdoff::clock::{Clock, TokioClock};
-    use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
+    use holdoff_proxy::JudgeStage;
+    use holdoff_proxy::judge::{Judge, KeyMode};
     use holdoff_testkit::{Reply, TestServer};
 
     use super::*;

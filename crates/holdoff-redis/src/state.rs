@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use holdoff::clock::TokioClock;
-use holdoff_proxy::fault::ratelimit::{Algorithm, Limit, Taken};
-use holdoff_proxy::fault::tokens::{BudgetCheck, Spent, TokenBudget, Usage};
+use holdoff_proxy::fault::{Algorithm, Limit, Taken};
+use holdoff_proxy::fault::{BudgetCheck, Spent, TokenBudget, Usage};
 use holdoff_proxy::judge::{Penalty, WindowKey};
 use holdoff_proxy::shared::{
     Circuit, CounterKey, OnFailure, SharedCheck, SharedState, StateFuture,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
-use holdoff_proxy::fault::tokens::{BudgetCheck, Spent, TokenBudget, Usage};
+use holdoff_proxy::fault::{BudgetCheck, Spent, TokenBudget, Usage};
 use holdoff_proxy::shared::{CounterKey, SharedState};
 use holdoff_redis::RedisState;
 use holdoff_testkit::redis::{RedisServer, inspect};

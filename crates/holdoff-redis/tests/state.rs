@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use holdoff::clock::{Clock, SystemClock, TokioClock};
-use holdoff_proxy::fault::ratelimit::{Algorithm, Limit, Taken};
+use holdoff_proxy::fault::{Algorithm, Limit, Taken};
 use holdoff_proxy::judge::{Judge, KeyMode, KeyParts, Penalty, WindowKey};
 use holdoff_proxy::shared::{CounterKey, SharedCheck, SharedState, StateError};
 use holdoff_redis::{ErrorKind, RedisState};
@@ -583,7 +583,7 @@ mod breaker {
     use std::net::{Ipv4Addr, SocketAddr};
     use std::sync::Arc;
 
-    use holdoff_proxy::judge::JudgeStage;
+    use holdoff_proxy::JudgeStage;
     use holdoff_proxy::shared::{Circuit, OnFailure, SharedStore};
     use holdoff_proxy::{ProxyConfig, ProxyServer, Stage};
     use holdoff_testkit::{Reply, TestServer};

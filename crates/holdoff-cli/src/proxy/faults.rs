@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime};
 use holdoff::clock::Clock;
 use holdoff_config::compile::{self, Compiled, ConfigProblems, StateConfig};
 use holdoff_config::{load, preset};
-use holdoff_proxy::fault::error::{Rate, RetryAfterForm};
-use holdoff_proxy::fault::plan::FaultPlan;
-use holdoff_proxy::fault::stage::FaultStage;
+use holdoff_proxy::FaultStage;
+use holdoff_proxy::fault::FaultPlan;
+use holdoff_proxy::fault::{Rate, RetryAfterForm};
 
 /// The preset used when no config is given or found.
 pub(crate) const DEFAULT_PRESET: &str = "throttle";

@@ -16,13 +16,14 @@ use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_config::compile::StateConfig;
-use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
-use holdoff_proxy::fault::rng::FaultRng;
-use holdoff_proxy::fault::stage::{FaultCounts, FaultStage};
-use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode, Penalty};
+use holdoff_proxy::JudgeStage;
+use holdoff_proxy::fault::FaultRng;
+use holdoff_proxy::judge::{Judge, KeyMode, Penalty};
 use holdoff_proxy::report::{LogLimit, Recorder, Report, RunInfo};
 use holdoff_proxy::shared::{OnFailure, SharedState, SharedStore};
+use holdoff_proxy::{Control, MetricsStage, WindowBook};
 use holdoff_proxy::{ErrorKind, Pipeline, ProxyConfig, ProxyError, ProxyServer, Summary};
+use holdoff_proxy::{FaultCounts, FaultStage};
 use holdoff_redis::RedisState;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -275,7 +276,7 @@ impl Prepared {
                 let mut judge = JudgeStage::new(Arc::new(judge), Arc::clone(&clock))
                     .keep_events(0)
                     .min_backoff(judge_min_backoff)
-                    .with_recorder(Arc::clone(&recorder));
+                    .with_recorder(recorder.clone());
                 let mut fault_stage = FaultStage::new(plan, rng, Arc::clone(&clock));
                 if let Some(state) = &compiled.state {
                     let store = shared_store(state).map_err(|message| {
@@ -479,7 +480,7 @@ fn shared_store(state: &StateConfig) -> Result<Arc<SharedStore>, String> {
     let mode = match state.on_failure {
         OnFailure::FailClosed { hold } => format!(
             "fail-closed: 503 with Retry-After: {}s while it is unreachable",
-            holdoff_proxy::fault::ratelimit::ceil_secs(hold)
+            holdoff::RetryAfter::Delay(hold)
         ),
         _ => "fail-open: this replica's own state while it is unreachable".to_owned(),
     };

@@ -4,7 +4,7 @@ use super::matching::Exclusion;
 use super::{Compiler, WrittenIn, optional};
 use crate::error::key;
 use crate::file::{RawApiKey, RawAuth, RawKeyIn};
-use holdoff_proxy::fault::auth::{AuthCheck, AuthRule, BearerCheck, KeyIn, KeyParameter};
+use holdoff_proxy::fault::{AuthCheck, AuthRule, BearerCheck, KeyIn, KeyParameter};
 
 impl Compiler {
     /// Every rule of `auth`, added to `rules`.

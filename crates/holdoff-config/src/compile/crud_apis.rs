@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::{Compiler, WrittenIn};
 use crate::error::{index, key};
 use crate::file::{RawCrudAction, RawCrudActionKind, RawCrudApi};
-use holdoff_proxy::fault::crud::{CrudAction, CrudActionKind, CrudApi};
+use holdoff_proxy::fault::{CrudAction, CrudActionKind, CrudApi};
 
 impl Compiler {
     /// Every API of `crudApis`, its data file read, added to `apis`.

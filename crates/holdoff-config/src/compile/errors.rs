@@ -6,8 +6,8 @@ use std::ops::RangeInclusive;
 use super::{Compiler, Shared, WrittenIn};
 use crate::error::{index, key};
 use crate::file::{RawErrorRule, RawErrors, RawErrorsFile};
-use holdoff_proxy::fault::error::Rate;
-use holdoff_proxy::fault::plan::ErrorRule;
+use holdoff_proxy::fault::ErrorRule;
+use holdoff_proxy::fault::Rate;
 
 /// The seconds a bare `@dynamic` draws from when `errors.dynamicRange` is not set.
 pub const DEFAULT_DYNAMIC_RANGE: RangeInclusive<u64> = 2..=5;
@@ -122,7 +122,7 @@ impl Compiler {
 mod tests {
     use super::super::tests::{compiled, header, respond};
     use super::*;
-    use holdoff_proxy::fault::error::{HeaderTemplate, RetryAfterForm};
+    use holdoff_proxy::fault::{HeaderTemplate, RetryAfterForm};
     use http::StatusCode;
 
     mod compile {

@@ -6,8 +6,8 @@ use super::matching::Exclusion;
 use super::{Compiler, WrittenIn, optional};
 use crate::error::key;
 use crate::file::RawLatency;
-use holdoff_proxy::fault::error::Rate;
-use holdoff_proxy::fault::plan::LatencyRule;
+use holdoff_proxy::fault::LatencyRule;
+use holdoff_proxy::fault::Rate;
 
 impl Compiler {
     pub(super) fn latency(

@@ -8,8 +8,8 @@ use super::matching::Exclusion;
 use super::{Compiler, Shared, WrittenIn, optional};
 use crate::error::key;
 use crate::file::{RawLlmRateLimit, RawScope};
-use holdoff_proxy::fault::plan::{FaultOutcome, LlmRateLimitRule, Scope};
-use holdoff_proxy::fault::tokens::TokenBudget;
+use holdoff_proxy::fault::TokenBudget;
+use holdoff_proxy::fault::{FaultOutcome, LlmRateLimitRule, Scope};
 
 /// Dev Proxy's window, when `resetTimeWindowSeconds` is not set.
 pub(super) const DEFAULT_TOKEN_WINDOW: Duration = Duration::from_secs(60);
@@ -126,7 +126,7 @@ mod tests {
     use super::super::tests::{compiled, header};
     use super::*;
     use crate::load::{Format, parse};
-    use holdoff_proxy::fault::error::HeaderTemplate;
+    use holdoff_proxy::fault::HeaderTemplate;
     use http::StatusCode;
     use std::path::Path;
 

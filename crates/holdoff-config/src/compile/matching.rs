@@ -6,7 +6,7 @@ use super::{Compiler, WrittenIn, optional};
 use crate::error::{index, key};
 use crate::file::RawRequestMatch;
 use holdoff_proxy::WatchPattern;
-use holdoff_proxy::fault::plan::RequestMatch;
+use holdoff_proxy::fault::RequestMatch;
 
 impl Compiler {
     /// `urlsToWatch`: exclusions allowed.

@@ -3,7 +3,7 @@
 use super::{Compiler, Shared, WrittenIn};
 use crate::error::key;
 use crate::file::{RawMock, RawMocks, RawMocksFile};
-use holdoff_proxy::fault::plan::MockRule;
+use holdoff_proxy::fault::MockRule;
 
 impl Compiler {
     /// The mocks of `mocks`, the inline ones then the mocks file's, added to `rules`.

@@ -30,8 +30,8 @@ pub use crate::error::{ConfigProblems, FileError};
 use crate::file::RawConfig;
 use crate::load;
 use holdoff_proxy::WatchPattern;
-use holdoff_proxy::fault::error::Rate;
-use holdoff_proxy::fault::plan::FaultPlan;
+use holdoff_proxy::fault::FaultPlan;
+use holdoff_proxy::fault::Rate;
 use holdoff_proxy::judge::{KeyMode, Penalty};
 
 /// A configuration, checked and compiled.
@@ -246,8 +246,8 @@ mod tests {
     use super::response::DEFAULT_HANG;
     use super::*;
     use crate::load::{Format, parse};
-    use holdoff_proxy::fault::error::{ErrorResponse, HeaderTemplate, RetryAfterForm};
-    use holdoff_proxy::fault::plan::{FaultOutcome, NetworkFault};
+    use holdoff_proxy::fault::{ErrorResponse, HeaderTemplate, RetryAfterForm};
+    use holdoff_proxy::fault::{FaultOutcome, NetworkFault};
     use http::{HeaderValue, Method};
     use std::time::Duration;
 

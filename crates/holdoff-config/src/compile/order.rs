@@ -3,7 +3,7 @@
 use super::{Compiler, WrittenIn};
 use crate::error::index;
 use crate::file::RawFaultStep;
-use holdoff_proxy::fault::plan::{FaultOrder, FaultStep};
+use holdoff_proxy::fault::{FaultOrder, FaultStep};
 
 impl Compiler {
     /// `order`, its steps first and the ones it leaves out after, in the default order; the

@@ -6,8 +6,8 @@ use super::matching::Exclusion;
 use super::{Compiler, Shared, WrittenIn, optional};
 use crate::error::key;
 use crate::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
-use holdoff_proxy::fault::plan::{FaultOutcome, RateLimitRule, Scope};
-use holdoff_proxy::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
+use holdoff_proxy::fault::{Algorithm, HeaderStyle, Limit, ResetFormat};
+use holdoff_proxy::fault::{FaultOutcome, RateLimitRule, Scope};
 
 impl Compiler {
     /// Every rate limit of `rateLimits`, added to `rules`.
@@ -151,7 +151,7 @@ mod tests {
     use super::super::response::JSON;
     use super::super::tests::{compiled, header, literal};
     use super::*;
-    use holdoff_proxy::fault::plan::Scope;
+    use holdoff_proxy::fault::Scope;
     use http::{Method, StatusCode};
 
     mod compile {

@@ -11,8 +11,8 @@ use super::data_files::read_body_file;
 use super::{Compiler, Shared, WrittenIn};
 use crate::error::{index, key};
 use crate::file::{RawHeaders, RawNetworkFault, RawResponse, RawRetryAfterForm};
-use holdoff_proxy::fault::error::{ErrorResponse, HeaderTemplate, RetryAfterForm};
-use holdoff_proxy::fault::plan::{FaultOutcome, NetworkFault};
+use holdoff_proxy::fault::{ErrorResponse, HeaderTemplate, RetryAfterForm};
+use holdoff_proxy::fault::{FaultOutcome, NetworkFault};
 
 /// How long a `hang` holds a request when `hangSeconds` is not set.
 pub(super) const DEFAULT_HANG: Duration = Duration::from_secs(300);

@@ -162,8 +162,8 @@ mod tests {
     use super::super::import;
     use crate::compile::{Compiled, compile};
     use crate::file::{RawFaultStep, RawHeaders};
-    use holdoff_proxy::fault::plan::Scope;
-    use holdoff_proxy::fault::tokens::TokenBudget;
+    use holdoff_proxy::fault::Scope;
+    use holdoff_proxy::fault::TokenBudget;
     use std::time::Duration;
 
     /// Imports `rc` written as `devproxyrc.json` beside the other `files`, and compiles it.

@@ -1,88 +1,6 @@
-//! While the proxy runs: a control API and Prometheus metrics, each on a loopback listener
-//! of its own, both off unless asked for.
-//!
-//! ```no_run
-//! use std::sync::Arc;
-//! use std::sync::atomic::AtomicBool;
-//! use holdoff::clock::{Clock, TokioClock};
-//! use holdoff_proxy::control::{Control, MetricsStage, WindowBook};
-//! use holdoff_proxy::judge::{Judge, JudgeStage, KeyMode};
-//! use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer};
-//! use tokio::net::TcpListener;
-//!
-//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let clock: Arc<dyn Clock> = Arc::new(TokioClock);
-//! let judge = Arc::new(Judge::new(KeyMode::default(), clock.now()));
-//! let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
-//! let book = Arc::new(WindowBook::new(Arc::clone(&judge)));
-//! let judge = Arc::new(JudgeStage::new(judge, Arc::clone(&clock)));
-//! let pipeline = Pipeline::builder(clock)
-//!     .metrics(metrics.clone())
-//!     .windows(book.clone())
-//!     .judge(judge.clone())
-//!     .build();
-//! let server = ProxyServer::bind(ProxyConfig::default(), pipeline).await?;
-//!
-//! let recording = Arc::new(AtomicBool::new(true));
-//! let control = Control::new(metrics)
-//!     .judge(judge)
-//!     .windows(book)
-//!     .recording(recording);
-//! let listener = TcpListener::bind("127.0.0.1:0").await?;
-//! println!("control API on http://{}", listener.local_addr()?);
-//! tokio::spawn(control.serve(listener, std::future::pending()));
-//! server.run().await;
-//! # Ok(()) }
-//! ```
-//!
-//! # Endpoints
-//!
-//! [`Control::serve`] answers:
-//!
-//! | request | answer |
-//! | --- | --- |
-//! | `GET /` | this list, as text |
-//! | `GET /status` | JSON: `uptime_s`, `requests`, `responses` (by class), `faults` (by kind), `retries` (`premature`, `compliant`), `open_windows`, `seed`, `recording`; `null` for what the proxy does not run |
-//! | `GET /windows` | JSON: `open` (how many the judge has) and `windows`, each with `client`, `method`, `url`, `throttled_at`, `permitted_at` (RFC 3339) and `remaining_ms`, soonest first |
-//! | `POST /recording/start`, `POST /recording/stop` | flip the recording switch; JSON `{"recording": true\|false}` |
-//! | `GET /ca.pem` | the interception CA's certificate (`application/x-pem-file`); `404` when there is none (reverse mode) |
-//! | `GET /metrics` | the Prometheus text exposition (`text/plain; version=0.0.4`) |
-//!
-//! [`Control::serve_metrics`] answers `GET /metrics` (and `GET /`) only, for a listener of
-//! its own. `HEAD` is answered wherever `GET` is. Anything else gets `404` or `405` (with
-//! `Allow`) and a one-line plain-text reason.
-//!
-//! # Metrics
-//!
-//! - `holdoff_requests_total{mode}`: requests that entered the pipeline, by `forward`,
-//!   `intercepted`, `reverse`.
-//! - `holdoff_responses_total{class}`: responses by `1xx` … `5xx`.
-//! - `holdoff_faults_total{kind}`: injected faults by `error`, `rate_limited`, `mock`,
-//!   `latency`, `reset`, `hang`, `truncate`, `slow_body` (with a fault stage).
-//! - `holdoff_retries_total{verdict}`: `premature` and `compliant` retries (with a judge).
-//! - `holdoff_open_windows`: windows open now (with a judge).
-//! - `holdoff_response_seconds{source}`: a histogram of response times, from the request
-//!   head to the response head, by `upstream` or `holdoff` (a stage, or the proxy itself,
-//!   answered). See [`MetricsStage`].
-//!
-//! The request and response counts and times are kept by [`MetricsStage`] in atomics; the
-//! rest is read from the stages when scraped.
-//!
-//! # Safety
-//!
-//! The API has no authentication: bind it on loopback. It refuses requests whose `Host` is
-//! not a loopback name or address (`403`), which defeats DNS rebinding, and `POST`s that
-//! carry an `Origin` (`403`), which browsers add to cross-site form posts; `curl` sends
-//! neither.
-//!
-//! # Cancellation
-//!
-//! [`Control::serve`] stops accepting when its shutdown future completes, lets requests in
-//! flight finish (for at most a second), then returns.
+//! The control API and the metrics endpoint: [`Control`], whose docs list the endpoints.
 
-mod metrics;
 mod server;
-mod windows;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -90,11 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::TcpListener;
 
-pub use metrics::MetricsStage;
-pub use windows::{OpenWindows, WindowBook, WindowInfo};
-
-use crate::fault::FaultStage;
-use crate::judge::JudgeStage;
+use crate::{FaultStage, JudgeStage, MetricsStage, OpenWindows};
 
 /// Whether events are being recorded, and a way to flip it: what
 /// `POST /recording/start` and `/recording/stop` act on.
@@ -127,10 +41,92 @@ impl RecordingSwitch for AtomicBool {
     }
 }
 
-/// The control API and the metrics endpoint of a running proxy, over its stages.
+/// The control API and the metrics endpoint of a running proxy, over its stages: each on a
+/// loopback listener of its own, both off unless asked for.
 ///
 /// Cheap to clone (it holds `Arc`s): serve the API and the metrics on two listeners from
-/// clones of one `Control`. See the [module docs](self) for the endpoints.
+/// clones of one `Control`.
+///
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::sync::atomic::AtomicBool;
+/// use holdoff::clock::{Clock, TokioClock};
+/// use holdoff_proxy::{Control, MetricsStage, WindowBook};
+/// use holdoff_proxy::judge::{Judge, KeyMode};
+/// use holdoff_proxy::JudgeStage;
+/// use holdoff_proxy::{Pipeline, ProxyConfig, ProxyServer};
+/// use tokio::net::TcpListener;
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let clock: Arc<dyn Clock> = Arc::new(TokioClock);
+/// let judge = Arc::new(Judge::new(KeyMode::default(), clock.now()));
+/// let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
+/// let book = Arc::new(WindowBook::new(Arc::clone(&judge)));
+/// let judge = Arc::new(JudgeStage::new(judge, Arc::clone(&clock)));
+/// let pipeline = Pipeline::builder(clock)
+///     .metrics(metrics.clone())
+///     .windows(book.clone())
+///     .judge(judge.clone())
+///     .build();
+/// let server = ProxyServer::bind(ProxyConfig::default(), pipeline).await?;
+///
+/// let recording = Arc::new(AtomicBool::new(true));
+/// let control = Control::new(metrics)
+///     .judge(judge)
+///     .windows(book)
+///     .recording(recording);
+/// let listener = TcpListener::bind("127.0.0.1:0").await?;
+/// println!("control API on http://{}", listener.local_addr()?);
+/// tokio::spawn(control.serve(listener, std::future::pending()));
+/// server.run().await;
+/// # Ok(()) }
+/// ```
+///
+/// # Endpoints
+///
+/// [`Control::serve`] answers:
+///
+/// | request | answer |
+/// | --- | --- |
+/// | `GET /` | this list, as text |
+/// | `GET /status` | JSON: `uptime_s`, `requests`, `responses` (by class), `faults` (by kind), `retries` (`premature`, `compliant`), `open_windows`, `seed`, `recording`; `null` for what the proxy does not run |
+/// | `GET /windows` | JSON: `open` (how many the judge has) and `windows`, each with `client`, `method`, `url`, `throttled_at`, `permitted_at` (RFC 3339) and `remaining_ms`, soonest first |
+/// | `POST /recording/start`, `POST /recording/stop` | flip the recording switch; JSON `{"recording": true\|false}` |
+/// | `GET /ca.pem` | the interception CA's certificate (`application/x-pem-file`); `404` when there is none (reverse mode) |
+/// | `GET /metrics` | the Prometheus text exposition (`text/plain; version=0.0.4`) |
+///
+/// [`Control::serve_metrics`] answers `GET /metrics` (and `GET /`) only, for a listener of
+/// its own. `HEAD` is answered wherever `GET` is. Anything else gets `404` or `405` (with
+/// `Allow`) and a one-line plain-text reason.
+///
+/// # Metrics
+///
+/// - `holdoff_requests_total{mode}`: requests that entered the pipeline, by `forward`,
+///   `intercepted`, `reverse`.
+/// - `holdoff_responses_total{class}`: responses by `1xx` … `5xx`.
+/// - `holdoff_faults_total{kind}`: injected faults by `error`, `rate_limited`, `mock`,
+///   `latency`, `reset`, `hang`, `truncate`, `slow_body` (with a fault stage).
+/// - `holdoff_retries_total{verdict}`: `premature` and `compliant` retries (with a judge).
+/// - `holdoff_open_windows`: windows open now (with a judge).
+/// - `holdoff_response_seconds{source}`: a histogram of response times, from the request
+///   head to the response head, by `upstream` or `holdoff` (a stage, or the proxy itself,
+///   answered). See [`MetricsStage`].
+///
+/// The request and response counts and times are kept by [`MetricsStage`] in atomics; the
+/// rest is read from the stages when scraped.
+///
+/// # Safety
+///
+/// The API has no authentication: bind it on loopback. It refuses requests whose `Host` is
+/// not a loopback name or address (`403`), which defeats DNS rebinding, and `POST`s that
+/// carry an `Origin` (`403`), which browsers add to cross-site form posts; `curl` sends
+/// neither.
+///
+/// # Cancellation
+///
+/// [`Control::serve`] stops accepting when its shutdown future completes, lets requests in
+/// flight finish (for at most a second), then returns.
 #[derive(Clone)]
 pub struct Control {
     metrics: Arc<MetricsStage>,
@@ -188,7 +184,7 @@ impl Control {
 
     /// The Prometheus text exposition (version 0.0.4), as `GET /metrics` answers it.
     pub fn metrics_text(&self) -> String {
-        metrics::Scrape {
+        crate::stages::Scrape {
             metrics: Arc::clone(&self.metrics),
             judge: self.judge.clone(),
             faults: self.faults.clone(),

@@ -21,9 +21,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::metrics::fault_kinds;
-use super::{Control, WindowInfo};
+use super::Control;
+use crate::WindowInfo;
 use crate::shared::OnFailure;
+use crate::stages::fault_kinds;
 
 /// How long a request head may take to arrive.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -447,8 +448,9 @@ mod tests {
 
     mod status {
         use super::*;
-        use crate::control::MetricsStage;
-        use crate::judge::{Judge, JudgeStage, KeyMode};
+        use crate::judge::{Judge, KeyMode};
+        use crate::{JudgeStage, MetricsStage};
+
         use crate::shared::{Breakered, Circuit, SharedStore, Unreachable};
 
         #[test]

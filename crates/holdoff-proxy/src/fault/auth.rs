@@ -82,7 +82,7 @@ pub struct BearerCheck {
 /// Why a request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Refused {
+pub(crate) enum Refused {
     /// It has none of the parameters.
     NoKey,
     /// The key it has is not allowed.
@@ -99,7 +99,7 @@ pub enum Refused {
 
 impl Refused {
     /// One line, for the log.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Refused::NoKey => "no API key",
             Refused::KeyNotAllowed => "the API key is not allowed",
@@ -121,7 +121,7 @@ impl AuthRule {
 
     /// `Ok` when a request with `headers` to `uri`, at `now`, carries what the rule wants,
     /// else why not.
-    pub fn authorizes(
+    pub(crate) fn authorizes(
         &self,
         headers: &HeaderMap,
         uri: &Uri,

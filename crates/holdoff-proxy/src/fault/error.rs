@@ -118,7 +118,7 @@ pub struct ErrorResponse {
 
 /// An error response made concrete for one request.
 #[derive(Clone, Debug)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     /// The response head and body.
     pub response: http::Response<Bytes>,
     /// The wait a `@dynamic` hint asked for, if the response carries one.
@@ -128,7 +128,7 @@ pub struct Rendered {
 impl ErrorResponse {
     /// Fills in every `@dynamic` header with a wait drawn from `rng`, written in `form`;
     /// `wall_now` dates an HTTP-date hint and its `Date` header.
-    pub fn render(
+    pub(crate) fn render(
         &self,
         form: RetryAfterForm,
         rng: &mut impl Rng,
@@ -198,7 +198,7 @@ fn date_value(now: SystemTime, wait: Duration) -> Option<(HeaderValue, HeaderVal
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::rng::FaultRng;
+    use crate::fault::FaultRng;
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
     use std::time::UNIX_EPOCH;

@@ -57,7 +57,7 @@ pub struct FaultPlan {
 /// # Examples
 ///
 /// ```
-/// use holdoff_proxy::fault::plan::FaultPlan;
+/// use holdoff_proxy::fault::FaultPlan;
 ///
 /// assert_eq!(FaultPlan::default().to_string(), "no faults");
 /// ```
@@ -157,7 +157,7 @@ impl FaultStep {
 /// # Examples
 ///
 /// ```
-/// use holdoff_proxy::fault::plan::{FaultOrder, FaultStep};
+/// use holdoff_proxy::fault::{FaultOrder, FaultStep};
 ///
 /// // Dev Proxy's `apim-rate-limiting` lists its rate limit before its mocks: every mocked
 /// // request is counted, and the fourth in a window is refused instead of mocked.

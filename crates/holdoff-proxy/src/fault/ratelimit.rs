@@ -3,13 +3,15 @@
 //!
 //! Pure: [`RateLimiter::take`] is given the monotonic time and reads no clock. The wait past
 //! the limit is exact to the nanosecond here; when it becomes a header it is rounded *up* to
-//! whole seconds ([`ceil_secs`]), so a client that honours it never comes back too soon.
+//! whole seconds ([`ceil_secs`](crate::secs::ceil_secs)), so a client that honours it never comes back too soon.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderName, HeaderValue};
+
+use crate::secs::ceil_secs;
 
 /// How capacity is counted and returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -71,7 +73,7 @@ struct State {
 
 /// A rate limiter with one counter per key (a client, or one shared key).
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     limit: Limit,
     epoch: Instant,
     counters: Mutex<HashMap<String, State>>,
@@ -86,7 +88,7 @@ impl RateLimiter {
     /// (config validation refuses them first).
     ///
     /// [`take`]: RateLimiter::take
-    pub fn new(limit: Limit, epoch: Instant) -> RateLimiter {
+    pub(crate) fn new(limit: Limit, epoch: Instant) -> RateLimiter {
         RateLimiter {
             limit,
             epoch,
@@ -94,13 +96,8 @@ impl RateLimiter {
         }
     }
 
-    /// The limit.
-    pub fn limit(&self) -> Limit {
-        self.limit
-    }
-
     /// Counts a request under `key` at `now`.
-    pub fn take(&self, key: &str, now: Instant) -> Taken {
+    pub(crate) fn take(&self, key: &str, now: Instant) -> Taken {
         let Limit {
             algorithm,
             limit,
@@ -129,7 +126,7 @@ impl RateLimiter {
     }
 
     /// Forgets counters idle for more than two windows (they would read as fresh anyway).
-    pub fn evict(&self, now: Instant) -> usize {
+    pub(crate) fn evict(&self, now: Instant) -> usize {
         let at = now.saturating_duration_since(self.epoch).as_nanos();
         let window_ns = self.limit.window.as_nanos().max(1);
         let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
@@ -292,11 +289,6 @@ fn bucket(state: &mut State, at: u128, window: u128, limit: u64, cost: u64) -> T
     }
 }
 
-/// Whole seconds, rounded up: a wait sent to a client is never shorter than the real one.
-pub fn ceil_secs(wait: Duration) -> u64 {
-    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
-}
-
 /// The largest Structured Fields Integer (RFC 9651 §3.3.1).
 const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
 
@@ -308,8 +300,8 @@ const IETF_POLICY: &str = "default";
 #[non_exhaustive]
 pub enum HeaderStyle {
     /// The IETF structured fields as draft-ietf-httpapi-ratelimit-headers-11 writes them:
-    /// `RateLimit-Policy: "default";q=100;w=60` and `RateLimit: "default";r=42;t=17`. See
-    /// [`headers()`] for each parameter.
+    /// `RateLimit-Policy: "default";q=100;w=60` (quota, window in seconds) and
+    /// `RateLimit: "default";r=42;t=17` (remaining, seconds to the reset).
     #[default]
     Ietf,
     /// The older draft: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
@@ -352,7 +344,7 @@ pub enum ResetFormat {
 ///
 /// Integers are capped at the Structured Fields maximum, 999 999 999 999 999 (RFC 9651
 /// §3.3.1), so the fields stay valid for any config.
-pub fn headers(
+pub(crate) fn headers(
     limit: &Limit,
     taken: &Taken,
     style: HeaderStyle,

@@ -58,7 +58,7 @@ impl Spent {
 pub enum BudgetCheck {
     /// Within the budget: the request goes on, and what it uses counts in this window.
     Within {
-        /// The window's identity, for [`TokenWindows::spend`].
+        /// The window's identity, for spending the response's tokens in it later.
         window: u64,
     },
     /// A budget is used up until the window ends.
@@ -80,7 +80,7 @@ struct Window {
 
 /// Token windows for one budget, one per key (a client, or one shared key).
 #[derive(Debug)]
-pub struct TokenWindows {
+pub(crate) struct TokenWindows {
     budget: TokenBudget,
     state: Mutex<State>,
 }
@@ -94,21 +94,16 @@ struct State {
 
 impl TokenWindows {
     /// Windows for `budget`, none started yet.
-    pub fn new(budget: TokenBudget) -> TokenWindows {
+    pub(crate) fn new(budget: TokenBudget) -> TokenWindows {
         TokenWindows {
             budget,
             state: Mutex::default(),
         }
     }
 
-    /// The budget.
-    pub fn budget(&self) -> TokenBudget {
-        self.budget
-    }
-
     /// Whether a request under `key` at `now` is within the budget; starts a window when
     /// there is none, or the last one has ended.
-    pub fn check(&self, key: &str, now: Instant) -> BudgetCheck {
+    pub(crate) fn check(&self, key: &str, now: Instant) -> BudgetCheck {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let State { windows, last_id } = &mut *state;
         let current = windows.get(key).filter(|window| now < window.ends).copied();
@@ -139,7 +134,7 @@ impl TokenWindows {
 
     /// Counts `usage` under `key` in the window `window` ([`BudgetCheck::Within`]); whether it
     /// was counted (not when that window has ended since).
-    pub fn spend(&self, key: &str, window: u64, usage: Usage) -> bool {
+    pub(crate) fn spend(&self, key: &str, window: u64, usage: Usage) -> bool {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         match state.windows.get_mut(key) {
             Some(current) if current.id == window => {
@@ -154,7 +149,7 @@ impl TokenWindows {
 
     /// Forgets the windows that have ended by `now` (the next request starts afresh anyway),
     /// and returns how many.
-    pub fn evict(&self, now: Instant) -> usize {
+    pub(crate) fn evict(&self, now: Instant) -> usize {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let before = state.windows.len();
         state.windows.retain(|_, window| now < window.ends);
@@ -163,7 +158,7 @@ impl TokenWindows {
 }
 
 /// Which budget `usage` has used up, if one is.
-pub fn exhausted(usage: Usage, budget: TokenBudget) -> Option<Spent> {
+pub(crate) fn exhausted(usage: Usage, budget: TokenBudget) -> Option<Spent> {
     if usage.prompt >= budget.prompt {
         Some(Spent::Prompt)
     } else if usage.completion >= budget.completion {

@@ -15,9 +15,9 @@
 //! kind), in sharded maps, so a million open windows fit in a few tens of megabytes and checks
 //! on different keys rarely contend.
 
+mod event;
 mod key;
-mod lines;
-mod stage;
+pub(crate) mod lines;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,11 +26,10 @@ use std::time::{Duration, Instant};
 
 use crate::RequestMeta;
 
+pub use event::{HintKind, JudgeEvent, Record, ThrottleEvent, Verdict};
 pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
 pub use lines::LINES_PER_SECOND;
-pub use stage::{DEFAULT_MIN_BACKOFF, JudgeEvent, JudgeStage, KEPT_EVENTS, Verdict};
-pub(crate) use stage::{fail_closed_answer, wall_of};
 
 const SHARDS: usize = 32;
 

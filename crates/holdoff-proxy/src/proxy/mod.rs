@@ -41,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use filter::ConnectionFilter;
-pub use pipeline::{Pipeline, PipelineBuilder, UPKEEP_EVERY};
+pub use pipeline::{Pipeline, UPKEEP_EVERY};
 pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
 pub use target::{Target, default_port};

@@ -8,7 +8,7 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, PROXY_AUTHENTICATE, RETRY_AFTER}
 use http::{HeaderValue, Response, StatusCode};
 
 use crate::Body;
-use crate::fault::ratelimit::ceil_secs;
+use crate::secs::ceil_secs;
 
 /// An answer the proxy (or one of its stages) makes itself instead of the upstream's: a status
 /// and why, in one line. The client reads `holdoff: {reason}` as a plain-text body; the log
@@ -85,6 +85,12 @@ pub(crate) fn graph_error(status: StatusCode, message: &str) -> Response<Body> {
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
+
+/// Marks an answer the proxy made about its own state, not the API's (the judge's refusal of
+/// a premature retry, the fail-closed answer while the shared store is down): its
+/// `Retry-After` opens no judge window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnAnswer;
 
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

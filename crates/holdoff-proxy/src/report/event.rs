@@ -6,8 +6,9 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::time::{rfc3339, rfc3339_option};
-use crate::fault::FaultCounts;
-use crate::judge::{JudgeEvent, Verdict};
+use crate::FaultCounts;
+pub use crate::judge::HintKind;
+use crate::judge::{JudgeEvent, ThrottleEvent, Verdict};
 
 /// One thing that happened during a run.
 ///
@@ -148,36 +149,6 @@ fn is_zero(count: &u64) -> bool {
     *count == 0
 }
 
-/// What a throttled response said about when to retry, as the judge read it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum HintKind {
-    /// A hint the judge could read: the window lasts until its earliest reading.
-    #[default]
-    Usable,
-    /// A hint was sent but could not be read. It is never read as zero: the window lasts the
-    /// minimum backoff, and a retry inside it is a violation ([`Verdict::ReadAsZero`]).
-    Malformed,
-    /// No hint at all: the gap to the next request is measured against the minimum backoff
-    /// ([`Verdict::NoBackoff`]).
-    None,
-    /// A hint too long for the monotonic clock: a window that never closes (until evicted).
-    Unbounded,
-}
-
-impl HintKind {
-    /// `usable`, `malformed`, `none` or `unbounded`, as in the event log.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HintKind::Usable => "usable",
-            HintKind::Malformed => "malformed",
-            HintKind::None => "none",
-            HintKind::Unbounded => "unbounded",
-        }
-    }
-}
-
 /// For `skip_serializing_if`: a flag that is off is left out of the event log.
 fn is_false(flag: &bool) -> bool {
     !*flag
@@ -193,6 +164,37 @@ impl Event {
 impl From<&JudgeEvent> for Event {
     fn from(event: &JudgeEvent) -> Event {
         Event::from(event.clone())
+    }
+}
+
+impl From<ThrottleEvent> for Event {
+    fn from(event: ThrottleEvent) -> Event {
+        let ThrottleEvent {
+            at,
+            client,
+            user_agent,
+            method,
+            url,
+            status,
+            permitted_at,
+            hint,
+            header,
+            value,
+            reading,
+        } = event;
+        Event::Throttle {
+            at,
+            client,
+            user_agent,
+            method,
+            url,
+            status,
+            permitted_at,
+            hint,
+            header,
+            value,
+            reading,
+        }
     }
 }
 

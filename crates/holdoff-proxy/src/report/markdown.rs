@@ -140,7 +140,7 @@ fn counts(out: &mut String, report: &Report) -> fmt::Result {
 }
 
 /// The non-zero fault counts, e.g. `7 rate limited, 2 errors`, or `none`.
-pub(super) fn faults_line(f: &crate::fault::FaultCounts) -> String {
+pub(super) fn faults_line(f: &crate::FaultCounts) -> String {
     let kinds = [
         (f.rate_limited, "rate limited"),
         (f.errors, "errors"),

@@ -80,7 +80,7 @@ pub use tally::{
     LATENESS_SAMPLE, LISTED_ENDPOINTS, LISTED_HERDS, LISTED_VIOLATIONS, Omitted, TIMELINE_ROWS,
 };
 
-use crate::fault::FaultCounts;
+use crate::FaultCounts;
 use crate::judge::Verdict;
 
 /// `s` escaped for XML and HTML text and attribute values: `& < > " '` as entities, and the

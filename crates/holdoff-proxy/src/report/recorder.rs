@@ -10,7 +10,8 @@ use std::time::SystemTime;
 
 use super::tally::Tally;
 use super::{Event, Report, RunInfo};
-use crate::fault::FaultCounts;
+use crate::FaultCounts;
+use crate::judge::{JudgeEvent, Record, ThrottleEvent};
 
 /// Keeps the events of a run: the start, every throttle and verdict, the finish. Share it
 /// behind an `Arc` between the judge ([`JudgeStage::with_recorder`]) and whoever starts and
@@ -24,13 +25,13 @@ use crate::fault::FaultCounts;
 /// channel runs dry, so the log is whole up to the last event but a moment's worth even if
 /// the process is killed.
 ///
-/// [`JudgeStage::with_recorder`]: crate::judge::JudgeStage::with_recorder
+/// [`JudgeStage::with_recorder`]: crate::JudgeStage::with_recorder
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use holdoff_proxy::fault::FaultCounts;
+/// use holdoff_proxy::FaultCounts;
 /// use holdoff_proxy::report::{Recorder, Report, RunInfo};
 ///
 /// let recorder = Recorder::new(None)?;
@@ -347,6 +348,20 @@ impl Log {
         self.file = BufWriter::with_capacity(64 * 1024, File::create(&self.path)?);
         self.written = 0;
         Ok(())
+    }
+}
+
+impl Record for Recorder {
+    fn is_recording(&self) -> bool {
+        Recorder::is_recording(self)
+    }
+
+    fn throttle(&self, event: ThrottleEvent) {
+        self.record(Event::from(event));
+    }
+
+    fn retry(&self, event: JudgeEvent) {
+        self.record(Event::from(event));
     }
 }
 

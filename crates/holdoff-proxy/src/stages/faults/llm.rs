@@ -9,12 +9,12 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{HeaderValue, Request, Response, StatusCode, header};
 
 use super::{Armed, Flow, Inner, Kind, Read, Step, answer, with_wait};
-use crate::fault::error::{Rendered, RetryAfterForm};
-use crate::fault::plan::{FaultPlan, LlmRateLimitRule, Scope};
-use crate::fault::ratelimit::ceil_secs;
 use crate::fault::tokens::{BudgetCheck, Spent, TokenWindows, Usage};
 use crate::fault::usage::{Reader, Tap, prompt_estimate};
-use crate::judge::fail_closed_answer;
+use crate::fault::{FaultPlan, LlmRateLimitRule, Scope};
+use crate::fault::{Rendered, RetryAfterForm};
+use crate::secs::ceil_secs;
+use crate::shared::fail_closed_answer;
 use crate::shared::{CounterKey, OnFailure, SharedStore};
 use crate::{Action, Body, Notes, RequestMeta};
 
@@ -346,10 +346,10 @@ pub(super) fn tap(response: &mut Response<Body>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::FaultStage;
     use super::*;
-    use crate::fault::rng::FaultRng;
+    use crate::fault::FaultRng;
     use crate::fault::tokens::TokenBudget;
+    use crate::stages::faults::FaultStage;
     use crate::{RequestMeta, Stage};
     use holdoff::Receipt;
     use holdoff::clock::{Clock, ManualClock};

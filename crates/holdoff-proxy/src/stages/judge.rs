@@ -9,82 +9,19 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use holdoff::clock::Clock;
 use holdoff::{Earliest, Policy, Receipt, ResponseInfo};
 use http::{Method, Request, Response, StatusCode, header};
-use serde::{Deserialize, Serialize};
 
-use super::lines::{Budget, LINES_PER_SECOND};
-use super::{Check, Judge, WindowKey, WindowKind};
-use crate::fault::ratelimit::ceil_secs;
-use crate::proxy::reply::{Refusal, graph_error, is_graph_host};
-use crate::report::{Event, HintKind, Recorder};
+use crate::judge::lines::{Budget, LINES_PER_SECOND};
+use crate::judge::{Check, Judge, WindowKey, WindowKind};
+use crate::judge::{HintKind, JudgeEvent, Record, ThrottleEvent, Verdict};
+use crate::proxy::reply::{OwnAnswer, graph_error, is_graph_host};
+use crate::secs::ceil_secs;
 use crate::shared::{OnFailure, SharedCheck, SharedStore};
 use crate::{Action, Body, Finish, Notes, RequestMeta, Stage};
-
-/// What the judge found, for the log and the reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JudgeEvent {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// Who retried (`ClientId`'s display form).
-    pub client: String,
-    /// The retry's `User-Agent`, if it had one.
-    pub user_agent: Option<String>,
-    /// Whether the retry carried an `Idempotency-Key` header: a repeated POST is safe only
-    /// with one (a hint does not make it safe).
-    pub idempotency_key: bool,
-    /// The method.
-    pub method: String,
-    /// The URL.
-    pub url: String,
-    /// When the throttled response passed to the client (wall clock).
-    pub throttled_at: SystemTime,
-    /// When a retry was permitted (wall clock); `None` for a window that never closes.
-    pub permitted_at: Option<SystemTime>,
-    /// When the retry arrived (wall clock).
-    pub retried_at: SystemTime,
-    /// How early (a violation) or late (compliant) it came; `None` when early against a
-    /// window that never closes.
-    pub by: Option<Duration>,
-}
-
-/// A verdict on a retry; in the event log and the reports, `"premature"`, `"read_as_zero"`,
-/// `"no_backoff"` or `"compliant"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Verdict {
-    /// Came before the permitted time of a usable hint (or inside a window that never
-    /// closes). Fails the run.
-    Premature,
-    /// Came sooner than the minimum backoff after a throttle whose hint was malformed, as if
-    /// the client had read it as zero. Fails the run.
-    ReadAsZero,
-    /// Came sooner than the minimum backoff after a throttle with no hint at all. Reported;
-    /// fails the run only when the judge is told to (RFC 9110 names no wait to honour).
-    NoBackoff,
-    /// Came at or after the permitted time (or the minimum backoff).
-    Compliant,
-}
-
-impl Verdict {
-    /// `premature`, `read_as_zero`, `no_backoff` or `compliant`, as in the event log.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Premature => "premature",
-            Verdict::ReadAsZero => "read_as_zero",
-            Verdict::NoBackoff => "no_backoff",
-            Verdict::Compliant => "compliant",
-        }
-    }
-}
 
 /// In header mode, the value of the header a request is keyed by: left for its response,
 /// whose window opens under the same key.
 #[derive(Clone, Debug)]
 struct KeyHeader(String);
-
-/// Marks a response the judge made itself, so it does not open a window of its own.
-#[derive(Clone, Copy, Debug)]
-struct JudgeAnswer;
 
 /// The judge stage: its [`Pipeline`](crate::Pipeline) slot is before the faults, so that
 /// premature retries never reach a fault or the upstream.
@@ -114,12 +51,12 @@ struct Verdicts {
     events: Arc<Kept>,
     lines: Arc<Budgets>,
     /// Where throttles and verdicts go for the event log and the reports, if anywhere.
-    recorder: Option<Arc<Recorder>>,
+    recorder: Option<Arc<dyn Record>>,
 }
 
 impl Verdicts {
     /// The recorder, when it is set and recording: events are built only then.
-    fn recording(&self) -> Option<&Recorder> {
+    fn recording(&self) -> Option<&dyn Record> {
         self.recorder.as_deref().filter(|r| r.is_recording())
     }
 
@@ -154,10 +91,10 @@ impl Verdicts {
         };
         match recorder {
             Some(recorder) if keep => {
-                recorder.record(Event::from(&event));
+                recorder.retry(event.clone());
                 self.events.push(event);
             }
-            Some(recorder) => recorder.record(Event::from(event)),
+            Some(recorder) => recorder.retry(event),
             None => self.events.push(event),
         }
     }
@@ -367,24 +304,7 @@ fn mark_judge_answer(response: &mut Response<Body>, seconds: u64) {
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, seconds.into());
-    response.extensions_mut().insert(JudgeAnswer);
-}
-
-/// The answer to a watched request while the shared store fails and the mode is fail-closed.
-pub(crate) fn fail_closed_answer(hold: Duration) -> Response<Body> {
-    let seconds = ceil_secs(hold);
-    let mut response = judge_answer(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Refusal::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "the shared state is unreachable and the proxy fails closed; retry in {seconds}s"
-            ),
-        )
-        .body_text(),
-    );
-    mark_judge_answer(&mut response, seconds);
-    response
+    response.extensions_mut().insert(OwnAnswer);
 }
 
 /// A shared store's verdict as instants, against the request's arrival: the store measured
@@ -487,7 +407,7 @@ impl JudgeStage {
 
     /// Records every throttle (a window opening) and every verdict in `recorder` too, for
     /// the event log and the reports.
-    pub fn with_recorder(mut self, recorder: Arc<Recorder>) -> JudgeStage {
+    pub fn with_recorder(mut self, recorder: Arc<dyn Record>) -> JudgeStage {
         self.verdicts.recorder = Some(recorder);
         self
     }
@@ -501,7 +421,7 @@ impl JudgeStage {
     }
 
     /// The recorder set with [`JudgeStage::with_recorder`].
-    pub fn recorder(&self) -> Option<&Arc<Recorder>> {
+    pub fn recorder(&self) -> Option<&Arc<dyn Record>> {
         self.verdicts.recorder.as_ref()
     }
 
@@ -511,7 +431,7 @@ impl JudgeStage {
     }
 
     /// Keeps the first `limit` verdicts for [`JudgeStage::events`] ([`KEPT_EVENTS`] by
-    /// default; 0 keeps none). A long run's verdicts belong in a [`Recorder`], which counts
+    /// default; 0 keeps none). A long run's verdicts belong in a [`Recorder`](crate::report::Recorder), which counts
     /// them all in bounded memory.
     pub fn keep_events(mut self, limit: usize) -> JudgeStage {
         self.verdicts.events = Arc::new(Kept::new(limit));
@@ -553,7 +473,7 @@ impl JudgeStage {
     ) -> Option<(WindowKey, Duration)> {
         // Only header mode leaves a note: the header's value, as the request had it.
         let header = Notes::get::<KeyHeader>(response).map(|note| note.0.as_str());
-        if response.extensions().get::<JudgeAnswer>().is_some() {
+        if response.extensions().get::<OwnAnswer>().is_some() {
             return None;
         }
         // A success is no throttle, whatever rate-limit headers it carries
@@ -594,7 +514,7 @@ impl JudgeStage {
                 let value = response.headers().get(source.header_name())?;
                 Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
             });
-            recorder.record(Event::Throttle {
+            recorder.throttle(ThrottleEvent {
                 at: receipt.wall,
                 client: meta.client.to_string(),
                 user_agent: user_agent(meta),
@@ -772,7 +692,7 @@ impl Stage for JudgeStage {
                 }
                 None => match store.on_failure() {
                     OnFailure::FailClosed { hold } => {
-                        return Action::Respond(fail_closed_answer(hold));
+                        return Action::Respond(crate::shared::fail_closed_answer(hold));
                     }
                     _ => judge.check(local, arrival),
                 },
@@ -815,10 +735,10 @@ impl fmt::Debug for JudgeStage {
     }
 }
 
-/// The value of the header a [`KeyMode::Header`](super::KeyMode::Header) judge keys by.
+/// The value of the header a [`KeyMode::Header`](crate::judge::KeyMode::Header) judge keys by.
 fn header_value(stage: &JudgeStage, request: &Request<Body>) -> Option<String> {
     match stage.judge.mode() {
-        super::KeyMode::Header(name) => request
+        crate::judge::KeyMode::Header(name) => request
             .headers()
             .get(name.as_str())
             .and_then(|v| v.to_str().ok())
@@ -939,7 +859,7 @@ mod tests {
             assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
             assert_eq!(response.headers()[header::RETRY_AFTER], "30");
             assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
-            assert!(response.extensions().get::<JudgeAnswer>().is_some());
+            assert!(response.extensions().get::<OwnAnswer>().is_some());
             let body = response.into_body().collect().await.unwrap().to_bytes();
             let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(body["error"]["code"], "Too Many Requests");

@@ -16,9 +16,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::fault::{FaultCounts, FaultStage};
-use crate::judge::{JudgeStage, VerdictCounts};
+use crate::judge::VerdictCounts;
 use crate::{Action, Body, Mode, RequestMeta, Stage};
+use crate::{FaultCounts, FaultStage, JudgeStage};
 
 /// The upper bounds of the response-time buckets, in seconds: Prometheus' defaults, and 30 s
 /// and 60 s for injected latency and slow upstreams. The last bucket, `+Inf`, is implied.
@@ -53,14 +53,14 @@ const SOURCES: [&str; 2] = ["upstream", "holdoff"];
 ///   arrival ([`RequestMeta::received`]) to the response head being ready, so an upstream's
 ///   time includes the proxy's own and any latency a fault added.
 ///
-/// Read it through [`Control`](super::Control): `/status` and `/metrics`.
+/// Read it through [`Control`](crate::Control): `/status` and `/metrics`.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
 /// use holdoff::clock::TokioClock;
-/// use holdoff_proxy::control::MetricsStage;
+/// use holdoff_proxy::MetricsStage;
 ///
 /// let metrics = Arc::new(MetricsStage::new(Arc::new(TokioClock)));
 /// assert_eq!(metrics.requests(), 0);
@@ -372,8 +372,8 @@ mod tests {
     use holdoff::clock::ManualClock;
     use http::StatusCode;
 
-    use crate::fault::plan::FaultPlan;
-    use crate::fault::rng::FaultRng;
+    use crate::fault::FaultPlan;
+    use crate::fault::FaultRng;
     use crate::judge::{Judge, KeyMode};
 
     mod exposition {

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 use holdoff::Receipt;
 use http::{Request, Response};
 
-use crate::judge::{Judge, KeyMode, WindowKey, WindowTimes, wall_of};
+use super::wall_of;
+use crate::judge::{Judge, KeyMode, WindowKey, WindowTimes};
 use crate::{Action, Body, Notes, RequestMeta, Stage};
 
 /// How many windows a [`WindowBook`] labels at most, by default.
@@ -44,7 +45,7 @@ pub trait OpenWindows: Send + Sync + 'static {
 }
 
 /// A pipeline stage that labels the judge's open windows with the client, method and URL
-/// they were opened for, so that [`Control`](super::Control) can list them.
+/// they were opened for, so that [`Control`](crate::Control) can list them.
 ///
 /// Put it **before** the judge (e.g. right after [`MetricsStage`](super::MetricsStage)), so
 /// that it sees every throttled response, the faults' included. It looks only at responses
@@ -68,7 +69,7 @@ pub trait OpenWindows: Send + Sync + 'static {
 /// ```
 /// use std::sync::Arc;
 /// use holdoff::clock::{Clock, TokioClock};
-/// use holdoff_proxy::control::WindowBook;
+/// use holdoff_proxy::WindowBook;
 /// use holdoff_proxy::judge::{Judge, KeyMode};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -309,7 +310,7 @@ mod tests {
     use holdoff::clock::{SystemClock, TokioClock};
     use http::{StatusCode, header};
 
-    use crate::judge::JudgeStage;
+    use crate::JudgeStage;
 
     /// Both clocks now.
     fn now() -> Receipt {

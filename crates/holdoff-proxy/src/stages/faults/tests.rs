@@ -1,9 +1,9 @@
 //! The fault stage driven by hand: every fault, its counts, its notes.
 
 use super::*;
-use crate::fault::error::Rate;
-use crate::fault::plan::{ErrorRule, LatencyRule, MockRule, RequestMatch, Scope};
+use crate::fault::Rate;
 use crate::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
+use crate::fault::{ErrorRule, LatencyRule, MockRule, RequestMatch, Scope};
 use holdoff::Receipt;
 use holdoff::clock::{ManualClock, SystemClock, TokioClock};
 use http::Method;
@@ -418,8 +418,8 @@ mod rate_limits {
     async fn a_later_step_that_answers_takes_the_counted_requests_headers() {
         // Rate limits first, then auth: a request without a key is counted, then refused; the
         // 401 carries the limit's headers, as any answer after the count does.
-        use crate::fault::auth::{AuthCheck, AuthRule, KeyIn, KeyParameter};
-        use crate::fault::plan::FaultOrder;
+        use crate::fault::FaultOrder;
+        use crate::fault::{AuthCheck, AuthRule, KeyIn, KeyParameter};
         let mut plan = limited(HeaderStyle::XRateLimit, None);
         plan.order = FaultOrder::new([FaultStep::RateLimits]).unwrap();
         plan.auth.push(AuthRule {

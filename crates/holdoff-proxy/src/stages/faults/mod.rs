@@ -33,11 +33,11 @@ use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body as _;
 use rand::Rng;
 
-use super::body::{self, Slowed, Truncated};
-use super::error::{ErrorResponse, HeaderTemplate};
-use super::plan::{FaultOutcome, FaultPlan, FaultStep, NetworkFault, RateLimitRule};
-use super::ratelimit::RateLimiter;
-use super::rng::FaultRng;
+use crate::fault::FaultRng;
+use crate::fault::body::{self, Slowed, Truncated};
+use crate::fault::ratelimit::RateLimiter;
+use crate::fault::{ErrorResponse, HeaderTemplate};
+use crate::fault::{FaultOutcome, FaultPlan, FaultStep, NetworkFault, RateLimitRule};
 use crate::proxy::reply::Refusal;
 use crate::shared::SharedStore;
 use crate::{Action, Body, Notes, RequestMeta, Stage};
@@ -57,10 +57,10 @@ const BODY_LIMIT: usize = 1 << 20;
 /// ```
 /// use std::sync::Arc;
 /// use holdoff::clock::TokioClock;
-/// use holdoff_proxy::fault::error::Rate;
-/// use holdoff_proxy::fault::rng::FaultRng;
-/// use holdoff_proxy::fault::plan::{ErrorRule, FaultPlan, NetworkFault, FaultOutcome, RequestMatch};
-/// use holdoff_proxy::fault::stage::FaultStage;
+/// use holdoff_proxy::fault::Rate;
+/// use holdoff_proxy::fault::FaultRng;
+/// use holdoff_proxy::fault::{ErrorRule, FaultPlan, NetworkFault, FaultOutcome, RequestMatch};
+/// use holdoff_proxy::FaultStage;
 ///
 /// let mut plan = FaultPlan::default();
 /// plan.errors.push(ErrorRule {

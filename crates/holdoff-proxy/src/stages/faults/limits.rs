@@ -9,11 +9,12 @@ use std::time::SystemTime;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 
 use super::{Armed, Flow, Inner, Kind, Left, Read, Step, answer, with_wait};
-use crate::fault::error::{Rendered, RetryAfterForm};
-use crate::fault::plan::{RateLimitRule, Scope};
-use crate::fault::ratelimit::{self, Limit, Taken, ceil_secs};
-use crate::judge::fail_closed_answer;
+use crate::fault::ratelimit::{self, Limit, Taken};
+use crate::fault::{RateLimitRule, Scope};
+use crate::fault::{Rendered, RetryAfterForm};
 use crate::proxy::reply::Refusal;
+use crate::secs::ceil_secs;
+use crate::shared::fail_closed_answer;
 use crate::shared::{CounterKey, OnFailure};
 use crate::{Action, Body, Notes, RequestMeta};
 
