@@ -5,19 +5,20 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use holdoff_proxy::report::{escape_markup as esc, shell_words};
+use holdoff_proxy::report::escape_markup as esc;
 use serde_json::json;
 
 use super::Row;
 use super::verdict::Verdict;
 
-/// The command as one line, for the reports.
+/// The command as one line quoted for a POSIX shell, for the reports.
 pub(crate) fn command_line(command: &[OsString]) -> String {
     let words: Vec<String> = command
         .iter()
         .map(|word| word.to_string_lossy().into_owned())
         .collect();
-    shell_words(&words)
+    // Only a NUL fails the join, and no argument on a command line holds one.
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_default()
 }
 
 /// The table's columns and their widths: it fits 100 columns, the cells wrapped at their
