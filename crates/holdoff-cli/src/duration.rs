@@ -7,6 +7,15 @@
 
 use std::time::Duration;
 
+// Not jiff's "friendly" format (checked with jiff 0.2.46), which fits neither side:
+// - its range: `SignedDuration` holds at most `i64::MAX` s and refuses `2d` (a calendar unit);
+//   `Span` takes days, but at most 7,304,484 of them. A flag here is any `Duration`, up to
+//   `u64::MAX` s, and the tests pin that end.
+// - it reads what we refuse (`-1s`, `1 s`, `1s `, `8sec`, `1,5s`, `1µs`, `1s ago`), so a lexer
+//   of our own would still run first, and its errors have no kind to tell "too large" from
+//   "invalid" by.
+// - its printer writes a day and an hour as `25h` (no days for a `SignedDuration`), and zero
+//   as `0ms` once fractional milliseconds are asked for.
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// Units in the order they must appear, with their length in nanoseconds.

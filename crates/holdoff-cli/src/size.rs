@@ -3,6 +3,11 @@
 //! Units, in any case: `k`/`kb` (1,000), `kib` (1,024), `m`/`mb`, `mib`, `g`/`gb`, `gib`;
 //! a bare number is bytes. Whole numbers only: a size is counted in bytes.
 
+// Not a crate (checked with bytesize 2.7 and parse-size 1.1): both read `1.5GB` and `10 MB`,
+// which we refuse; bytesize turns `99999999999999GiB` into `u64::MAX` rather than an error;
+// parse-size also reads ` 1`, `1_000`, `1e3` and `1T`. Refusing those first would take the
+// same unit table as parsing them.
+
 /// Parses a size in bytes; the error is a complete message for the user.
 pub(crate) fn parse(input: &str) -> Result<u64, String> {
     let invalid =

@@ -617,7 +617,7 @@ fn no_request_through_the_proxy_is_not_tested_and_exits_4() {
         xml.contains(r#"<testsuites name="holdoff" tests="1" failures="1""#),
         "{xml}"
     );
-    assert!(xml.contains(r#"<testcase classname="holdoff" name="no request reached the proxy""#));
+    assert!(xml.contains(r#"<testcase name="no request reached the proxy" classname="holdoff""#));
     let md = std::fs::read_to_string(&md).expect("the Markdown report");
     assert!(md.starts_with("## holdoff: ⚠ NOT TESTED:"), "{md}");
     assert!(!md.contains("every retry waited"), "{md}");

@@ -5,19 +5,21 @@ use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use holdoff_proxy::report::{escape_markup as esc, shell_words};
+use holdoff_proxy::report::escape_markup as esc;
+use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use serde_json::json;
 
 use super::Row;
 use super::verdict::Verdict;
 
-/// The command as one line, for the reports.
+/// The command as one line quoted for a POSIX shell, for the reports.
 pub(crate) fn command_line(command: &[OsString]) -> String {
     let words: Vec<String> = command
         .iter()
         .map(|word| word.to_string_lossy().into_owned())
         .collect();
-    shell_words(&words)
+    // Only a NUL fails the join, and no argument on a command line holds one.
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_default()
 }
 
 /// The table's columns and their widths: it fits 100 columns, the cells wrapped at their
@@ -240,35 +242,9 @@ pub(crate) fn json(rows: &[Row], command: &str) -> String {
 /// The results as JUnit XML: one test case per scenario, failing when it failed, skipped when
 /// nothing was tested; a warning passes, with its reason in the case's output.
 pub(crate) fn junit(rows: &[Row], command: &str) -> String {
-    let (tests, failures) = (rows.len(), count(rows, Verdict::Fail));
-    let skips = rows
-        .iter()
-        .filter(|row| skipped(row.outcome.verdict))
-        .count();
-    let seconds: f64 = rows
-        .iter()
-        .map(|row| row.elapsed.as_secs_f64())
-        .fold(0.0, f64::max);
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
-    let _ = writeln!(
-        out,
-        r#"<testsuites name="holdoff check" tests="{tests}" failures="{failures}" errors="0" time="{seconds:.3}">"#
-    );
-    let _ = writeln!(
-        out,
-        r#"  <testsuite name="holdoff check: {}" tests="{tests}" failures="{failures}" errors="0" skipped="{skips}" time="{seconds:.3}">"#,
-        esc(command)
-    );
+    let mut suite = TestSuite::new(format!("holdoff check: {command}"));
     for row in rows {
         let outcome = &row.outcome;
-        let _ = writeln!(
-            out,
-            r#"    <testcase classname="holdoff.check" name="{}" time="{:.3}">"#,
-            esc(row.scenario.name),
-            row.elapsed.as_secs_f64()
-        );
         let detail = format!(
             "sent: {}\nclient: {}\nverdict: {}: {}",
             row.sends,
@@ -276,31 +252,39 @@ pub(crate) fn junit(rows: &[Row], command: &str) -> String {
             outcome.verdict.as_str(),
             outcome.why
         );
-        match outcome.verdict {
+        let status = match outcome.verdict {
             Verdict::Fail => {
-                let _ = writeln!(
-                    out,
-                    r#"      <failure message="{}" type="retry-after">{}</failure>"#,
-                    esc(&outcome.why),
-                    esc(&detail)
-                );
+                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                status
+                    .set_message(&outcome.why)
+                    .set_type("retry-after")
+                    .set_description(&detail);
+                status
             }
             verdict if skipped(verdict) => {
-                let _ = writeln!(
-                    out,
-                    r#"      <skipped message="{}: {}"/>"#,
-                    verdict.as_str(),
-                    esc(&outcome.why)
-                );
+                let mut status = TestCaseStatus::skipped();
+                status.set_message(format!("{}: {}", verdict.as_str(), outcome.why));
+                status
             }
-            _ => {}
-        }
-        let _ = writeln!(out, "      <system-out>{}</system-out>", esc(&detail));
-        let _ = writeln!(out, "    </testcase>");
+            _ => TestCaseStatus::success(),
+        };
+        let mut case = TestCase::new(row.scenario.name, status);
+        case.set_classname("holdoff.check")
+            .set_time(row.elapsed)
+            .set_system_out(detail);
+        suite.add_test_case(case);
     }
-    let _ = writeln!(out, "  </testsuite>");
-    let _ = writeln!(out, "</testsuites>");
-    out
+    let time = rows.iter().map(|row| row.elapsed).max().unwrap_or_default();
+    suite.set_time(time);
+    // quick-junit counts skipped cases as `disabled`; CI test tabs read `skipped`.
+    let skips = suite.disabled.to_string();
+    suite.extra.insert("skipped".into(), skips.into());
+    let mut report = quick_junit::Report::new("holdoff check");
+    report.set_time(time).add_test_suite(suite);
+    // Serializing into memory cannot fail. quick-junit drops control characters but leaves
+    // U+FFFE and U+FFFF, which XML 1.0 forbids: U+FFFD, as in the proxy's reports.
+    let xml = report.to_string().unwrap_or_default();
+    xml.replace(['\u{FFFE}', '\u{FFFF}'], "\u{FFFD}")
 }
 
 /// Whether a verdict is a skipped test case in JUnit: nothing was tested (n/a), the client

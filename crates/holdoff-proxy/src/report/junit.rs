@@ -4,11 +4,13 @@
 //! request reached the proxy is one failing case, never zero tests.
 
 use std::collections::HashMap;
-use std::fmt::{self, Write as _};
-use std::time::SystemTime;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
 
 use super::outcome::{Case, NO_TRAFFIC_CAUSES, unintercepted};
-use super::text::{count, millis, shell_words, xml};
+use super::text::{count, millis, shell_words};
 use super::{Endpoint, HintKind, Report, RetryRow, time};
 use crate::judge::Verdict;
 
@@ -16,54 +18,26 @@ use crate::judge::Verdict;
 const IN_MESSAGE: usize = 3;
 
 pub(super) fn render(report: &Report) -> String {
-    let mut out = String::new();
-    // Writing to a String cannot fail.
-    let _ = write(&mut out, report);
-    out
-}
-
-fn write(out: &mut String, report: &Report) -> fmt::Result {
+    let seconds = test_time(report.duration_ms.unwrap_or(0.0));
+    let mut suite = TestSuite::new("holdoff: retries wait for Retry-After");
+    suite.set_time(seconds);
+    if let Some(at) = report.started_at {
+        // JUnit's schema has an `xs:dateTime` without a zone here; quick-junit's own field
+        // writes one.
+        suite
+            .extra
+            .insert("timestamp".into(), time::junit(at).into());
+    }
+    suite.add_properties(properties(report));
     let case = Case::of(report);
     // Never zero tests: a run that judged nothing says so in a case of its own.
-    let lone = match case {
-        Case::NotTested { .. } | Case::NothingThrottled if report.endpoints.is_empty() => {
-            Some(case)
-        }
-        _ => None,
-    };
-    let unintercepted = report.interception_failures > 0;
-    let tests = report.endpoints.len() + usize::from(lone.is_some()) + usize::from(unintercepted);
-    let failures = report
-        .endpoints
-        .iter()
-        .filter(|e| e.failed(report.fail_on_no_backoff))
-        .count()
-        + usize::from(lone == Some(Case::NotTested { allowed: false }))
-        + usize::from(unintercepted);
-    let skipped = usize::from(matches!(
-        lone,
-        Some(Case::NotTested { allowed: true } | Case::NothingThrottled)
-    ));
-    let seconds = report.duration_ms.unwrap_or(0.0) / 1000.0;
-    let timestamp = report
-        .started_at
-        .map(|at| format!(r#" timestamp="{}""#, time::junit(at)))
-        .unwrap_or_default();
-    writeln!(out, r#"<?xml version="1.0" encoding="UTF-8"?>"#)?;
-    writeln!(
-        out,
-        r#"<testsuites name="holdoff" tests="{tests}" failures="{failures}" errors="0" time="{seconds:.3}">"#
-    )?;
-    writeln!(
-        out,
-        r#"  <testsuite name="holdoff: retries wait for Retry-After" tests="{tests}" failures="{failures}" errors="0" skipped="{skipped}" time="{seconds:.3}"{timestamp}>"#
-    )?;
-    properties(out, report)?;
-    if let Some(case) = lone {
-        nothing_judged(out, report, case, seconds)?;
+    if matches!(case, Case::NotTested { .. } | Case::NothingThrottled)
+        && report.endpoints.is_empty()
+    {
+        suite.add_test_case(nothing_judged(report, case, seconds));
     }
-    if unintercepted {
-        interceptions(out, report)?;
+    if report.interception_failures > 0 {
+        suite.add_test_case(interceptions(report));
     }
     // Each endpoint's rows, gathered once: a long run has thousands of endpoints.
     let mut rows: HashMap<(&str, &str, &str), Rows<'_>> = HashMap::new();
@@ -85,76 +59,92 @@ fn write(out: &mut String, report: &Report) -> fmt::Result {
             endpoint.method.as_str(),
             endpoint.url.as_str(),
         );
-        testcase(out, report, endpoint, rows.get(&key).unwrap_or(&none))?;
+        suite.add_test_case(testcase(report, endpoint, rows.get(&key).unwrap_or(&none)));
     }
-    writeln!(out, "  </testsuite>")?;
-    writeln!(out, "</testsuites>")
+    // quick-junit counts skipped cases as `disabled`; CI test tabs read `skipped`.
+    let skipped = suite.disabled.to_string();
+    suite.extra.insert("skipped".into(), skipped.into());
+    let mut junit = quick_junit::Report::new("holdoff");
+    junit.set_time(seconds).add_test_suite(suite);
+    serialize(&junit)
+}
+
+/// The report as XML. quick-junit drops control characters but leaves U+FFFE and U+FFFF,
+/// which XML 1.0 forbids: they become U+FFFD, as in the other reports.
+fn serialize(junit: &quick_junit::Report) -> String {
+    // Serializing into memory cannot fail.
+    let xml = junit.to_string().unwrap_or_default();
+    xml.replace(['\u{FFFE}', '\u{FFFF}'], "\u{FFFD}")
+}
+
+/// `ms` milliseconds as a test's time; a negative or unknown time as zero.
+fn test_time(ms: f64) -> Duration {
+    Duration::try_from_secs_f64(ms / 1000.0).unwrap_or_default()
 }
 
 /// A failing case for the tunnels whose interception failed: their requests were never judged.
-fn interceptions(out: &mut String, report: &Report) -> fmt::Result {
-    let why = unintercepted(report.interception_failures);
-    writeln!(
-        out,
-        r#"    <testcase classname="holdoff" name="TLS interception" time="0.000">"#
-    )?;
-    writeln!(
-        out,
-        r#"      <failure type="InterceptionFailed" message="{}">{}</failure>"#,
-        xml(&count(
+fn interceptions(report: &Report) -> TestCase {
+    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+    status
+        .set_type("InterceptionFailed")
+        .set_message(count(
             usize::try_from(report.interception_failures).unwrap_or(usize::MAX),
             "TLS interception failed",
-            "TLS interceptions failed"
-        )),
-        xml(&why)
-    )?;
-    writeln!(out, "    </testcase>")
+            "TLS interceptions failed",
+        ))
+        .set_description(unintercepted(report.interception_failures));
+    let mut case = TestCase::new("TLS interception", status);
+    case.set_classname("holdoff").set_time(Duration::ZERO);
+    case
 }
 
 /// The one case of a run in which nothing was judged: failing when no request reached the
 /// proxy, skipped when that is allowed or when requests came but none was throttled.
-fn nothing_judged(out: &mut String, report: &Report, case: Case, seconds: f64) -> fmt::Result {
+fn nothing_judged(report: &Report, case: Case, seconds: Duration) -> TestCase {
     let name = match case {
         Case::NotTested { .. } => "no request reached the proxy",
         _ => "nothing was judged",
     };
-    writeln!(
-        out,
-        r#"    <testcase classname="holdoff" name="{name}" time="{seconds:.3}">"#
-    )?;
-    match case {
+    let status = match case {
         Case::NotTested { allowed: false } => {
-            writeln!(
-                out,
-                r#"      <failure type="NotTested" message="no request reached the proxy: the command's HTTP clients bypassed it, or sent nothing; not a pass">"#
-            )?;
-            writeln!(out, "the usual causes:")?;
+            let mut causes = "the usual causes:".to_owned();
             for (cause, fix) in NO_TRAFFIC_CAUSES {
-                writeln!(out, "{}", xml(&format!("- {cause}: {fix}")))?;
+                let _ = write!(causes, "\n- {cause}: {fix}");
             }
-            writeln!(out, "      </failure>")?;
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status
+                .set_type("NotTested")
+                .set_message(
+                    "no request reached the proxy: the command's HTTP clients bypassed it, or \
+                     sent nothing; not a pass",
+                )
+                .set_description(causes);
+            status
         }
-        Case::NotTested { allowed: true } => writeln!(
-            out,
-            r#"      <skipped message="no request reached the proxy, as --allow-no-traffic allows"/>"#
-        )?,
-        _ => writeln!(
-            out,
-            r#"      <skipped message="{}"/>"#,
-            xml(&format!(
+        Case::NotTested { allowed: true } => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message("no request reached the proxy, as --allow-no-traffic allows");
+            status
+        }
+        _ => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(format!(
                 "{} reached the proxy, none throttled: no retry was judged",
                 count(
                     usize::try_from(report.requests).unwrap_or(usize::MAX),
                     "request",
                     "requests"
                 )
-            ))
-        )?,
-    }
-    writeln!(out, "    </testcase>")
+            ));
+            status
+        }
+    };
+    let mut case = TestCase::new(name, status);
+    case.set_classname("holdoff").set_time(seconds);
+    case
 }
 
-fn properties(out: &mut String, report: &Report) -> fmt::Result {
+fn properties(report: &Report) -> Vec<Property> {
     let mut props: Vec<(&str, String)> = Vec::new();
     if let Some(seed) = report.seed {
         props.push(("seed", seed.to_string()));
@@ -176,15 +166,10 @@ fn properties(out: &mut String, report: &Report) -> fmt::Result {
     props.push(("requests", report.requests.to_string()));
     props.push(("throttled", report.throttled.to_string()));
     props.push(("herds", report.herds.len().to_string()));
-    writeln!(out, "    <properties>")?;
-    for (name, value) in props {
-        writeln!(
-            out,
-            r#"      <property name="{name}" value="{}"/>"#,
-            xml(&value)
-        )?;
-    }
-    writeln!(out, "    </properties>")
+    props
+        .into_iter()
+        .map(|(name, value)| Property::new(name, value))
+        .collect()
 }
 
 /// An endpoint's windows' and retries' times, and its retries, as the timeline keeps them.
@@ -194,25 +179,14 @@ struct Rows<'a> {
     retries: Vec<&'a RetryRow>,
 }
 
-fn testcase(
-    out: &mut String,
-    report: &Report,
-    endpoint: &Endpoint,
-    rows: &Rows<'_>,
-) -> fmt::Result {
+fn testcase(report: &Report, endpoint: &Endpoint, rows: &Rows<'_>) -> TestCase {
     let retries = &rows.retries;
     // From the first throttle to the last retry.
     let times = &rows.times;
     let seconds = match (times.iter().min(), times.iter().max()) {
-        (Some(first), Some(last)) => time::millis_between(*first, *last) / 1000.0,
-        _ => 0.0,
+        (Some(first), Some(last)) => test_time(time::millis_between(*first, *last)),
+        _ => Duration::ZERO,
     };
-    writeln!(
-        out,
-        r#"    <testcase classname="{}" name="{}" time="{seconds:.3}">"#,
-        xml(&endpoint.client),
-        xml(&format!("{} {}", endpoint.method, endpoint.url)),
-    )?;
     let failing: Vec<&RetryRow> = retries
         .iter()
         .copied()
@@ -226,6 +200,7 @@ fn testcase(
         } else {
             0
         };
+    let mut status = TestCaseStatus::success();
     if broke > 0 {
         let mut message = format!(
             "{} broke {}: ",
@@ -252,16 +227,12 @@ fn testcase(
         if broke > listed.len() {
             let _ = write!(message, "; and {} more", broke - listed.len());
         }
-        writeln!(
-            out,
-            r#"      <failure type="{}" message="{}">"#,
-            failure_type(endpoint),
-            xml(&message)
-        )?;
-        for r in &failing {
-            writeln!(out, "{}", xml(&explain(report, r)))?;
-        }
-        writeln!(out, "      </failure>")?;
+        let lines: Vec<String> = failing.iter().map(|r| explain(report, r)).collect();
+        status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+        status
+            .set_type(failure_type(endpoint))
+            .set_message(message)
+            .set_description(lines.join("\n"));
     }
     let mut story = format!(
         "{}, {} premature, {} read as zero, {} without backoff, {} compliant",
@@ -293,8 +264,11 @@ fn testcase(
             _ => {}
         }
     }
-    writeln!(out, "      <system-out>{}</system-out>", xml(&story))?;
-    writeln!(out, "    </testcase>")
+    let mut case = TestCase::new(format!("{} {}", endpoint.method, endpoint.url), status);
+    case.set_classname(&endpoint.client)
+        .set_time(seconds)
+        .set_system_out(story);
+    case
 }
 
 /// `1.90 s early`, or that the window never closes.

@@ -89,12 +89,6 @@ use crate::judge::Verdict;
 pub fn escape_markup(s: &str) -> std::borrow::Cow<'_, str> {
     text::xml(s)
 }
-
-/// `command` as one line a shell would read back as the same words: safe words as they are,
-/// others in single quotes.
-pub fn shell_words(command: &[String]) -> String {
-    text::shell_words(command)
-}
 use time::{rfc3339, rfc3339_option};
 
 /// How close a retry's `throttled_at` must be to a throttle event's time for both to be one

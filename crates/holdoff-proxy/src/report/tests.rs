@@ -364,7 +364,7 @@ mod throttles_and_verdicts {
         );
         assert!(md.contains("| node · openai-node/4.77 |"), "{md}");
         let xml = report.render(Format::Junit);
-        assert!(xml.contains(r#"<failure type="ReadAsZero""#), "{xml}");
+        assert!(xml.contains(r#"type="ReadAsZero">"#), "{xml}");
         let html = report.render(Format::Html);
         assert_eq!(html.matches(r#"class="retry read-as-zero""#).count(), 1);
         assert_eq!(html.matches(r#"class="window malformed""#).count(), 1);
@@ -408,7 +408,7 @@ mod throttles_and_verdicts {
         assert!(
             report
                 .render(Format::Junit)
-                .contains(r#"<failure type="NoBackoff""#)
+                .contains(r#"type="NoBackoff">"#)
         );
     }
 
@@ -504,7 +504,7 @@ mod headline {
             "{xml}"
         );
         assert!(xml.contains(r#"name="no request reached the proxy""#));
-        assert!(xml.contains(r#"<failure type="NotTested""#));
+        assert!(xml.contains(r#"type="NotTested">"#));
         for format in [Format::Markdown, Format::Html] {
             let text = report.render(format);
             assert!(
@@ -565,10 +565,7 @@ mod headline {
         assert_eq!(json["verdict"], "not_tested");
         assert_eq!(json["interception_failures"], 2);
         let xml = report.render(Format::Junit);
-        assert!(
-            xml.contains(r#"<failure type="InterceptionFailed""#),
-            "{xml}"
-        );
+        assert!(xml.contains(r#"type="InterceptionFailed">"#), "{xml}");
         assert!(xml.contains(r#"failures="1""#), "{xml}");
         for format in [Format::Markdown, Format::Html] {
             let text = report.render(format);

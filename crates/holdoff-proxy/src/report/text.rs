@@ -111,20 +111,15 @@ pub(crate) fn html_with_code(s: &str) -> String {
         .collect()
 }
 
-/// `command` quoted for a POSIX shell.
+/// `command` quoted for a POSIX shell, by `shlex`: it also quotes what an interactive shell
+/// would expand (`!`, `{`, non-ASCII). A NUL, which no real argument holds (only an edited
+/// event log), is quoted like any other character, as the report's escaping then shows it.
 pub(crate) fn shell_words(command: &[String]) -> String {
-    let quote = |arg: &String| {
-        let safe = !arg.is_empty()
-            && arg
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
-        if safe {
-            arg.clone()
-        } else {
-            format!("'{}'", arg.replace('\'', r"'\''"))
-        }
-    };
-    command.iter().map(quote).collect::<Vec<_>>().join(" ")
+    // With NULs allowed, joining cannot fail.
+    shlex::Quoter::new()
+        .allow_nul(true)
+        .join(command.iter().map(String::as_str))
+        .unwrap_or_default()
 }
 
 /// `s` cut to `max` characters, with `…` at the end when cut.
@@ -319,12 +314,12 @@ mod tests {
 
         #[test]
         fn quotes_only_what_needs_it() {
-            let words: Vec<String> = ["curl", "-s", "http://a/b?x=1&y", "it's", ""]
+            let words: Vec<String> = ["curl", "-s", "http://a/b?x=1&y", "it's", "", "a!{b,c}"]
                 .map(String::from)
                 .to_vec();
             assert_eq!(
                 shell_words(&words),
-                r"curl -s 'http://a/b?x=1&y' 'it'\''s' ''"
+                r#"curl -s 'http://a/b?x=1&y' "it's" '' 'a!{b,c}'"#
             );
         }
     }
