@@ -11,10 +11,21 @@
 //! truncated or slowed body — is a [`Notes`] note on the request, which the proxy carries to
 //! the response for [`Stage::on_response`]; a request that never gets there (its client went
 //! away, a later stage dropped it) takes its note with it.
+//!
+//! Each fault kind's step is a file of its own, beside its rule in [`crate::fault`]:
+//! `latency.rs`, `auth.rs`, `mocks.rs`, `crud.rs`, `limits.rs` (rate limits), `llm.rs`
+//! (token budgets) and `errors.rs` (error rules and network faults); this file holds the
+//! stage, the chain that runs the steps in the plan's order, and the body reading they share;
+//! `counts.rs` counts what was injected.
 
+mod auth;
 mod counts;
+mod crud;
+mod errors;
+mod latency;
 mod limits;
 mod llm;
+mod mocks;
 #[cfg(test)]
 mod tests;
 
@@ -23,7 +34,7 @@ use counts::{Counters, Kind};
 use limits::{counter_name, same_counter};
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -31,13 +42,12 @@ use bytes::Bytes;
 use holdoff::clock::Clock;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body as _;
-use rand::Rng;
 
 use crate::fault::FaultRng;
 use crate::fault::body::{self, Slowed, Truncated};
 use crate::fault::ratelimit::RateLimiter;
 use crate::fault::{ErrorResponse, HeaderTemplate};
-use crate::fault::{FaultOutcome, FaultPlan, FaultStep, NetworkFault, RateLimitRule};
+use crate::fault::{FaultPlan, FaultStep, NetworkFault, RateLimitRule};
 use crate::proxy::reply::Refusal;
 use crate::shared::SharedStore;
 use crate::{Action, Body, Notes, RequestMeta, Stage};
@@ -448,32 +458,6 @@ impl Inner {
         Action::Continue(request)
     }
 
-    /// The first auth rule covering the request refuses it `401` without an allowed key, as
-    /// Dev Proxy's AuthPlugin answers: `{"error": {"message": "Unauthorized"}}`.
-    fn auth(&self, armed: &Armed, request: Request<Body>, meta: &RequestMeta, url: &str) -> Flow {
-        let Some(rule) = armed.plan.auth.iter().find(|rule| rule.covers(url)) else {
-            return Flow::Next(request);
-        };
-        let Err(why) = rule.authorizes(request.headers(), request.uri(), self.clock.wall_now())
-        else {
-            return Flow::Next(request);
-        };
-        self.record(
-            Kind::Unauthorized,
-            meta,
-            Some(StatusCode::UNAUTHORIZED),
-            None,
-        );
-        tracing::debug!(target: "holdoff::fault", url = %meta.target, "401: {}", why.as_str());
-        let mut response = Response::new(Body::from(r#"{"error":{"message":"Unauthorized"}}"#));
-        *response.status_mut() = StatusCode::UNAUTHORIZED;
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        Flow::answer(request, response)
-    }
-
     /// What a future resuming the decision needs, owned.
     fn keep(
         self: &Arc<Self>,
@@ -528,226 +512,6 @@ impl Inner {
                 }
             }
         })
-    }
-
-    /// The delay a latency fault adds to this request, if it does.
-    fn latency(&self, plan: &FaultPlan, url: &str) -> Option<Duration> {
-        let rule = plan.latency.as_ref()?;
-        if rule
-            .url
-            .as_ref()
-            .is_some_and(|url_rule| !url_rule.matches_url(url))
-        {
-            return None;
-        }
-        self.rng.with(|rng| {
-            if !rule.rate.fails(rng.random()) {
-                return None;
-            }
-            let (low, high) = (*rule.delay.start(), *rule.delay.end());
-            Some(if low < high {
-                rng.random_range(low..=high)
-            } else {
-                low
-            })
-        })
-    }
-
-    /// The first mock that matches answers, counting `nth`; then the unmocked are blocked if
-    /// the plan says so.
-    fn mock(
-        &self,
-        armed: &Armed,
-        request: Request<Body>,
-        meta: &RequestMeta,
-        url: &str,
-        read: &Read,
-    ) -> Flow {
-        let plan = &armed.plan;
-        for (index, mock) in plan.mocks.iter().enumerate() {
-            if !(mock.request.head_matches(&meta.method, url)
-                && mock.request.body_matches(read.body()))
-            {
-                continue;
-            }
-            if let Some(nth) = mock.nth {
-                let seen = armed.mock_hits[index].fetch_add(1, Ordering::Relaxed) + 1;
-                if seen != nth {
-                    continue;
-                }
-            }
-            return match &mock.response {
-                FaultOutcome::Respond(response) => {
-                    let wall = self.clock.wall_now();
-                    let rendered = self
-                        .rng
-                        .with(|rng| response.render(plan.retry_after_form, rng, wall));
-                    self.record(
-                        Kind::Mocked,
-                        meta,
-                        Some(rendered.response.status()),
-                        rendered.hint,
-                    );
-                    // A rate limit that counted this request first: its headers go on the mock
-                    // with the request's notes, and a token budget counts the mock's usage.
-                    Flow::answer(request, rendered.response.map(Body::full))
-                }
-                FaultOutcome::Network(fault) => {
-                    self.record(Kind::Mocked, meta, None, None);
-                    Flow::Done(self.network(*fault, request, meta))
-                }
-            };
-        }
-        if plan.block_unmocked {
-            self.record(Kind::Blocked, meta, Some(StatusCode::BAD_GATEWAY), None);
-            let refusal = Refusal::new(
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "no mock matches {} {} and unmocked requests are blocked",
-                    meta.method, meta.target
-                ),
-            );
-            return Flow::answer(request, refusal.into_response());
-        }
-        Flow::Next(request)
-    }
-
-    /// The first CRUD API with an action for the request (or a CORS preflight under its base
-    /// URL) answers from its data.
-    fn crud_api(
-        &self,
-        armed: &Armed,
-        request: Request<Body>,
-        meta: &RequestMeta,
-        url: &str,
-        read: &Read,
-    ) -> Flow {
-        let headers = request.headers();
-        let Some(api) = armed
-            .plan
-            .crud_apis
-            .iter()
-            .find(|api| api.answers(&meta.method, url, headers))
-        else {
-            return Flow::Next(request);
-        };
-        if matches!(read, Read::TooLarge) {
-            self.record(
-                Kind::Mocked,
-                meta,
-                Some(StatusCode::PAYLOAD_TOO_LARGE),
-                None,
-            );
-            let refusal = Refusal::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is larger than the CRUD API reads ({BODY_LIMIT} bytes)"),
-            );
-            return Flow::answer(request, refusal.into_response());
-        }
-        let Some(answer) = api.answer(&meta.method, url, headers, read.body()) else {
-            return Flow::Next(request);
-        };
-        self.record(Kind::Mocked, meta, Some(answer.status()), None);
-        // A rate limit that counted this request first: its headers go on the answer.
-        Flow::answer(request, answer.map(Body::full))
-    }
-
-    /// The first error rule whose request matches decides: one draw for its rate, and on a
-    /// failure one for the outcome.
-    fn error(
-        self: &Arc<Self>,
-        armed: &Arc<Armed>,
-        request: Request<Body>,
-        meta: &RequestMeta,
-        url: &str,
-        read: &Read,
-        position: usize,
-    ) -> Flow {
-        let plan = &armed.plan;
-        let mut chosen = None;
-        for rule in &plan.errors {
-            if !rule.request.head_matches(&meta.method, url) {
-                continue;
-            }
-            if rule.request.body_fragment.is_some() && matches!(read, Read::Unread) {
-                let reading = self.read_body(armed, request, meta, url, Step::At(position));
-                return Flow::Done(reading);
-            }
-            if !rule.request.body_matches(read.body()) {
-                continue;
-            }
-            chosen = Some(rule);
-            break;
-        }
-        let Some(rule) = chosen else {
-            return Flow::Next(request);
-        };
-        let wall = self.clock.wall_now();
-        let form = plan.retry_after_form;
-        let failure = self.rng.with(|rng| {
-            if !rule.rate.fails(rng.random()) {
-                return None;
-            }
-            let pick = rng.random_range(0..rule.outcomes.len().max(1));
-            Some(match rule.outcomes.get(pick)? {
-                FaultOutcome::Respond(response) => Ok(response.render(form, rng, wall)),
-                FaultOutcome::Network(fault) => Err(*fault),
-            })
-        });
-        match failure {
-            None => Flow::Next(request),
-            Some(Ok(rendered)) => {
-                self.record(
-                    Kind::Error,
-                    meta,
-                    Some(rendered.response.status()),
-                    rendered.hint,
-                );
-                // A counted request's limit headers go on the error that answers it.
-                Flow::answer(request, rendered.response.map(Body::full))
-            }
-            Some(Err(fault)) => Flow::Done(self.network(fault, request, meta)),
-        }
-    }
-
-    /// Applies a network fault to the request.
-    fn network(
-        &self,
-        fault: NetworkFault,
-        mut request: Request<Body>,
-        meta: &RequestMeta,
-    ) -> Action {
-        match fault {
-            NetworkFault::Reset => {
-                self.record(Kind::Reset, meta, None, None);
-                Action::Abort
-            }
-            NetworkFault::Hang { r#for } => {
-                self.record(Kind::Hang, meta, None, Some(r#for));
-                drop(request);
-                // hyper drops this future when the client closes the connection; otherwise
-                // it ends as a reset.
-                let deadline = self.clock.now().checked_add(r#for);
-                let clock = Arc::clone(&self.clock);
-                Action::later(async move {
-                    match deadline {
-                        Some(deadline) => clock.sleep_until(deadline).await,
-                        None => std::future::pending().await,
-                    }
-                    Action::Abort
-                })
-            }
-            NetworkFault::Truncate { .. } => {
-                self.record(Kind::Truncate, meta, None, None);
-                Notes::entry::<Left>(&mut request).body = Some(fault);
-                Action::Continue(request)
-            }
-            NetworkFault::SlowBody { .. } => {
-                self.record(Kind::Slow, meta, None, None);
-                Notes::entry::<Left>(&mut request).body = Some(fault);
-                Action::Continue(request)
-            }
-        }
     }
 }
 

@@ -3,7 +3,7 @@
 use super::*;
 use crate::fault::Rate;
 use crate::fault::ratelimit::{Algorithm, HeaderStyle, Limit, ResetFormat};
-use crate::fault::{ErrorRule, LatencyRule, MockRule, RequestMatch, Scope};
+use crate::fault::{ErrorRule, FaultOutcome, LatencyRule, MockRule, RequestMatch, Scope};
 use holdoff::Receipt;
 use holdoff::clock::{ManualClock, SystemClock, TokioClock};
 use http::Method;

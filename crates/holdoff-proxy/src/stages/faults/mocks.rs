@@ -1,0 +1,73 @@
+//! The mocks step: the first mock that matches answers, counting `nth`.
+
+use std::sync::atomic::Ordering;
+
+use holdoff::clock::Clock;
+use http::{Request, StatusCode};
+
+use crate::fault::FaultOutcome;
+use crate::proxy::reply::Refusal;
+use crate::{Body, RequestMeta};
+
+use super::{Armed, Flow, Inner, Kind, Read};
+
+impl Inner {
+    /// The first mock that matches answers, counting `nth`; then the unmocked are blocked if
+    /// the plan says so.
+    pub(super) fn mock(
+        &self,
+        armed: &Armed,
+        request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        read: &Read,
+    ) -> Flow {
+        let plan = &armed.plan;
+        for (index, mock) in plan.mocks.iter().enumerate() {
+            if !(mock.request.head_matches(&meta.method, url)
+                && mock.request.body_matches(read.body()))
+            {
+                continue;
+            }
+            if let Some(nth) = mock.nth {
+                let seen = armed.mock_hits[index].fetch_add(1, Ordering::Relaxed) + 1;
+                if seen != nth {
+                    continue;
+                }
+            }
+            return match &mock.response {
+                FaultOutcome::Respond(response) => {
+                    let wall = self.clock.wall_now();
+                    let rendered = self
+                        .rng
+                        .with(|rng| response.render(plan.retry_after_form, rng, wall));
+                    self.record(
+                        Kind::Mocked,
+                        meta,
+                        Some(rendered.response.status()),
+                        rendered.hint,
+                    );
+                    // A rate limit that counted this request first: its headers go on the mock
+                    // with the request's notes, and a token budget counts the mock's usage.
+                    Flow::answer(request, rendered.response.map(Body::full))
+                }
+                FaultOutcome::Network(fault) => {
+                    self.record(Kind::Mocked, meta, None, None);
+                    Flow::Done(self.network(*fault, request, meta))
+                }
+            };
+        }
+        if plan.block_unmocked {
+            self.record(Kind::Blocked, meta, Some(StatusCode::BAD_GATEWAY), None);
+            let refusal = Refusal::new(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "no mock matches {} {} and unmocked requests are blocked",
+                    meta.method, meta.target
+                ),
+            );
+            return Flow::answer(request, refusal.into_response());
+        }
+        Flow::Next(request)
+    }
+}
