@@ -103,7 +103,7 @@ pub use error::{ErrorKind, ProxyError};
 pub use pipeline::PipelineBuilder;
 pub use proxy::{
     Action, ClientId, ConnectionFilter, Finish, Mode, Notes, Pipeline, ProxyServer, RequestMeta,
-    ShutdownHandle, Stage, Summary, Target, UPKEEP_EVERY, default_port,
+    ShutdownHandle, Stage, Summary, Target, UPKEEP_EVERY,
 };
 pub use stages::{
     DEFAULT_MIN_BACKOFF, FaultCounts, FaultStage, JudgeStage, KEPT_EVENTS, MetricsStage,

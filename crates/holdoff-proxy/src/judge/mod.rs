@@ -104,7 +104,7 @@ pub enum Check {
 
 /// The times of one open window, as [`Judge::window`] reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowTimes {
+pub(crate) struct WindowTimes {
     /// When the window was opened (the throttled response passed to the client).
     pub throttled_at: Instant,
     /// When a retry is permitted.
@@ -273,7 +273,7 @@ impl Judge {
     /// for `None`: a hint too long for the clock), judging what comes sooner as `kind` says.
     /// An open window keeps the later of the two permitted times; at the same time, a hint
     /// wins over a missing or malformed one.
-    pub fn open_as(
+    pub(crate) fn open_as(
         &self,
         key: WindowKey,
         now: Instant,
@@ -392,7 +392,7 @@ impl Judge {
     }
 
     /// The window open under `key`, if any; reading it changes nothing.
-    pub fn window(&self, key: WindowKey) -> Option<WindowTimes> {
+    pub(crate) fn window(&self, key: WindowKey) -> Option<WindowTimes> {
         let shard = self
             .shard(key)
             .lock()

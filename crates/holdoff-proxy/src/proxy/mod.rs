@@ -44,7 +44,8 @@ pub use filter::ConnectionFilter;
 pub use pipeline::{Pipeline, UPKEEP_EVERY};
 pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
-pub use target::{Target, default_port};
+pub use target::Target;
+pub(crate) use target::default_port;
 
 use crate::ProxyError;
 use crate::config::{CaSource, ClientIdMode, ConfigError, ProxyConfig, Upstream, WatchList};

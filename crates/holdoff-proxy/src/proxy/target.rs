@@ -6,7 +6,7 @@ use http::Uri;
 
 /// The port a URL of `scheme` means when it names none (RFC 9110 §4.2): 443 for `https`, 80
 /// for `http` (the only other scheme the proxy forwards).
-pub fn default_port(scheme: &str) -> u16 {
+pub(crate) fn default_port(scheme: &str) -> u16 {
     if scheme.eq_ignore_ascii_case("https") {
         443
     } else {

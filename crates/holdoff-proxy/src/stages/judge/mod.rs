@@ -65,7 +65,7 @@ impl JudgeStage {
     }
 
     /// How long a retry must wait after a throttle whose `Retry-After` was malformed (a
-    /// sooner retry is [`Verdict::ReadAsZero`]) or missing ([`Verdict::NoBackoff`]); 100 ms by
+    /// sooner retry is [`Verdict::ReadAsZero`](crate::judge::Verdict::ReadAsZero)) or missing ([`Verdict::NoBackoff`](crate::judge::Verdict::NoBackoff)); 100 ms by
     /// default.
     pub fn min_backoff(mut self, min_backoff: Duration) -> JudgeStage {
         self.min_backoff = min_backoff;
