@@ -61,39 +61,67 @@ pub struct FaultPlan {
 ///
 /// assert_eq!(FaultPlan::default().to_string(), "no faults");
 /// ```
+impl FaultPlan {
+    /// How many rules the plan holds for `step`.
+    pub fn rules(&self, step: FaultStep) -> usize {
+        match step {
+            FaultStep::Auth => self.auth.len(),
+            FaultStep::Mocks => self.mocks.len(),
+            FaultStep::CrudApis => self.crud_apis.len(),
+            FaultStep::RateLimits => self.rate_limits.len(),
+            FaultStep::LanguageModelRateLimits => self.llm_rate_limits.len(),
+            FaultStep::Errors => self.errors.len(),
+        }
+    }
+
+    /// Whether the plan does nothing to any request: no rule of any step, no latency, and
+    /// the unmocked not blocked.
+    pub fn is_empty(&self) -> bool {
+        self.latency.is_none()
+            && !self.block_unmocked
+            && FaultStep::ALL.iter().all(|&step| self.rules(step) == 0)
+    }
+}
+
+/// The order the steps are summed up in, for people: the faults a client feels most first.
+const SUMMARY_ORDER: [FaultStep; 6] = [
+    FaultStep::Errors,
+    FaultStep::RateLimits,
+    FaultStep::LanguageModelRateLimits,
+    FaultStep::CrudApis,
+    FaultStep::Auth,
+    FaultStep::Mocks,
+];
+
 impl fmt::Display for FaultPlan {
+    /// `2 error rules (10%), 1 rate limit, latency 100–300 ms`, or `no faults`: every step
+    /// with a rule, then latency.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = |n: usize, one: &str, many: &str| match n {
-            1 => format!("1 {one}"),
-            n => format!("{n} {many}"),
-        };
         let mut parts = Vec::new();
-        if !self.errors.is_empty() {
-            let mut rates: Vec<f64> = self.errors.iter().map(|r| r.rate.as_percent()).collect();
-            rates.dedup();
-            let rules = count(self.errors.len(), "error rule", "error rules");
-            parts.push(match rates.as_slice() {
-                [rate] => format!("{rules} ({rate}%)"),
-                _ => rules,
-            });
-        }
-        let kinds = [
-            (self.rate_limits.len(), "rate limit", "rate limits"),
-            (self.llm_rate_limits.len(), "token budget", "token budgets"),
-            (self.crud_apis.len(), "CRUD API", "CRUD APIs"),
-            (self.auth.len(), "auth rule", "auth rules"),
-        ];
-        for (n, one, many) in kinds {
-            if n > 0 {
-                parts.push(count(n, one, many));
+        for step in SUMMARY_ORDER {
+            let n = self.rules(step);
+            if n == 0 && !(step == FaultStep::Mocks && self.block_unmocked) {
+                continue;
             }
-        }
-        if !self.mocks.is_empty() || self.block_unmocked {
-            let mut mocks = count(self.mocks.len(), "mock", "mocks");
-            if self.block_unmocked {
-                mocks.push_str(" (the unmocked blocked: 502)");
+            let (one, many) = step.noun();
+            let mut part = match n {
+                1 => format!("1 {one}"),
+                n => format!("{n} {many}"),
+            };
+            match step {
+                FaultStep::Errors => {
+                    let mut rates = self.errors.iter().map(|r| r.rate.as_percent());
+                    let first = rates.next();
+                    if let Some(rate) = first.filter(|&first| rates.all(|rate| rate == first)) {
+                        part.push_str(&format!(" ({rate}%)"));
+                    }
+                }
+                FaultStep::Mocks if self.block_unmocked => {
+                    part.push_str(" (the unmocked blocked: 502)");
+                }
+                _ => {}
             }
-            parts.push(mocks);
+            parts.push(part);
         }
         if let Some(rule) = &self.latency {
             parts.push(format!(
@@ -138,6 +166,18 @@ impl FaultStep {
         FaultStep::LanguageModelRateLimits,
         FaultStep::Errors,
     ];
+
+    /// What the plan holds for the step, for people: one and many.
+    fn noun(self) -> (&'static str, &'static str) {
+        match self {
+            FaultStep::Auth => ("auth rule", "auth rules"),
+            FaultStep::Mocks => ("mock", "mocks"),
+            FaultStep::CrudApis => ("CRUD API", "CRUD APIs"),
+            FaultStep::RateLimits => ("rate limit", "rate limits"),
+            FaultStep::LanguageModelRateLimits => ("token budget", "token budgets"),
+            FaultStep::Errors => ("error rule", "error rules"),
+        }
+    }
 
     /// The step's name in a configuration file (`order`): its section's key.
     pub fn key(self) -> &'static str {

@@ -335,14 +335,7 @@ impl Armed {
         let counter_names = plan.rate_limits.iter().map(counter_name).collect();
         let mock_hits = plan.mocks.iter().map(|_| AtomicU64::new(0)).collect();
         let budgets = llm::Budgets::new(&plan, previous);
-        let idle = plan.latency.is_none()
-            && plan.auth.is_empty()
-            && plan.mocks.is_empty()
-            && !plan.block_unmocked
-            && plan.crud_apis.is_empty()
-            && plan.rate_limits.is_empty()
-            && plan.llm_rate_limits.is_empty()
-            && plan.errors.is_empty();
+        let idle = plan.is_empty();
         Armed {
             plan,
             limiters,
