@@ -3,9 +3,9 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::{Importer, Plugin, RawFaultStep, backquoted, same_set};
+use super::importer::{Importer, Plugin, backquoted, same_set};
 use crate::error::join;
-use crate::file::{RawApiKey, RawAuth, RawBearer, RawKeyIn, RawKeyParameter};
+use crate::file::{RawApiKey, RawAuth, RawBearer, RawFaultStep, RawKeyIn, RawKeyParameter};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -5,10 +5,11 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::data::Data;
 use super::doc::{Leaf, List, Object, Shape};
-use super::{Data, Importer, Plugin, RawFaultStep, backquoted};
+use super::importer::{Importer, Plugin, backquoted};
 use crate::error::{FileError, index, join};
-use crate::file::{RawCrudAction, RawCrudActionKind, RawCrudApi};
+use crate::file::{RawCrudAction, RawCrudActionKind, RawCrudApi, RawFaultStep};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

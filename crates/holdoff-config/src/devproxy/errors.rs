@@ -2,13 +2,14 @@
 
 use serde::Deserialize;
 
+use super::data::Data;
 use super::doc::{Doc, Leaf, List, Object, Shape};
+use super::importer::{Importer, Plugin, backquoted, has_or_have};
 use super::response::{
     DpRequest, DpResponse, RESPONSE, framing_note, missing_bodies_note, raw_response,
 };
-use super::{Data, Importer, Plugin, RawFaultStep, backquoted, has_or_have};
 use crate::error::{FileError, index, join, key};
-use crate::file::{RawErrorRule, RawErrors, RawHeaders, RawRequestMatch};
+use crate::file::{RawErrorRule, RawErrors, RawFaultStep, RawHeaders, RawRequestMatch};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

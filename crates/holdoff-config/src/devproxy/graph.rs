@@ -7,8 +7,10 @@ use serde_json::json;
 
 use super::doc::{Doc, Leaf, Object, Shape};
 use super::errors::ErrorSet;
-use super::{Importer, Plugin, RawFaultStep, backquoted, same_set};
-use crate::file::{RawErrorRule, RawHeader, RawHeaders, RawRequestMatch, RawResponse};
+use super::importer::{Importer, Plugin, backquoted, same_set};
+use crate::file::{
+    RawErrorRule, RawFaultStep, RawHeader, RawHeaders, RawRequestMatch, RawResponse,
+};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, Object, Shape};
-use super::{Importer, Plugin};
+use super::importer::{Importer, Plugin};
 use crate::error::join;
 use crate::file::RawLatency;
 

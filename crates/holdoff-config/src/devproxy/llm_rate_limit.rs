@@ -4,9 +4,9 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, Shape};
-use super::{Importer, Plugin, RawFaultStep};
+use super::importer::{Importer, Plugin};
 use crate::error::{index, join, key};
-use crate::file::{RawLlmRateLimit, RawScope};
+use crate::file::{RawFaultStep, RawLlmRateLimit, RawScope};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -167,7 +167,7 @@ mod tests {
     use std::time::Duration;
 
     /// Imports `rc` written as `devproxyrc.json` beside the other `files`, and compiles it.
-    fn imported(rc: &str, files: &[(&str, &str)]) -> (super::super::Imported, Compiled) {
+    fn imported(rc: &str, files: &[(&str, &str)]) -> (super::super::importer::Imported, Compiled) {
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in files {
             std::fs::write(dir.path().join(name), text).unwrap();

@@ -3,14 +3,15 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::data::Data;
 use super::doc::{Doc, Leaf, List, Object, Shape};
+use super::importer::{Importer, Plugin, backquoted, has_or_have};
 use super::response::{
     DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, framing_note, missing_bodies_note,
     raw_response,
 };
-use super::{Data, Importer, Plugin, RawFaultStep, backquoted, has_or_have};
 use crate::error::{index, join};
-use crate::file::{RawMock, RawMocks, RawRequestMatch};
+use crate::file::{RawFaultStep, RawMock, RawMocks, RawRequestMatch};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -2,10 +2,12 @@
 use serde::Deserialize;
 
 use super::doc::{Doc, Leaf, List, Object, Shape};
+use super::importer::{Importer, Plugin, backquoted};
 use super::response::HEADER;
-use super::{Importer, Plugin, RawFaultStep, backquoted};
 use crate::error::{index, join, key};
-use crate::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
+use crate::file::{
+    RawAlgorithm, RawFaultStep, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope,
+};
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

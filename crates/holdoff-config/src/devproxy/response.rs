@@ -6,10 +6,11 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::data::Data;
 use super::doc::{Leaf, List, Object, Shape};
 use super::folders::Folders;
+use super::importer::Importer;
 use super::rate_limit::CUSTOM_RESPONSE_FILE;
-use super::{Data, Importer};
 use crate::file::{RawHeader, RawHeaders, RawResponse};
 
 #[derive(Deserialize)]

@@ -1,7 +1,7 @@
 //! RetryAfterPlugin: nothing to carry over, as holdoff's judge is always on; and a note when
 //! it was off in Dev Proxy.
 
-use super::Importer;
+use super::importer::Importer;
 
 impl Importer {
     pub(super) fn retry_after_plugin(&mut self) {
