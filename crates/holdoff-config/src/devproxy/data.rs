@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
-use super::doc::{Doc, Shape};
+use super::doc::Doc;
 use super::importer::Importer;
 use super::response::BodyFiles;
 
@@ -87,10 +88,9 @@ impl Importer {
     /// The data file a plugin names (`setting`: its key, value and Dev Proxy's default; found
     /// as [`data_file`](Self::data_file) finds it, `then` saying what the plugin does without
     /// it), read, and its root as a `T`, its unknown keys noted; with the file as shown.
-    pub(super) fn data<T: DeserializeOwned>(
+    pub(super) fn data<T: DeserializeOwned + JsonSchema>(
         &mut self,
         setting: (&str, Option<&str>, &str),
-        shape: Shape,
         then: &str,
     ) -> Option<Data<T>> {
         let (key, value, default) = setting;
@@ -103,7 +103,7 @@ impl Importer {
             }
         };
         let mut unknown = Vec::new();
-        doc.scan("", shape, &mut unknown);
+        doc.scan::<T>("", &mut unknown);
         self.unknown_keys(&doc.file, &unknown);
         match doc.typed("") {
             Ok(value) => Some(Data {

@@ -55,6 +55,8 @@ pub(super) struct Plugin<'a> {
     pub(super) section: Option<String>,
     /// The URLs it watches: its own list, else the global one.
     pub(super) urls: &'a [String],
+    /// The step of `order` it answers in, as the plugin table says.
+    pub(super) step: Option<RawFaultStep>,
 }
 
 impl Importer {
@@ -77,6 +79,13 @@ impl Importer {
 
     pub(super) fn note(&mut self, note: impl Into<String>) {
         self.notes.push(note.into());
+    }
+
+    /// Records that `plugin` answers requests, in its step, in Dev Proxy's order.
+    pub(super) fn answers(&mut self, plugin: &Plugin<'_>) {
+        if let Some(step) = plugin.step {
+            self.order.push((step, plugin.name.to_owned()));
+        }
     }
 
     pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {

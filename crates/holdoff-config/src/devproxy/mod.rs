@@ -24,14 +24,15 @@
 //! does.
 //!
 //! The files, by concern: `rc` reads the main file, its `urlsToWatch` and each plugin's
-//! section, and hands each enabled plugin to its importer, which `plugins` names; `top_level`
-//! says what becomes of the other top-level settings; `order` carries Dev Proxy's plugin order
-//! over. Each plugin has its own file: `auth`, `errors` (GenericRandomErrorPlugin), `graph`
-//! (GraphRandomErrorPlugin), `rate_limit`, `llm_rate_limit`, `retry_after`, `latency`,
-//! `mocks` and `crud_api`. `importer` holds the importer's state and notes; `data` finds and
-//! reads the data files a plugin names; `doc` reads any of Dev Proxy's files and knows the
-//! keys its schemas allow; `response` carries a response of an errors, mocks or
-//! custom-response file over to holdoff's; `folders` expands Dev Proxy's path tokens.
+//! section, and hands each enabled plugin to its importer through the table in `plugins`
+//! (name, importer, the step of `order` it answers in); `top_level` says what becomes of the
+//! other top-level settings; `order` carries Dev Proxy's plugin order over. Each plugin has its
+//! own file: `auth`, `errors` (GenericRandomErrorPlugin), `graph` (GraphRandomErrorPlugin),
+//! `rate_limit`, `llm_rate_limit`, `retry_after`, `latency`, `mocks` and `crud_api`.
+//! `importer` holds the importer's state and notes; `data` finds and reads the data files a
+//! plugin names; `doc` reads any of Dev Proxy's files; `keys` knows the keys their schemas
+//! allow, from the serde types that read them; `response` carries a response of an errors,
+//! mocks or custom-response file over to holdoff's; `folders` expands Dev Proxy's path tokens.
 
 mod auth;
 mod crud_api;
@@ -41,6 +42,7 @@ mod errors;
 mod folders;
 mod graph;
 mod importer;
+mod keys;
 mod latency;
 mod llm_rate_limit;
 mod mocks;

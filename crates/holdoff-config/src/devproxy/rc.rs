@@ -1,14 +1,17 @@
 //! The main file, `devproxyrc.json`: its plugins, each handed to its importer, its
 //! `urlsToWatch` and each plugin's own, and the section each plugin reads its settings from.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::doc::{Doc, Leaf, Object, Shape, scan};
+use super::doc::Doc;
 use super::importer::{Importer, Plugin, backquoted};
-use super::plugins::{is_mapped, unsupported};
+use super::keys::{Shape, Unread, scan};
+use super::plugins::{mapped, unsupported};
 use crate::error::index;
+use crate::file::RawFaultStep;
 
 // Dev Proxy's main file, as serde reads it: lenient (unknown keys are found and noted apart),
 // with Dev Proxy's required keys required.
@@ -21,24 +24,18 @@ pub(super) struct DpConfig {
     pub(super) plugins: Vec<DpPlugin>,
 }
 
-#[derive(Deserialize)]
+/// An entry of `plugins`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct DpPlugin {
     pub(super) name: String,
     pub(super) enabled: bool,
+    #[serde(rename = "pluginPath")]
+    _plugin_path: Option<Unread>,
     pub(super) config_section: Option<String>,
     #[serde(default)]
     pub(super) urls_to_watch: Vec<String>,
 }
-
-/// The keys of an entry of `plugins`.
-const PLUGIN: Shape = Object(&[
-    ("name", Leaf),
-    ("enabled", Leaf),
-    ("pluginPath", Leaf),
-    ("configSection", Leaf),
-    ("urlsToWatch", Leaf),
-]);
 
 impl Importer {
     pub(super) fn run(&mut self, doc: &mut Doc) {
@@ -87,8 +84,9 @@ impl Importer {
         }
         let mut unknown = Vec::new();
         if let Some(Value::Array(plugins)) = doc.value.get_mut("plugins") {
+            let known = Shape::of::<DpPlugin>();
             for (i, plugin) in plugins.iter_mut().enumerate() {
-                doc.changed |= scan(plugin, PLUGIN, &index("plugins", i), &mut unknown);
+                doc.changed |= scan(plugin, &known, &index("plugins", i), &mut unknown);
             }
         }
         let rc: DpConfig = match doc.typed("") {
@@ -105,10 +103,8 @@ impl Importer {
             .iter()
             .filter(|plugin| {
                 plugin.enabled
-                    && matches!(
-                        plugin.name.as_str(),
-                        "GenericRandomErrorPlugin" | "GraphRandomErrorPlugin"
-                    )
+                    && mapped(&plugin.name)
+                        .is_some_and(|mapped| mapped.step == Some(RawFaultStep::Errors))
             })
             .count();
 
@@ -120,21 +116,10 @@ impl Importer {
             let Some(settings) = self.plugin(doc, i, plugin, &rc.urls_to_watch, label) else {
                 continue;
             };
-            match plugin.name.as_str() {
-                "AuthPlugin" => self.auth_plugin(doc, &settings, &mut unknown),
-                "GenericRandomErrorPlugin" => self.errors_plugin(doc, &settings, &mut unknown),
-                "GraphRandomErrorPlugin" => {
-                    self.graph_errors_plugin(doc, &settings, &mut unknown);
-                }
-                "RateLimitingPlugin" => self.rate_limiting_plugin(doc, &settings, &mut unknown),
-                "RetryAfterPlugin" => self.retry_after_plugin(),
-                "LatencyPlugin" => self.latency_plugin(doc, &settings, &mut unknown),
-                "LanguageModelRateLimitingPlugin" => {
-                    self.llm_rate_limiting_plugin(doc, &settings, &mut unknown)
-                }
-                "MockResponsePlugin" => self.mocks_plugin(doc, &settings, &mut unknown),
-                "CrudApiPlugin" => self.crud_api_plugin(doc, &settings, &mut unknown),
-                name => {
+            match mapped(&plugin.name) {
+                Some(mapped) => (mapped.import)(self, doc, &settings, &mut unknown),
+                None => {
+                    let name = &plugin.name;
                     let reason = unsupported(name);
                     let note = match &settings.section {
                         Some(section) => format!(
@@ -215,6 +200,7 @@ impl Importer {
             &plugin.urls_to_watch
         };
         let entry = index("plugins", plugin_index);
+        let step = mapped(&plugin.name).and_then(|mapped| mapped.step);
         let Some(section) = plugin.config_section.as_deref() else {
             return Some(Plugin {
                 name: &plugin.name,
@@ -222,6 +208,7 @@ impl Importer {
                 at: entry,
                 section: None,
                 urls,
+                step,
             });
         };
         // Dev Proxy finds a section whatever the case of its name.
@@ -238,6 +225,7 @@ impl Importer {
                 at: key.clone().unwrap_or_default(),
                 section: key,
                 urls,
+                step,
             }),
             Some(_) => {
                 self.error(
@@ -250,7 +238,7 @@ impl Importer {
                 None
             }
             None => {
-                if is_mapped(&plugin.name) {
+                if mapped(&plugin.name).is_some() {
                     self.note(format!(
                         "{label}: its configSection `{section}` is not in the file, so Dev \
                          Proxy's defaults were used."
@@ -262,23 +250,23 @@ impl Importer {
                     at: entry,
                     section: None,
                     urls,
+                    step,
                 })
             }
         }
     }
 
     /// The plugin's settings as a `T` (Dev Proxy's defaults when it has no section).
-    pub(super) fn settings<T: DeserializeOwned + Default>(
+    pub(super) fn settings<T: DeserializeOwned + JsonSchema + Default>(
         &mut self,
         doc: &mut Doc,
         plugin: &Plugin<'_>,
-        shape: Shape,
         unknown: &mut Vec<String>,
     ) -> Option<T> {
         let Some(section) = plugin.section.as_deref() else {
             return Some(T::default());
         };
-        doc.scan(section, shape, unknown);
+        doc.scan::<T>(section, unknown);
         match doc.typed(section) {
             Ok(settings) => Some(settings),
             Err(errors) => {
