@@ -1,22 +1,26 @@
 //! AuthPlugin: in its API-key and OAuth2 modes, one of holdoff's `auth` rules.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::{Importer, Plugin, RawFaultStep, backquoted, same_set};
+use super::doc::Doc;
+use super::importer::{Importer, Plugin, backquoted, same_set};
+use super::keys::Unread;
 use crate::error::join;
 use crate::file::{RawApiKey, RawAuth, RawBearer, RawKeyIn, RawKeyParameter};
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpAuthPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
     #[serde(rename = "type")]
     kind: Option<String>,
     api_key: Option<DpApiKey>,
     o_auth2: Option<DpOAuth2>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpOAuth2 {
     #[serde(default)]
@@ -37,7 +41,7 @@ struct DpOAuth2 {
     validate_signing_key: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpApiKey {
     #[serde(default)]
@@ -46,37 +50,12 @@ struct DpApiKey {
     parameters: Vec<DpParameter>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct DpParameter {
     #[serde(rename = "in")]
     location: Option<String>,
     name: Option<String>,
 }
-
-const PARAMETER: Shape = Object(&[("in", Leaf), ("name", Leaf)]);
-const SECTION: Shape = Object(&[
-    ("$schema", Leaf),
-    ("type", Leaf),
-    (
-        "apiKey",
-        Object(&[("allowedKeys", Leaf), ("parameters", List(&PARAMETER))]),
-    ),
-    (
-        "oAuth2",
-        Object(&[
-            ("allowedApplications", Leaf),
-            ("allowedAudiences", Leaf),
-            ("allowedPrincipals", Leaf),
-            ("allowedTenants", Leaf),
-            ("issuer", Leaf),
-            ("metadataUrl", Leaf),
-            ("roles", Leaf),
-            ("scopes", Leaf),
-            ("validateLifetime", Leaf),
-            ("validateSigningKey", Leaf),
-        ]),
-    ),
-]);
 
 impl Importer {
     pub(super) fn auth_plugin(
@@ -85,7 +64,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) = self.settings::<DpAuthPlugin>(doc, plugin, SECTION, unknown) else {
+        let Some(settings) = self.settings::<DpAuthPlugin>(doc, plugin, unknown) else {
             return;
         };
         let label = plugin.label.clone();
@@ -121,8 +100,7 @@ impl Importer {
             }
             self.note(note);
             let url = self.auth_url(plugin);
-            self.order
-                .push((RawFaultStep::Auth, plugin.name.to_owned()));
+            self.answers(plugin);
             self.config.auth.push(RawAuth {
                 url,
                 api_key: None,
@@ -185,8 +163,7 @@ impl Importer {
             return;
         }
         let url = self.auth_url(plugin);
-        self.order
-            .push((RawFaultStep::Auth, plugin.name.to_owned()));
+        self.answers(plugin);
         self.config.auth.push(RawAuth {
             url,
             api_key: Some(RawApiKey {

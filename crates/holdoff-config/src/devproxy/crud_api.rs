@@ -3,31 +3,43 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::doc::{Leaf, List, Object, Shape};
-use super::{Data, Importer, Plugin, RawFaultStep, backquoted};
+use super::data::Data;
+use super::importer::{Importer, Plugin, backquoted};
+use super::keys::Unread;
 use crate::error::{FileError, index, join};
 use crate::file::{RawCrudAction, RawCrudActionKind, RawCrudApi};
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpCrudPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
     api_file: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpApiFile {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
     #[serde(default)]
     base_url: String,
     data_file: Option<String>,
     auth: Option<String>,
+    #[serde(rename = "entraAuthConfig")]
+    _entra_auth_config: Option<Unread>,
+    #[serde(rename = "apiKeyAuthConfig")]
+    _api_key_auth_config: Option<Unread>,
+    #[serde(rename = "enableCors")]
+    _enable_cors: Option<Unread>,
     #[serde(default)]
     actions: Vec<DpAction>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpAction {
     action: Option<String>,
@@ -35,32 +47,12 @@ struct DpAction {
     method: Option<String>,
     query: Option<String>,
     auth: Option<String>,
+    #[serde(rename = "entraAuthConfig")]
+    _entra_auth_config: Option<Unread>,
 }
 
 /// CrudApiPlugin's `apiFile`.
 const DEFAULT_API_FILE: &str = "api.json";
-
-const CRUD_SECTION: Shape = Object(&[("$schema", Leaf), ("apiFile", Leaf)]);
-const API_FILE: Shape = Object(&[
-    ("$schema", Leaf),
-    ("baseUrl", Leaf),
-    ("dataFile", Leaf),
-    ("auth", Leaf),
-    ("entraAuthConfig", Leaf),
-    ("apiKeyAuthConfig", Leaf),
-    ("enableCors", Leaf),
-    (
-        "actions",
-        List(&Object(&[
-            ("action", Leaf),
-            ("url", Leaf),
-            ("method", Leaf),
-            ("query", Leaf),
-            ("auth", Leaf),
-            ("entraAuthConfig", Leaf),
-        ])),
-    ),
-]);
 
 impl Importer {
     pub(super) fn crud_api_plugin(
@@ -69,8 +61,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) = self.settings::<DpCrudPlugin>(doc, plugin, CRUD_SECTION, unknown)
-        else {
+        let Some(settings) = self.settings::<DpCrudPlugin>(doc, plugin, unknown) else {
             return;
         };
         let then = format!("{} serves no API", plugin.label);
@@ -84,7 +75,6 @@ impl Importer {
                 settings.api_file.as_deref(),
                 DEFAULT_API_FILE,
             ),
-            API_FILE,
             &then,
         )
         else {
@@ -168,8 +158,7 @@ impl Importer {
                 backquoted(&self.watched)
             ));
         }
-        self.order
-            .push((RawFaultStep::CrudApis, plugin.name.to_owned()));
+        self.answers(plugin);
         self.config.crud_apis.push(RawCrudApi {
             base_url: api.base_url,
             data_file,

@@ -1,74 +1,17 @@
-//! Reading one of Dev Proxy's files: JSON with comments and trailing commas, or YAML; and the
-//! keys Dev Proxy's schemas allow, level by level: what is not there is noted as ignored, and a
-//! key spelled in another case is respelled (Dev Proxy reads keys in any case).
+//! Reading one of Dev Proxy's files: JSON with comments and trailing commas, or YAML; its keys
+//! checked against the serde type that reads it (see `keys`).
 
 use std::fs;
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::error::{FileError, index, join};
+use super::keys::{Shape, scan};
+use crate::error::{FileError, join};
 use crate::jsonc;
 use crate::load::{Format, parse_as};
-
-/// What a schema allows at one level.
-#[derive(Clone, Copy)]
-pub(super) enum Shape {
-    /// An object of these keys, each with its own shape.
-    Object(&'static [(&'static str, Shape)]),
-    /// A list of items of this shape.
-    List(&'static Shape),
-    /// Not looked into (a body, a string, a number).
-    Leaf,
-}
-
-pub(super) use Shape::{Leaf, List, Object};
-
-/// Respells keys of `value` that `shape` knows in another case, and adds the path of every key
-/// it does not know to `unknown`. Returns whether anything was respelled.
-pub(super) fn scan(value: &mut Value, shape: Shape, path: &str, unknown: &mut Vec<String>) -> bool {
-    let mut respelled = false;
-    match (shape, value) {
-        (Object(fields), Value::Object(map)) => {
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for key in keys {
-                if fields.iter().any(|(known, _)| *known == key) {
-                    continue;
-                }
-                let canonical = fields
-                    .iter()
-                    .map(|(known, _)| *known)
-                    .find(|known| known.eq_ignore_ascii_case(&key))
-                    .filter(|known| !map.contains_key(*known));
-                match (canonical, map.remove(&key)) {
-                    (Some(canonical), Some(moved)) => {
-                        map.insert(canonical.to_owned(), moved);
-                        respelled = true;
-                    }
-                    (_, moved) => {
-                        if let Some(moved) = moved {
-                            map.insert(key.clone(), moved);
-                        }
-                        unknown.push(join(path, &key));
-                    }
-                }
-            }
-            for (key, inner) in fields {
-                if let Some(value) = map.get_mut(*key) {
-                    respelled |= scan(value, *inner, &join(path, key), unknown);
-                }
-            }
-        }
-        (List(item), Value::Array(items)) => {
-            for (i, value) in items.iter_mut().enumerate() {
-                respelled |= scan(value, *item, &index(path, i), unknown);
-            }
-        }
-        _ => {}
-    }
-    respelled
-}
 
 /// A file read and parsed, before its values are typed.
 pub(super) struct Doc {
@@ -134,15 +77,15 @@ impl Doc {
     }
 
     /// Respells and notes keys of the value at `path` (a top-level key, or the root when
-    /// empty).
-    pub(super) fn scan(&mut self, path: &str, shape: Shape, unknown: &mut Vec<String>) {
+    /// empty) as `T` reads it.
+    pub(super) fn scan<T: JsonSchema>(&mut self, path: &str, unknown: &mut Vec<String>) {
         let value = if path.is_empty() {
             Some(&mut self.value)
         } else {
             self.value.get_mut(path)
         };
         if let Some(value) = value {
-            self.changed |= scan(value, shape, path, unknown);
+            self.changed |= scan(value, &Shape::of::<T>(), path, unknown);
         }
     }
 
@@ -184,8 +127,6 @@ fn clean_json(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::errors::ERRORS_FILE;
-    use super::super::rate_limit::CUSTOM_RESPONSE_FILE;
     use super::*;
 
     mod clean_json {
@@ -199,31 +140,6 @@ mod tests {
             assert_eq!(cleaned.lines().count(), text.lines().count());
             let value: Value = serde_json::from_str(&cleaned).expect("valid JSON");
             assert_eq!(value, serde_json::json!({"a": 1}));
-        }
-    }
-
-    mod scan {
-        use super::*;
-
-        #[test]
-        fn respells_keys_in_another_case_and_lists_unknown_ones() {
-            let mut value = serde_json::json!({
-                "errors": [{"Request": {"url": "*", "nth": 2}, "responses": [{"StatusCode": 429}]}],
-                "extra": true
-            });
-            let mut unknown = Vec::new();
-            assert!(scan(&mut value, ERRORS_FILE, "", &mut unknown));
-            assert_eq!(value["errors"][0]["request"]["url"], "*");
-            assert_eq!(value["errors"][0]["responses"][0]["statusCode"], 429);
-            assert_eq!(unknown, ["extra", "errors[0].request.nth"]);
-        }
-
-        #[test]
-        fn leaves_bodies_alone() {
-            let mut value = serde_json::json!({"statusCode": 200, "body": {"Whatever": 1}});
-            let mut unknown = Vec::new();
-            assert!(!scan(&mut value, CUSTOM_RESPONSE_FILE, "", &mut unknown));
-            assert!(unknown.is_empty());
         }
     }
 }

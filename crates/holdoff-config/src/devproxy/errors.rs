@@ -1,29 +1,38 @@
 //! GenericRandomErrorPlugin and its errors file: holdoff's `errors`, the rules inlined.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::{
-    DpRequest, DpResponse, RESPONSE, framing_note, missing_bodies_note, raw_response,
-};
-use super::{Data, Importer, Plugin, RawFaultStep, backquoted, has_or_have};
+use super::data::Data;
+use super::doc::Doc;
+use super::importer::{Importer, Plugin, backquoted, has_or_have};
+use super::keys::Unread;
+use super::response::{DpRequest, DpResponse, framing_note, missing_bodies_note, raw_response};
 use crate::error::{FileError, index, join, key};
 use crate::file::{RawErrorRule, RawErrors, RawHeaders, RawRequestMatch};
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpErrorsPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     errors_file: Option<String>,
     rate: Option<f64>,
     retry_after_in_seconds: Option<u64>,
 }
 
-#[derive(Deserialize)]
-struct DpErrorsFile {
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct DpErrorsFile {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     errors: Vec<DpErrorRule>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct DpErrorRule {
     request: DpRequest,
     responses: Vec<DpResponse>,
@@ -39,26 +48,6 @@ const DEFAULT_RATE: f64 = 50.0;
 const DEFAULT_RETRY_AFTER: u64 = 5;
 /// The status of an error response without one.
 const DEFAULT_ERROR_STATUS: u16 = 400;
-
-const ERROR_REQUEST: Shape = Object(&[("url", Leaf), ("method", Leaf), ("bodyFragment", Leaf)]);
-pub(super) const ERRORS_FILE: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    (
-        "errors",
-        List(&Object(&[
-            ("request", ERROR_REQUEST),
-            ("responses", List(&RESPONSE)),
-        ])),
-    ),
-]);
-const ERRORS_SECTION: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    ("errorsFile", Leaf),
-    ("rate", Leaf),
-    ("retryAfterInSeconds", Leaf),
-]);
 
 /// One error plugin's rules (GenericRandomErrorPlugin's, or GraphRandomErrorPlugin's).
 pub(super) struct ErrorSet {
@@ -76,8 +65,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) = self.settings::<DpErrorsPlugin>(doc, plugin, ERRORS_SECTION, unknown)
-        else {
+        let Some(settings) = self.settings::<DpErrorsPlugin>(doc, plugin, unknown) else {
             return;
         };
         let Some(rate) = self.error_rate(plugin, settings.rate) else {
@@ -97,7 +85,6 @@ impl Importer {
                 settings.errors_file.as_deref(),
                 DEFAULT_ERRORS_FILE,
             ),
-            ERRORS_FILE,
             &then,
         )
         else {
@@ -182,8 +169,7 @@ impl Importer {
             ));
         }
         self.scope_note(plugin, "its error rules");
-        self.order
-            .push((RawFaultStep::Errors, plugin.name.to_owned()));
+        self.answers(plugin);
         self.error_sets.push(ErrorSet {
             rate,
             retry_after,

@@ -2,29 +2,27 @@
 //! per method, each drawing from the statuses Dev Proxy fails that method with, with Graph's
 //! JSON error body and, on a 429, Graph's `Retry-After`.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::doc::{Doc, Leaf, Object, Shape};
+use super::doc::Doc;
 use super::errors::ErrorSet;
-use super::{Importer, Plugin, RawFaultStep, backquoted, same_set};
+use super::importer::{Importer, Plugin, backquoted, same_set};
+use super::keys::Unread;
 use crate::file::{RawErrorRule, RawHeader, RawHeaders, RawRequestMatch, RawResponse};
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpGraphErrorsPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     allowed_errors: Option<Vec<u16>>,
     rate: Option<f64>,
     retry_after_in_seconds: Option<u64>,
 }
-
-const SECTION: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    ("allowedErrors", Leaf),
-    ("rate", Leaf),
-    ("retryAfterInSeconds", Leaf),
-]);
 
 // Dev Proxy's defaults, from the plugin's configuration class.
 
@@ -51,8 +49,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) = self.settings::<DpGraphErrorsPlugin>(doc, plugin, SECTION, unknown)
-        else {
+        let Some(settings) = self.settings::<DpGraphErrorsPlugin>(doc, plugin, unknown) else {
             return;
         };
         let Some(rate) = self.error_rate(plugin, settings.rate) else {
@@ -129,8 +126,7 @@ impl Importer {
                 "{label}: allowedErrors leaves no error to fail a request with, so it fails none."
             ));
         }
-        self.order
-            .push((RawFaultStep::Errors, plugin.name.to_owned()));
+        self.answers(plugin);
         self.error_sets.push(ErrorSet {
             rate,
             retry_after,

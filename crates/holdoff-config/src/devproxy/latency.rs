@@ -1,28 +1,27 @@
 //! LatencyPlugin: holdoff's `latency`.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::doc::{Doc, Leaf, Object, Shape};
-use super::{Importer, Plugin};
+use super::doc::Doc;
+use super::importer::{Importer, Plugin};
+use super::keys::Unread;
 use crate::error::join;
 use crate::file::RawLatency;
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpLatencyPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     min_ms: Option<u64>,
     max_ms: Option<u64>,
 }
 
 /// LatencyPlugin's `maxMs` (its `minMs` is 0).
 const DEFAULT_MAX_MS: u64 = 5000;
-
-const LATENCY_SECTION: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    ("minMs", Leaf),
-    ("maxMs", Leaf),
-]);
 
 impl Importer {
     pub(super) fn latency_plugin(
@@ -31,9 +30,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) =
-            self.settings::<DpLatencyPlugin>(doc, plugin, LATENCY_SECTION, unknown)
-        else {
+        let Some(settings) = self.settings::<DpLatencyPlugin>(doc, plugin, unknown) else {
             return;
         };
         let name = plugin.name;

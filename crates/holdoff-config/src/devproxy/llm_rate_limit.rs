@@ -1,16 +1,22 @@
 //! LanguageModelRateLimitingPlugin and its custom response file: one of holdoff's
 //! `llmRateLimits`.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::doc::{Doc, Leaf, Shape};
-use super::{Importer, Plugin, RawFaultStep};
+use super::doc::Doc;
+use super::importer::{Importer, Plugin};
+use super::keys::Unread;
 use crate::error::{index, join, key};
 use crate::file::{RawLlmRateLimit, RawScope};
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpLlmRateLimitPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     header_retry_after: Option<String>,
     reset_time_window_seconds: Option<u64>,
     prompt_token_limit: Option<u64>,
@@ -25,17 +31,6 @@ const DEFAULT_TOKEN_LIMIT: u64 = 5000;
 const DEFAULT_WINDOW: u64 = 60;
 const DEFAULT_CUSTOM_RESPONSE_FILE: &str = "token-limit-response.json";
 
-const LLM_RATE_LIMIT_SECTION: Shape = super::doc::Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    ("headerRetryAfter", Leaf),
-    ("resetTimeWindowSeconds", Leaf),
-    ("promptTokenLimit", Leaf),
-    ("completionTokenLimit", Leaf),
-    ("whenLimitExceeded", Leaf),
-    ("customResponseFile", Leaf),
-]);
-
 impl Importer {
     pub(super) fn llm_rate_limiting_plugin(
         &mut self,
@@ -43,9 +38,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) =
-            self.settings::<DpLlmRateLimitPlugin>(doc, plugin, LLM_RATE_LIMIT_SECTION, unknown)
-        else {
+        let Some(settings) = self.settings::<DpLlmRateLimitPlugin>(doc, plugin, unknown) else {
             return;
         };
         let at = &plugin.at;
@@ -141,8 +134,7 @@ impl Importer {
             ));
             response
         });
-        self.order
-            .push((RawFaultStep::LlmRateLimits, plugin.name.to_owned()));
+        self.answers(plugin);
         self.config.llm_rate_limits.push(RawLlmRateLimit {
             url,
             prompt_token_limit: Some(prompt),
@@ -167,7 +159,7 @@ mod tests {
     use std::time::Duration;
 
     /// Imports `rc` written as `devproxyrc.json` beside the other `files`, and compiles it.
-    fn imported(rc: &str, files: &[(&str, &str)]) -> (super::super::Imported, Compiled) {
+    fn imported(rc: &str, files: &[(&str, &str)]) -> (super::super::importer::Imported, Compiled) {
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in files {
             std::fs::write(dir.path().join(name), text).unwrap();

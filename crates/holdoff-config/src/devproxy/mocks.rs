@@ -1,61 +1,57 @@
 //! MockResponsePlugin and its mocks file: holdoff's `mocks`, the mocks inlined.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::doc::{Doc, Leaf, List, Object, Shape};
+use super::data::Data;
+use super::doc::Doc;
+use super::importer::{Importer, Plugin, backquoted, has_or_have};
+use super::keys::Unread;
 use super::response::{
-    DEFAULT_OK_STATUS, DpRequest, DpResponse, RESPONSE, framing_note, missing_bodies_note,
-    raw_response,
+    DEFAULT_OK_STATUS, DpResponse, framing_note, missing_bodies_note, raw_response,
 };
-use super::{Data, Importer, Plugin, RawFaultStep, backquoted, has_or_have};
 use crate::error::{index, join};
 use crate::file::{RawMock, RawMocks, RawRequestMatch};
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpMocksPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     mocks_file: Option<String>,
     block_unmocked_requests: Option<bool>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct DpMocksFile {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     mocks: Vec<DpMock>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct DpMock {
-    request: DpRequest,
+    request: DpMockRequest,
     response: DpResponse,
+}
+
+/// A mock's request: an errors rule's ([`DpRequest`](super::response::DpRequest)), and `nth`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct DpMockRequest {
+    url: String,
+    method: Option<String>,
+    body_fragment: Option<String>,
+    nth: Option<u64>,
 }
 
 /// MockResponsePlugin's `mocksFile`.
 const DEFAULT_MOCKS_FILE: &str = "mocks.json";
-
-const MOCK_REQUEST: Shape = Object(&[
-    ("url", Leaf),
-    ("method", Leaf),
-    ("nth", Leaf),
-    ("bodyFragment", Leaf),
-]);
-const MOCKS_FILE: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    (
-        "mocks",
-        List(&Object(&[
-            ("request", MOCK_REQUEST),
-            ("response", RESPONSE),
-        ])),
-    ),
-]);
-const MOCKS_SECTION: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    ("mocksFile", Leaf),
-    ("blockUnmockedRequests", Leaf),
-]);
 
 impl Importer {
     pub(super) fn mocks_plugin(
@@ -64,8 +60,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) = self.settings::<DpMocksPlugin>(doc, plugin, MOCKS_SECTION, unknown)
-        else {
+        let Some(settings) = self.settings::<DpMocksPlugin>(doc, plugin, unknown) else {
             return;
         };
         let then = format!("{} mocks nothing", plugin.label);
@@ -79,7 +74,6 @@ impl Importer {
                 settings.mocks_file.as_deref(),
                 DEFAULT_MOCKS_FILE,
             ),
-            MOCKS_FILE,
             &then,
         )
         else {
@@ -156,7 +150,7 @@ impl Importer {
             ));
         }
         self.scope_note(plugin, "its mocks");
-        self.order.push((RawFaultStep::Mocks, name.to_owned()));
+        self.answers(plugin);
         let block = settings.block_unmocked_requests;
         match &mut self.mocks {
             Some(existing) => {

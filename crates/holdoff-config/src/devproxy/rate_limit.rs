@@ -1,15 +1,21 @@
 //! RateLimitingPlugin and its custom response file: one of holdoff's `rateLimits`.
+
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::doc::{Doc, Leaf, List, Object, Shape};
-use super::response::HEADER;
-use super::{Importer, Plugin, RawFaultStep, backquoted};
+use super::doc::Doc;
+use super::importer::{Importer, Plugin, backquoted};
+use super::keys::Unread;
 use crate::error::{index, join, key};
 use crate::file::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct DpRateLimitPlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
     header_limit: Option<String>,
     header_remaining: Option<String>,
     header_reset: Option<String>,
@@ -38,29 +44,6 @@ const X_HEADERS: [&str; 3] = [
     "X-RateLimit-Reset",
 ];
 
-pub(super) const CUSTOM_RESPONSE_FILE: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    ("statusCode", Leaf),
-    ("headers", List(&HEADER)),
-    ("body", Leaf),
-]);
-const RATE_LIMIT_SECTION: Shape = Object(&[
-    ("$schema", Leaf),
-    ("definitions", Leaf),
-    ("headerLimit", Leaf),
-    ("headerRemaining", Leaf),
-    ("headerReset", Leaf),
-    ("headerRetryAfter", Leaf),
-    ("costPerRequest", Leaf),
-    ("resetTimeWindowSeconds", Leaf),
-    ("warningThresholdPercent", Leaf),
-    ("rateLimit", Leaf),
-    ("whenLimitExceeded", Leaf),
-    ("resetFormat", Leaf),
-    ("customResponseFile", Leaf),
-]);
-
 impl Importer {
     pub(super) fn rate_limiting_plugin(
         &mut self,
@@ -68,9 +51,7 @@ impl Importer {
         plugin: &Plugin<'_>,
         unknown: &mut Vec<String>,
     ) {
-        let Some(settings) =
-            self.settings::<DpRateLimitPlugin>(doc, plugin, RATE_LIMIT_SECTION, unknown)
-        else {
+        let Some(settings) = self.settings::<DpRateLimitPlugin>(doc, plugin, unknown) else {
             return;
         };
         let at = &plugin.at;
@@ -216,8 +197,7 @@ impl Importer {
             ));
             response
         });
-        self.order
-            .push((RawFaultStep::RateLimits, plugin.name.to_owned()));
+        self.answers(plugin);
         self.config.rate_limits.push(RawRateLimit {
             url,
             method: None,

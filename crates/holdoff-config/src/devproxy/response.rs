@@ -3,25 +3,27 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::doc::{Leaf, List, Object, Shape};
+use super::data::Data;
 use super::folders::Folders;
-use super::rate_limit::CUSTOM_RESPONSE_FILE;
-use super::{Data, Importer};
+use super::importer::Importer;
+use super::keys::Unread;
 use crate::file::{RawHeader, RawHeaders, RawResponse};
 
-#[derive(Deserialize)]
+/// The request of an errors file's rule.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct DpRequest {
     pub(super) url: String,
     pub(super) method: Option<String>,
     pub(super) body_fragment: Option<String>,
-    pub(super) nth: Option<u64>,
 }
 
-#[derive(Deserialize)]
+/// A response of an errors or mocks file.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct DpResponse {
     pub(super) status_code: Option<u16>,
@@ -29,18 +31,34 @@ pub(super) struct DpResponse {
     pub(super) body: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub(super) struct DpHeader {
     pub(super) name: String,
     pub(super) value: String,
 }
 
-pub(super) const HEADER: Shape = Object(&[("name", Leaf), ("value", Leaf)]);
-pub(super) const RESPONSE: Shape = Object(&[
-    ("statusCode", Leaf),
-    ("headers", List(&HEADER)),
-    ("body", Leaf),
-]);
+/// A custom-response file: the one response a rate-limiting plugin sends past its limit.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct DpCustomResponse {
+    #[serde(rename = "$schema")]
+    _schema: Option<Unread>,
+    #[serde(rename = "definitions")]
+    _definitions: Option<Unread>,
+    status_code: Option<u16>,
+    headers: Option<Vec<DpHeader>>,
+    body: Option<Value>,
+}
+
+impl From<DpCustomResponse> for DpResponse {
+    fn from(file: DpCustomResponse) -> DpResponse {
+        DpResponse {
+            status_code: file.status_code,
+            headers: file.headers,
+            body: file.body,
+        }
+    }
+}
 
 /// The status of a mock or custom response without one.
 pub(super) const DEFAULT_OK_STATUS: u16 = 200;
@@ -142,7 +160,8 @@ impl Importer {
             file,
             value: response,
             base,
-        } = self.data::<DpResponse>((&key, value, default), CUSTOM_RESPONSE_FILE, then)?;
+        } = self.data::<DpCustomResponse>((&key, value, default), then)?;
+        let response = DpResponse::from(response);
         if response.status_code.is_none() {
             self.note(format!(
                 "{file}: the response has no statusCode; Dev Proxy sends {DEFAULT_OK_STATUS} \

@@ -1,10 +1,12 @@
 //! RetryAfterPlugin: nothing to carry over, as holdoff's judge is always on; and a note when
 //! it was off in Dev Proxy.
 
-use super::Importer;
+use super::doc::Doc;
+use super::importer::{Importer, Plugin};
 
 impl Importer {
-    pub(super) fn retry_after_plugin(&mut self) {
+    /// Its settings are not read: there is nothing to carry over.
+    pub(super) fn retry_after_plugin(&mut self, _: &mut Doc, _: &Plugin<'_>, _: &mut Vec<String>) {
         self.retry_after_plugin = true;
         self.note(
             "RetryAfterPlugin needs no setting: holdoff's judge is always on. It keys its \
