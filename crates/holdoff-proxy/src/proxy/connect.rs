@@ -33,8 +33,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::affinity::Affinity;
-use super::handler::{Inbound, Line, Who, log, to_itself};
+use super::handler::{Inbound, to_itself};
 use super::io::Rewind;
+use super::log::{Line, Who, log};
 use super::reply::Refusal;
 use super::server::{Conn, PREFACE, serve_http};
 use super::{Route, Shared, default_port};

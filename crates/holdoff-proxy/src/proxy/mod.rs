@@ -11,11 +11,15 @@
 //! `reply` makes the proxy's own answers, `stats` counts.
 
 mod affinity;
+mod auth;
 mod connect;
 mod filter;
 mod handler;
 mod headers;
+mod idle;
 mod io;
+mod log;
+mod peers;
 mod pipeline;
 mod process;
 pub(crate) mod reply;
@@ -106,7 +110,7 @@ pub(crate) struct Shared {
     route: Route,
     watch: WatchList,
     /// Proxy credentials, and the failed attempts of each peer.
-    auth: Option<handler::ProxyAuth>,
+    auth: Option<auth::ProxyAuth>,
     upstreams: Upstreams,
     /// The stages, the clock the proxy reads and the upkeep it runs.
     pipeline: Pipeline,
@@ -236,7 +240,7 @@ impl ProxyServer {
         let shared = Arc::new(Shared {
             route,
             watch,
-            auth: config.proxy_auth.map(handler::ProxyAuth::new),
+            auth: config.proxy_auth.map(auth::ProxyAuth::new),
             upstreams: Upstreams::new(tls, config.upstream_timeout),
             clock: Arc::clone(pipeline.clock()),
             pipeline,

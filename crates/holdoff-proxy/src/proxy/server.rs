@@ -1,19 +1,17 @@
 //! Accepting connections (within the connection limits), serving them with hyper, and
 //! shutting down in order.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
-use holdoff::clock::{Clock, Sleep};
+use holdoff::clock::Clock;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::rt::{Read, Write};
@@ -28,7 +26,9 @@ use super::Shared;
 use super::affinity::Affinity;
 use super::connect::PlainTunnel;
 use super::handler::{self, Aborted, Inbound};
+use super::idle::{Activity, Busy, Idle};
 use super::io::ClientIo;
+use super::peers::{PeerSlot, Peers, Refusals};
 use super::process;
 use super::stage::ClientId;
 use crate::{Body, BoxError};
@@ -41,9 +41,6 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// port while its connections are refused); the kernel caps it (Linux: `somaxconn`, 4096
 /// by default).
 const BACKLOG: u32 = 1024;
-
-/// How often a peer's refused connections are summed up in the log.
-const REFUSALS_EVERY: Duration = Duration::from_secs(10);
 
 /// Binds the proxy's port, with room for [`BACKLOG`] connections waiting to be accepted.
 pub(crate) fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -112,124 +109,6 @@ impl Conn {
 struct Slot {
     _connection: OwnedSemaphorePermit,
     _peer: PeerSlot,
-}
-
-/// The connections each peer address holds, against the per-peer limit.
-struct Peers {
-    limit: usize,
-    held: Mutex<HashMap<IpAddr, usize>>,
-}
-
-impl Peers {
-    fn new(limit: usize) -> Arc<Peers> {
-        Arc::new(Peers {
-            limit,
-            held: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// A place for one more connection from `ip`, or `None` when it holds the limit.
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = held.entry(ip).or_insert(0);
-        if *count >= self.limit {
-            return None;
-        }
-        *count += 1;
-        Some(PeerSlot {
-            peers: Arc::clone(self),
-            ip,
-        })
-    }
-}
-
-/// One connection counted against its peer, until dropped.
-struct PeerSlot {
-    peers: Arc<Peers>,
-    ip: IpAddr,
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut held = self
-            .peers
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // A peer with no connection left takes no room.
-        if let Entry::Occupied(mut count) = held.entry(self.ip) {
-            *count.get_mut() -= 1;
-            if *count.get() == 0 {
-                count.remove();
-            }
-        }
-    }
-}
-
-/// Connections refused for the per-peer limit, put in the log at most once per
-/// [`REFUSALS_EVERY`], however many: the first at once, those after it summed up per peer.
-#[derive(Default)]
-struct Refusals {
-    /// Refused since the last line, per peer.
-    counts: HashMap<IpAddr, u64>,
-    /// When the last line was written.
-    last_line: Option<Instant>,
-    /// Set while some are counted: when to log them.
-    due: Option<Sleep>,
-}
-
-impl Refusals {
-    fn refused(&mut self, ip: IpAddr, limit: usize, clock: &impl Clock) {
-        let now = clock.now();
-        match self.last_line.map(|last| last + REFUSALS_EVERY) {
-            Some(quiet_until) if now < quiet_until => {
-                *self.counts.entry(ip).or_default() += 1;
-                if self.due.is_none() {
-                    self.due = Some(clock.sleep_until(quiet_until));
-                }
-            }
-            _ => {
-                self.last_line = Some(now);
-                tracing::warn!(
-                    client = %ip,
-                    limit,
-                    "refused a connection from {ip}: it already holds {limit}, the most one \
-                     peer may (max_connections_per_peer); more refusals are summed up every {}s",
-                    REFUSALS_EVERY.as_secs()
-                );
-            }
-        }
-    }
-
-    /// Completes once counted refusals are due in the log; never while there are none.
-    async fn due(&mut self) {
-        match &mut self.due {
-            Some(due) => due.as_mut().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// Logs the refusals counted, one line per peer.
-    fn log(&mut self, clock: &impl Clock) {
-        self.due = None;
-        if self.counts.is_empty() {
-            return;
-        }
-        let now = clock.now();
-        let since = self
-            .last_line
-            .map_or(Duration::ZERO, |last| now.saturating_duration_since(last));
-        self.last_line = Some(now);
-        for (ip, count) in self.counts.drain() {
-            tracing::warn!(
-                client = %ip,
-                count,
-                "refused {count} more connections from {ip} in the last {:.1}s: it holds the \
-                 most one peer may",
-                since.as_secs_f64()
-            );
-        }
-    }
 }
 
 /// Single-threaded runtimes on threads of their own, connections spread over them in turn.
@@ -659,158 +538,6 @@ async fn draining(shared: &Shared) {
     .await;
 }
 
-/// Requests in flight on a connection, and when the last one ended.
-struct Activity {
-    in_flight: AtomicUsize,
-    last: std::sync::Mutex<std::time::Instant>,
-    /// The pipeline's, which the idle timer reads too.
-    clock: Arc<dyn Clock>,
-}
-
-impl Activity {
-    fn new(clock: Arc<dyn Clock>) -> Activity {
-        Activity {
-            in_flight: AtomicUsize::new(0),
-            last: std::sync::Mutex::new(clock.now()),
-            clock,
-        }
-    }
-
-    fn last(&self) -> std::time::Instant {
-        *self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// One request in flight, until its response body is done (sent in full, or dropped): the
-/// connection was last busy then.
-struct Busy(Arc<Activity>);
-
-impl Busy {
-    fn start(activity: Arc<Activity>) -> Busy {
-        activity.in_flight.fetch_add(1, Ordering::Relaxed);
-        Busy(activity)
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        *self
-            .0
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = self.0.clock.now();
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Completes once the connection has had no request in flight for `timeout`.
-///
-/// The connection's task polls it at every wake-up, several times per request. Its one timer
-/// is polled only when armed and when it has fired, which a waker of its own (the alarm)
-/// says; every other poll reads one flag. Fired while a request was in flight, or before the
-/// last one ended a timeout ago, it is armed again for then.
-struct Idle<'a, C> {
-    activity: &'a Activity,
-    clock: &'a C,
-    timeout: Duration,
-    sleep: Option<holdoff::clock::Sleep>,
-    alarm: Arc<Alarm>,
-    /// The alarm as the waker the timer is polled with.
-    alarm_waker: Waker,
-}
-
-impl<'a, C: Clock> Idle<'a, C> {
-    fn new(activity: &'a Activity, clock: &'a C, timeout: Duration) -> Idle<'a, C> {
-        let alarm = Arc::new(Alarm::default());
-        Idle {
-            activity,
-            clock,
-            timeout,
-            sleep: None,
-            alarm_waker: Waker::from(Arc::clone(&alarm)),
-            alarm,
-        }
-    }
-}
-
-impl<C: Clock> Future for Idle<'_, C> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        loop {
-            let sleep = match &mut this.sleep {
-                Some(sleep) => {
-                    if !this.alarm.rang.swap(false, Ordering::AcqRel) {
-                        return Poll::Pending;
-                    }
-                    sleep
-                }
-                None => {
-                    let now = this.clock.now();
-                    let since = if this.activity.in_flight.load(Ordering::Relaxed) > 0 {
-                        now
-                    } else {
-                        this.activity.last()
-                    };
-                    let deadline = since + this.timeout;
-                    if deadline <= now {
-                        return Poll::Ready(());
-                    }
-                    // The task to wake when the alarm rings: a task's waker stays the same,
-                    // so it is only looked at when the timer is armed.
-                    this.alarm.wake_on_ring(cx.waker());
-                    this.sleep.insert(this.clock.sleep_until(deadline))
-                }
-            };
-            let mut alarm = Context::from_waker(&this.alarm_waker);
-            if sleep.as_mut().poll(&mut alarm).is_pending() {
-                return Poll::Pending;
-            }
-            this.sleep = None;
-        }
-    }
-}
-
-/// The idle timer's waker: notes that the timer fired, and wakes the connection's task.
-#[derive(Default)]
-struct Alarm {
-    rang: AtomicBool,
-    task: std::sync::Mutex<Option<Waker>>,
-}
-
-impl Alarm {
-    fn wake_on_ring(&self, task: &Waker) {
-        let mut slot = self
-            .task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !slot.as_ref().is_some_and(|known| known.will_wake(task)) {
-            *slot = Some(task.clone());
-        }
-    }
-}
-
-impl Wake for Alarm {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.rang.store(true, Ordering::Release);
-        let task = self
-            .task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(task) = task.as_ref() {
-            task.wake_by_ref();
-        }
-    }
-}
-
 /// A response body that keeps its request in flight until it is done.
 struct Tracked {
     body: Body,
@@ -868,91 +595,5 @@ fn connection_error(shared: &Shared, err: &hyper::Error, peer: SocketAddr) {
         tracing::debug!(client = %peer.ip(), "closed an idle connection");
     } else {
         tracing::debug!(client = %peer.ip(), error = %err, "a client connection ended");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use holdoff::clock::TokioClock;
-
-    const TIMEOUT: Duration = Duration::from_secs(30);
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_connection_times_out_a_timeout_after_it_started() {
-        let clock = TokioClock;
-        let started = clock.now();
-        let activity = Activity::new(Arc::new(clock));
-        Idle::new(&activity, &clock, TIMEOUT).await;
-        assert_eq!(clock.now() - started, TIMEOUT);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_request_in_flight_keeps_it_open_and_the_count_starts_when_it_ends() {
-        let clock = TokioClock;
-        let started = clock.now();
-        let activity = Arc::new(Activity::new(Arc::new(clock)));
-        let busy = Busy::start(Arc::clone(&activity));
-        let mut idle = pin!(Idle::new(&activity, &clock, TIMEOUT));
-
-        // The timer fires at 30 s with the request still in flight, and is armed again.
-        let open = tokio::time::timeout(Duration::from_secs(45), idle.as_mut()).await;
-        assert!(open.is_err(), "timed out with a request in flight");
-        drop(busy);
-        idle.await;
-        assert_eq!(clock.now() - started, Duration::from_secs(45) + TIMEOUT);
-    }
-
-    mod peers {
-        use super::*;
-
-        #[test]
-        fn admit_each_peer_up_to_the_limit_and_take_places_back() {
-            let peers = Peers::new(2);
-            let (one, other) = (IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2]));
-            let first = peers.admit(one).unwrap();
-            let _second = peers.admit(one).unwrap();
-            assert!(peers.admit(one).is_none(), "a third from one peer");
-            assert!(
-                peers.admit(other).is_some(),
-                "another peer is not counted with it"
-            );
-            drop(first);
-            assert!(
-                peers.admit(one).is_some(),
-                "a closed connection's place is free again"
-            );
-        }
-
-        #[test]
-        fn forget_a_peer_with_no_connection_left() {
-            let peers = Peers::new(1);
-            drop(peers.admit(IpAddr::from([127, 0, 0, 1])));
-            assert!(peers.held.lock().unwrap().is_empty());
-        }
-    }
-
-    mod refusals {
-        use super::*;
-
-        #[tokio::test(start_paused = true)]
-        async fn log_the_first_at_once_and_sum_up_the_rest_after_a_while() {
-            let clock = TokioClock;
-            let started = clock.now();
-            let ip = IpAddr::from([127, 0, 0, 1]);
-            let mut refusals = Refusals::default();
-            refusals.refused(ip, 2, &clock);
-            assert!(refusals.counts.is_empty(), "the first is logged at once");
-            refusals.refused(ip, 2, &clock);
-            refusals.refused(ip, 2, &clock);
-            assert_eq!(refusals.counts[&ip], 2);
-
-            refusals.due().await;
-            assert_eq!(clock.now() - started, REFUSALS_EVERY);
-            refusals.log(&clock);
-            assert!(refusals.counts.is_empty());
-            let more = tokio::time::timeout(REFUSALS_EVERY * 2, refusals.due()).await;
-            assert!(more.is_err(), "due with nothing to log");
-        }
     }
 }
