@@ -1,50 +1,31 @@
-//! One request: authenticate (with a limit on guessing), route, identify, run the pipeline,
-//! forward, log.
+//! One request: refused early or routed, identified, passed through the pipeline's stages,
+//! forwarded upstream (or answered by a stage), logged. A `CONNECT` is answered by `connect`,
+//! and its tunnel served by what the caller names.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use holdoff::Receipt;
 use http::header::{HOST, USER_AGENT};
-use http::request::Parts;
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use super::affinity::{Outbound, Sent};
-use super::auth::Admission;
-use super::connect::{self, Tunnel};
-use super::headers::{CLIENT_HEADER, add_via, has_several_hosts, strip_hop_by_hop, wants_upgrade};
+use super::conn::Inbound;
+use super::connect::{self, ServeTunnel};
+use super::early::{EarlyAnswer, answer_early, refuse};
+use super::headers::{add_via, strip_hop_by_hop, wants_upgrade};
 use super::log::{Line, log};
-use super::reply::{self, Refusal};
-use super::server::Conn;
-use super::stage::{Action, ClientId, Mode, Notes, RequestMeta};
+use super::route::{identify, set_host, strip_userinfo, target, url_parts};
+use super::stage::{Action, Mode, Notes, RequestMeta};
 use super::upstream::{Failure, stalled};
-use super::{Route, Shared, Target, default_port, unread};
+use super::{Route, Shared, Target, unread};
 use crate::Body;
 use crate::body::{Progress, Unread};
-use crate::config::{UrlParts, proxy_user};
-
-/// Where a request came from: the proxy's own port, or inside an intercepted tunnel.
-#[derive(Clone)]
-pub(crate) enum Inbound {
-    Plain(Arc<Conn>),
-    Tunnel(Arc<Tunnel>),
-}
-
-impl Inbound {
-    fn conn(&self) -> &Arc<Conn> {
-        match self {
-            Inbound::Plain(conn) => conn,
-            Inbound::Tunnel(tunnel) => &tunnel.conn,
-        }
-    }
-}
 
 /// The service's error: hyper drops the connection (HTTP/1.1) or resets the stream (HTTP/2)
 /// without an answer.
@@ -59,8 +40,9 @@ impl fmt::Display for Aborted {
 
 impl std::error::Error for Aborted {}
 
-/// The service: every request on every client connection comes here.
-pub(crate) async fn handle(
+/// The service: every request on every client connection comes here. The tunnel a `CONNECT`
+/// opens is served by `T` (see [`ServeTunnel`]).
+pub(crate) async fn handle<T: ServeTunnel>(
     inbound: Inbound,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Aborted> {
@@ -86,7 +68,7 @@ pub(crate) async fn handle(
         return Ok(answer_early(shared, conn, &parts, body, received, answer).await);
     }
     if tunnel.is_none() && parts.method == Method::CONNECT {
-        return Ok(connect::boxed(conn, parts, received).await);
+        return Ok(connect::boxed::<T>(conn, parts, received).await);
     }
 
     let (mode, uri) = match target(shared, tunnel, &parts) {
@@ -220,258 +202,6 @@ impl Drop for Unanswered<'_> {
             );
         }
     }
-}
-
-/// An answer the proxy makes before routing a request, with what its log line says.
-struct EarlyAnswer {
-    response: Response<Body>,
-    /// Why, when the request failed (the log line is a warning, and it counts as an error);
-    /// `None` for a credentials challenge.
-    error: Option<String>,
-    /// Whether the log names the client by its proxy user: only once its credentials are
-    /// known to be right.
-    named: bool,
-}
-
-impl EarlyAnswer {
-    /// `refusal`, before the client's credentials were checked.
-    fn anonymous(refusal: Refusal) -> EarlyAnswer {
-        EarlyAnswer {
-            error: Some(refusal.reason.clone()),
-            response: refusal.into_response(),
-            named: false,
-        }
-    }
-
-    /// `refusal`, after the client's credentials were checked.
-    fn named(refusal: Refusal) -> EarlyAnswer {
-        EarlyAnswer {
-            named: true,
-            ..EarlyAnswer::anonymous(refusal)
-        }
-    }
-}
-
-/// Whether, and how, the proxy answers a request itself before routing it: it came back
-/// through this proxy (its own `Via`), its credentials are not right (on the proxy's own
-/// port), or it is invalid (two `Host`s).
-fn refuse(
-    shared: &Shared,
-    conn: &Conn,
-    tunnel: Option<&Tunnel>,
-    parts: &Parts,
-    now: Instant,
-) -> Option<EarlyAnswer> {
-    if shared.via.seen_in(&parts.headers) {
-        return Some(EarlyAnswer::anonymous(Refusal::new(
-            StatusCode::LOOP_DETECTED,
-            "the request came back through this proxy (its Via names this proxy): it would \
-             loop; it is not forwarded again",
-        )));
-    }
-    if let (None, Some(auth)) = (tunnel, &shared.auth) {
-        let response = match auth.admit(&parts.headers, conn.peer.ip(), now) {
-            Admission::Accepted => None,
-            Admission::Refused => Some(reply::proxy_auth_required()),
-            Admission::Locked { retry_after } => {
-                Some(reply::auth_locked(conn.peer.ip(), retry_after))
-            }
-        };
-        if let Some(response) = response {
-            return Some(EarlyAnswer {
-                response,
-                error: None,
-                named: false,
-            });
-        }
-    }
-    if has_several_hosts(&parts.headers) {
-        return Some(EarlyAnswer::named(Refusal::new(
-            StatusCode::BAD_REQUEST,
-            "the request has more than one Host header, which makes it invalid (RFC 9112 §3.2)",
-        )));
-    }
-    None
-}
-
-/// Answers a request the proxy refused before routing it, once what the client sent of its
-/// body is read (see `unread`), and logs it.
-async fn answer_early(
-    shared: &Shared,
-    conn: &Conn,
-    parts: &Parts,
-    body: Incoming,
-    received: Receipt,
-    answer: EarlyAnswer,
-) -> Response<Body> {
-    let EarlyAnswer {
-        mut response,
-        error,
-        named,
-    } = answer;
-    let body = Some(body);
-    unread::settle(
-        &shared.clock,
-        body,
-        parts.version,
-        &parts.uri,
-        &mut response,
-    )
-    .await;
-    let user = named.then(|| proxy_user(&parts.headers)).flatten();
-    let line = Line::early(parts, &conn.identity, user.as_deref(), plain_mode(shared));
-    finish_early(shared, line, received, response, error.as_deref())
-}
-
-/// The mode of a request on the proxy's own port.
-fn plain_mode(shared: &Shared) -> &'static str {
-    match shared.route {
-        Route::Forward { .. } => Mode::Forward.as_str(),
-        Route::Reverse(_) => Mode::Reverse.as_str(),
-    }
-}
-
-/// Where the request goes: its mode and absolute URL; or why it cannot go anywhere.
-fn target(shared: &Shared, tunnel: Option<&Tunnel>, parts: &Parts) -> Result<(Mode, Uri), Refusal> {
-    let path = || {
-        parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"))
-    };
-    if let Some(tunnel) = tunnel {
-        // The tunnel's authority, not the request's Host: that is where the client connected.
-        let uri = absolute(Scheme::HTTPS, tunnel.authority.clone(), path())?;
-        return Ok((Mode::Intercepted, uri));
-    }
-    match &shared.route {
-        Route::Reverse(upstream) => {
-            let uri = absolute(
-                upstream.scheme().clone(),
-                upstream.authority().clone(),
-                path(),
-            )?;
-            Ok((Mode::Reverse, uri))
-        }
-        Route::Forward { .. } => {
-            let uri = &parts.uri;
-            let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
-                return Err(Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "this is a forward proxy: send absolute-form requests \
-                         (GET http://host/path) or CONNECT, not `{} {}`",
-                        parts.method,
-                        uri.path()
-                    ),
-                ));
-            };
-            if *scheme != Scheme::HTTP && *scheme != Scheme::HTTPS {
-                return Err(Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("cannot forward {scheme} URLs, only http and https"),
-                ));
-            }
-            let port = authority
-                .port_u16()
-                .unwrap_or_else(|| default_port(scheme.as_str()));
-            if let Some(own) = shared.own.named_by(authority.host(), port) {
-                return Err(to_itself(&uri.to_string(), own));
-            }
-            Ok((Mode::Forward, uri.clone()))
-        }
-    }
-}
-
-fn absolute(scheme: Scheme, authority: Authority, path: PathAndQuery) -> Result<Uri, Refusal> {
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(scheme);
-    parts.authority = Some(authority);
-    parts.path_and_query = Some(path);
-    Uri::from_parts(parts).map_err(|err| {
-        Refusal::new(
-            StatusCode::BAD_REQUEST,
-            format!("cannot build the request URL: {err}"),
-        )
-    })
-}
-
-/// The answer to a request or tunnel to `target`, which is this proxy's own address `own`.
-pub(crate) fn to_itself(target: &str, own: SocketAddr) -> Refusal {
-    Refusal::new(
-        StatusCode::LOOP_DETECTED,
-        format!(
-            "{target} is this proxy's own address ({own}): it would loop, or reach the proxy's \
-             control API; it is not forwarded"
-        ),
-    )
-}
-
-/// Removes the user information from `uri` (`http://user:password@host/`): it is no part of
-/// where the request goes (RFC 9110 §4.2.4), and a password must not reach a log.
-fn strip_userinfo(uri: &mut Uri) {
-    let Some(host) = uri
-        .authority()
-        .and_then(|authority| authority.as_str().rsplit_once('@'))
-        .map(|(_, host)| host.to_owned())
-    else {
-        return;
-    };
-    let mut parts = uri.clone().into_parts();
-    parts.authority = Authority::try_from(host).ok();
-    match Uri::from_parts(parts) {
-        Ok(stripped) => *uri = stripped,
-        // `user@` and nothing else: no host left to go to.
-        Err(_) => *uri = Uri::from_static("/"),
-    }
-}
-
-/// Sets `Host` to the authority of `uri`, unless it says that already (it usually does, and
-/// then nothing is copied).
-fn set_host(headers: &mut HeaderMap, uri: &Uri) {
-    let Some(authority) = uri.authority() else {
-        return;
-    };
-    let same = headers.get(HOST).is_some_and(|host| {
-        host.as_bytes()
-            .eq_ignore_ascii_case(authority.as_str().as_bytes())
-    });
-    if !same && let Ok(host) = http::HeaderValue::from_str(authority.as_str()) {
-        headers.insert(HOST, host);
-    }
-}
-
-/// The URL as the watch list sees it.
-fn url_parts(target: &Target) -> UrlParts<'_> {
-    UrlParts {
-        scheme: target.scheme(),
-        host: target.host(),
-        port: target.non_default_port(),
-        path_and_query: target.path_and_query(),
-    }
-}
-
-/// Who sent the request: proxy credentials (on the request, or on the tunnel's `CONNECT`),
-/// then `X-Holdoff-Client`, then the connection's own identity (its process, or its peer
-/// address), found once for the connection. `X-Holdoff-Client` is removed either way.
-fn identify(headers: &mut HeaderMap, tunnel: Option<&Tunnel>, connection: &ClientId) -> ClientId {
-    let named = headers.remove(CLIENT_HEADER);
-    if let Some(user) = proxy_user(headers) {
-        return ClientId::ProxyUser(user.into());
-    }
-    if let Some(user) = tunnel.and_then(|tunnel| tunnel.user.as_ref()) {
-        return ClientId::ProxyUser(Arc::clone(user));
-    }
-    if let Some(name) = named
-        .as_ref()
-        .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-    {
-        return ClientId::Header(name.into());
-    }
-    connection.clone()
 }
 
 enum Decision {
@@ -648,64 +378,5 @@ async fn relay_upgrade(
             }
         }
         () = cut.cancelled() => {}
-    }
-}
-
-/// Answers a request the proxy refused before routing it, and logs it. A refused `CONNECT`
-/// (`407`) is not counted as a request: tunnels are counted apart.
-fn finish_early(
-    shared: &Shared,
-    line: Line<'_>,
-    received: Receipt,
-    response: Response<Body>,
-    error: Option<&str>,
-) -> Response<Body> {
-    if error.is_some() {
-        shared.stats.error();
-    }
-    if *line.method != Method::CONNECT {
-        shared.stats.response(response.status());
-    }
-    log(
-        shared,
-        &line,
-        received.instant,
-        Some(response.status()),
-        error,
-    );
-    response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    mod strip_userinfo {
-        use super::*;
-
-        fn stripped(uri: &str) -> String {
-            let mut uri: Uri = uri.parse().unwrap();
-            strip_userinfo(&mut uri);
-            uri.to_string()
-        }
-
-        #[test]
-        fn removes_the_user_and_password_and_keeps_the_rest() {
-            assert_eq!(
-                stripped("http://user:pw@127.0.0.1:8080/a?b=c"),
-                "http://127.0.0.1:8080/a?b=c"
-            );
-            assert_eq!(
-                stripped("https://a%40b:p@c@example.com/"),
-                "https://example.com/"
-            );
-            assert_eq!(stripped("http://user@[::1]/"), "http://[::1]/");
-        }
-
-        #[test]
-        fn leaves_a_url_without_any_alone() {
-            assert_eq!(stripped("http://example.com/@x"), "http://example.com/@x");
-            assert_eq!(stripped("/origin/form"), "/origin/form");
-        }
     }
 }

@@ -1,37 +1,27 @@
-//! Accepting connections (within the connection limits), serving them with hyper, and
-//! shutting down in order.
+//! Accepting connections (within the connection limits) onto threads of their own, telling
+//! HTTP/2 from HTTP/1.1 on each, and shutting down in order.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use holdoff::clock::Clock;
-use http_body::{Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper::rt::{Read, Write};
-use hyper::server::conn::{http1, http2};
-use hyper::service::{HttpService, service_fn};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use super::affinity::Affinity;
-use super::connect::PlainTunnel;
-use super::handler::{self, Aborted, Inbound};
-use super::idle::{Activity, Busy, Idle};
-use super::io::ClientIo;
-use super::peers::{PeerSlot, Peers, Refusals};
+use super::conn::{Accepted, Conn, Inbound};
+use super::io::{ClientIo, PREFACE};
+use super::peers::{Peers, Refusals};
 use super::process;
-use super::stage::ClientId;
-use crate::{Body, BoxError};
+use super::serve::{draining, serve_http};
+use super::tunnel::Tunnels;
 
 /// How long to pause accepting after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -64,51 +54,6 @@ pub(crate) struct Limits {
     /// From one peer address: past it, its connections are refused as they are accepted, so
     /// that one peer cannot take every slot and keep everyone else waiting.
     pub(crate) per_peer: usize,
-}
-
-/// One client connection to the proxy's own port.
-pub(crate) struct Conn {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) peer: SocketAddr,
-    /// Who its requests come from unless they name their client: its process, or its peer
-    /// address (see `process`). Found before the first request.
-    pub(crate) identity: ClientId,
-    /// Whether the proxy handles it (see `filter`): if not, it passes through untouched.
-    pub(crate) handled: bool,
-    /// Its own upstream connection, once it has one: HTTP/1.1 only, whose requests come one
-    /// at a time.
-    pub(crate) affinity: Affinity,
-    /// Whether it speaks HTTP/2 (h2c): its requests run concurrently, so they go to the
-    /// shared upstream pool and never to `affinity`, which nothing polls for it.
-    pub(crate) h2: bool,
-    /// How many requests on it have reached the proxy.
-    pub(crate) calls: AtomicU64,
-    /// Held for as long as the connection, or a tunnel made of it, lives.
-    _slot: Arc<Slot>,
-}
-
-impl Conn {
-    /// The connection inside a tunnel made of this one that carries plain HTTP: served as if
-    /// the client had connected to the proxy's port again, with its own upstream connection,
-    /// by the same client.
-    pub(crate) fn inside_tunnel(&self, h2: bool) -> Conn {
-        Conn {
-            shared: Arc::clone(&self.shared),
-            peer: self.peer,
-            identity: self.identity.clone(),
-            handled: self.handled,
-            affinity: Affinity::default(),
-            h2,
-            calls: AtomicU64::new(0),
-            _slot: Arc::clone(&self._slot),
-        }
-    }
-}
-
-/// A connection's place under the connection limits.
-struct Slot {
-    _connection: OwnedSemaphorePermit,
-    _peer: PeerSlot,
 }
 
 /// Single-threaded runtimes on threads of their own, connections spread over them in turn.
@@ -240,14 +185,7 @@ pub(crate) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let accepted = Accepted {
-            shared: Arc::clone(&shared),
-            peer,
-            slot: Slot {
-                _connection: permit,
-                _peer: peer_slot,
-            },
-        };
+        let accepted = Accepted::new(Arc::clone(&shared), peer, permit, peer_slot);
         match workers.next() {
             Some(runtime) => {
                 // Registered with the thread's own reactor: the socket goes over as std's.
@@ -303,13 +241,6 @@ async fn upkeep(shared: Arc<Shared>) {
     }
 }
 
-/// A connection just accepted, on its way to its thread.
-struct Accepted {
-    shared: Arc<Shared>,
-    peer: SocketAddr,
-    slot: Slot,
-}
-
 /// Serves a connection to the proxy's port: HTTP/1.1 with upgrades (for `CONNECT` and
 /// WebSocket), or HTTP/2 if it opens with the preface. One that sends nothing that tells
 /// which within the idle timeout is closed then, as is one that sends nothing before
@@ -341,26 +272,21 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
         .filter
         .handles(peer, stream.local_addr(), &identity)
         .await;
-    let conn = Arc::new(Conn {
-        shared: Arc::clone(&shared),
+    let conn = Arc::new(Conn::new(
+        Arc::clone(&shared),
         peer,
+        slot,
         identity,
         handled,
-        affinity: Affinity::default(),
         h2,
-        calls: AtomicU64::new(0),
-        _slot: Arc::new(slot),
-    });
+    ));
     let io = TokioIo::new(ClientIo::new(stream, first, Arc::clone(&conn)));
     let inbound = Inbound::Plain(Arc::clone(&conn));
     // HTTP/2 requests run concurrently: they use the shared upstream pool.
     let affinity = (!h2).then_some(&conn.affinity);
-    serve_http(&shared, io, inbound, h2, peer, affinity, None).await;
+    serve_http::<_, Tunnels>(&shared, io, inbound, h2, peer, affinity, None).await;
     conn.affinity.close(&shared.affine_count);
 }
-
-/// What an HTTP/2 client with prior knowledge (h2c, RFC 9113 §3.3) sends first.
-pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// How a client opens a connection to the proxy's port.
 struct Opening {
@@ -403,197 +329,5 @@ async fn opening(stream: &TcpStream) -> Option<Opening> {
         if seen == PREFACE.len() {
             return Some(Opening { h2: true, first });
         }
-    }
-}
-
-/// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls
-/// the connection's own upstream connection (`affinity`) beside it. In a tunnel that carries
-/// plain HTTP (`plain`), each request is first addressed to the tunnel's target.
-pub(crate) async fn serve_http<I>(
-    shared: &Shared,
-    io: I,
-    inbound: Inbound,
-    h2: bool,
-    peer: SocketAddr,
-    affinity: Option<&Affinity>,
-    plain: Option<Arc<PlainTunnel>>,
-) where
-    I: Read + Write + Unpin + Send + 'static,
-{
-    // Neither protocol is left to time idle connections out: HTTP/2 has no idle timeout (its
-    // pings keep a quiet client alive), and hyper's HTTP/1.1 header timeout registers and
-    // drops a timer for every request. Each request counts as in flight until its response
-    // body is done, and one timer per connection closes it once none was for a while.
-    let activity = Arc::new(Activity::new(Arc::clone(&shared.clock)));
-    let tracked = Arc::clone(&activity);
-    let service = service_fn(move |mut request| {
-        if let Some(plain) = &plain {
-            plain.address(&mut request);
-        }
-        let busy = Busy::start(Arc::clone(&tracked));
-        let answer = handler::handle(inbound.clone(), request);
-        async move {
-            let response = answer.await?;
-            Ok::<_, Aborted>(response.map(|body| Tracked { body, _busy: busy }))
-        }
-    });
-    let outcome = if h2 {
-        let connection = shared.http2.serve_connection(io, service);
-        drive(shared, connection, None, &activity).await
-    } else {
-        let connection = shared.http1.serve_connection(io, service).with_upgrades();
-        drive(shared, connection, affinity, &activity).await
-    };
-    match outcome {
-        Some(Ok(())) => {}
-        Some(Err(err)) => connection_error(shared, &err, peer),
-        None => {
-            shared.cut_count.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// A hyper connection that can be asked to finish gracefully.
-trait Graceful: Future<Output = Result<(), hyper::Error>> {
-    /// Whether an idle connection is asked to finish (HTTP/2: `GOAWAY`, then the streams
-    /// still open end) rather than closed at once (HTTP/1.1, where an idle connection has
-    /// nothing in flight, but may have half a request head that never completes).
-    const FINISHES_WHEN_IDLE: bool;
-
-    fn graceful_shutdown(self: Pin<&mut Self>);
-}
-
-impl<I, S> Graceful for http1::UpgradeableConnection<I, S>
-where
-    I: Read + Write + Unpin + Send + 'static,
-    S: HttpService<Incoming>,
-    S::ResBody: 'static,
-    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    const FINISHES_WHEN_IDLE: bool = false;
-
-    fn graceful_shutdown(self: Pin<&mut Self>) {
-        http1::UpgradeableConnection::graceful_shutdown(self);
-    }
-}
-
-impl<I, S> Graceful for http2::Connection<I, S, TokioExecutor>
-where
-    I: Read + Write + Unpin + 'static,
-    S: HttpService<Incoming>,
-    S::ResBody: 'static,
-    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    TokioExecutor: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
-{
-    const FINISHES_WHEN_IDLE: bool = true;
-
-    fn graceful_shutdown(self: Pin<&mut Self>) {
-        http2::Connection::graceful_shutdown(self);
-    }
-}
-
-/// Runs `connection` to its end, or, once shutdown begins or it has been idle too long, asks
-/// it to finish and runs it until then or until the grace period is over (`None`: it was
-/// cut). An idle HTTP/1.1 connection is closed at once.
-async fn drive<C: Graceful>(
-    shared: &Shared,
-    connection: C,
-    affinity: Option<&Affinity>,
-    activity: &Activity,
-) -> Option<Result<(), hyper::Error>> {
-    let mut connection = pin!(connection);
-    let count = &shared.affine_count;
-    let idle = Idle::new(activity, &shared.clock, shared.idle_timeout);
-    tokio::select! {
-        biased;
-        result = with_upstream(connection.as_mut(), affinity, count) => return Some(result),
-        () = draining(shared) => {}
-        () = idle => {
-            tracing::debug!("closing an idle connection");
-            if !C::FINISHES_WHEN_IDLE {
-                return Some(Ok(()));
-            }
-        }
-    }
-    connection.as_mut().graceful_shutdown();
-    tokio::select! {
-        result = with_upstream(connection.as_mut(), affinity, count) => Some(result),
-        () = shared.cut.cancelled() => None,
-    }
-}
-
-/// Completes once shutdown begins. A connection's task is polled several times per request,
-/// and the token's own future takes a lock and registers again on each poll: this one
-/// registers once, then looks at one flag.
-async fn draining(shared: &Shared) {
-    let mut cancelled = pin!(shared.drain.cancelled());
-    let mut registered = false;
-    std::future::poll_fn(|cx| {
-        if registered && !shared.draining.load(Ordering::Acquire) {
-            return std::task::Poll::Pending;
-        }
-        registered = true;
-        cancelled.as_mut().poll(cx)
-    })
-    .await;
-}
-
-/// A response body that keeps its request in flight until it is done.
-struct Tracked {
-    body: Body,
-    _busy: Busy,
-}
-
-impl http_body::Body for Tracked {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// Polls `connection`, and after it the client's own upstream connection, in one task.
-fn with_upstream<'a, C: Future>(
-    mut connection: Pin<&'a mut C>,
-    affinity: Option<&'a Affinity>,
-    count: &'a AtomicUsize,
-) -> impl Future<Output = C::Output> + 'a {
-    std::future::poll_fn(move |cx| {
-        let served = connection.as_mut().poll(cx);
-        if let Some(affinity) = affinity {
-            affinity.poll_upstream(count, cx);
-        }
-        served
-    })
-}
-
-/// Logs why a connection ended badly; hyper has already answered what can be answered.
-fn connection_error(shared: &Shared, err: &hyper::Error, peer: SocketAddr) {
-    if err.is_parse_too_large() {
-        shared.stats.rejected();
-        tracing::warn!(
-            client = %peer.ip(),
-            limit = shared.max_header_bytes,
-            "refused a request whose head is too large (431)"
-        );
-    } else if err.is_parse() {
-        shared.stats.rejected();
-        tracing::warn!(client = %peer.ip(), error = %err, "refused a malformed request (400)");
-    } else if err.is_timeout() {
-        tracing::debug!(client = %peer.ip(), "closed an idle connection");
-    } else {
-        tracing::debug!(client = %peer.ip(), error = %err, "a client connection ended");
     }
 }
