@@ -31,8 +31,11 @@ use http::StatusCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::conn::Conn;
 use super::reply::Refusal;
-use super::server::Conn;
+
+/// What an HTTP/2 client with prior knowledge (h2c, RFC 9113 §3.3) sends first.
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// How long a lingering close reads before giving up.
 const LINGER_FOR: Duration = Duration::from_secs(2);

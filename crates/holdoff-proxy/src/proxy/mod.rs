@@ -1,28 +1,52 @@
 //! The running proxy: [`ProxyServer`] binds, accepts, serves and shuts down; each request goes
 //! through the [`Stage`]s of a [`Pipeline`].
 //!
-//! Files, in the order a request meets them: `server` accepts and drives connections, `io`
-//! closes client sockets gently and gives up on clients that stop reading, `process` finds
-//! which process a loopback client is, `handler` routes one request through the pipeline,
-//! `connect` handles `CONNECT` (tunnels and interception), `target` reads where a request
-//! goes, `headers` rewrites hop-by-hop fields and `Via`, `pipeline` orders the stages and
-//! `stage` is their interface, `unread` settles a body the proxy answers without reading,
-//! `upstream` is the way out and `affinity` a client connection's own upstream connection,
-//! `reply` makes the proxy's own answers, `stats` counts.
+//! Files, in the order a request meets them:
+//!
+//! - `server` accepts connections onto threads of their own, within the limits (`peers` counts
+//!   each peer's), tells HTTP/2 from HTTP/1.1 and shuts down in order;
+//! - `conn` is a client connection, and where a request on it comes from; `io` is its socket
+//!   (a gentle close, a send timeout, first bytes read and given back); `process` finds which
+//!   process a loopback client is, and `filter` whether the proxy handles it;
+//! - `serve` serves HTTP on a connection, `idle` closes it once nothing was in flight for a
+//!   while;
+//! - `handler` takes one request through: `early` answers it before routing (its proxy
+//!   credentials checked by `auth`), `route` finds where it goes (`target` reads the URL) and
+//!   who sent it, `headers` rewrites hop-by-hop fields and `Via`;
+//! - `connect` answers a `CONNECT`, and `tunnel` serves the tunnel: intercepted or plain HTTP
+//!   served again by `serve`, anything else blind;
+//! - `pipeline` orders the stages and `stage` is their interface; `unread` settles a body the
+//!   proxy answers without reading;
+//! - `upstream` is the way out, and `affinity` a client connection's own upstream connection;
+//! - `reply` makes the proxy's own answers, `log` writes the request log line, `stats` counts.
+//!
+//! No two files import each other, directly or round a loop (`tests/layers.rs`). A tunnel's
+//! recursion, the HTTP inside it served by the same code that answered its `CONNECT`, goes
+//! through a type parameter instead: `connect::ServeTunnel`, which `server` and `tunnel` set to
+//! `tunnel::Tunnels`, and `serve` and `handler` pass down.
 
 mod affinity;
+mod auth;
+mod conn;
 mod connect;
+mod early;
 mod filter;
 mod handler;
 mod headers;
+mod idle;
 mod io;
+mod log;
+mod peers;
 mod pipeline;
 mod process;
 pub(crate) mod reply;
+mod route;
+mod serve;
 mod server;
 mod stage;
 mod stats;
 mod target;
+mod tunnel;
 mod unread;
 mod upstream;
 
@@ -107,7 +131,7 @@ pub(crate) struct Shared {
     route: Route,
     watch: WatchList,
     /// Proxy credentials, and the failed attempts of each peer.
-    auth: Option<handler::ProxyAuth>,
+    auth: Option<auth::ProxyAuth>,
     upstreams: Upstreams,
     /// The stages, the clock the proxy reads and the upkeep it runs.
     pipeline: Pipeline,
@@ -237,7 +261,7 @@ impl ProxyServer {
         let shared = Arc::new(Shared {
             route,
             watch,
-            auth: config.proxy_auth.map(handler::ProxyAuth::new),
+            auth: config.proxy_auth.map(auth::ProxyAuth::new),
             upstreams: Upstreams::new(tls, config.upstream_timeout),
             clock: Arc::clone(pipeline.clock()),
             pipeline,

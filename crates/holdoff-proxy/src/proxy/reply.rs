@@ -1,7 +1,7 @@
 //! Answers the proxy makes itself: a [`Refusal`], a status and a one-line plain-text reason.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, PROXY_AUTHENTICATE, RETRY_AFTER};
@@ -128,4 +128,15 @@ pub(crate) fn auth_locked(peer: IpAddr, retry_after: Duration) -> Response<Body>
         .headers_mut()
         .insert(RETRY_AFTER, HeaderValue::from(seconds));
     response
+}
+
+/// The answer to a request or tunnel to `target`, which is this proxy's own address `own`.
+pub(crate) fn to_itself(target: &str, own: SocketAddr) -> Refusal {
+    Refusal::new(
+        StatusCode::LOOP_DETECTED,
+        format!(
+            "{target} is this proxy's own address ({own}): it would loop, or reach the proxy's \
+             control API; it is not forwarded"
+        ),
+    )
 }

@@ -1,37 +1,27 @@
-//! Accepting connections (within the connection limits), serving them with hyper, and
-//! shutting down in order.
+//! Accepting connections (within the connection limits) onto threads of their own, telling
+//! HTTP/2 from HTTP/1.1 on each, and shutting down in order.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-use bytes::Bytes;
-use holdoff::clock::{Clock, Sleep};
-use http_body::{Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper::rt::{Read, Write};
-use hyper::server::conn::{http1, http2};
-use hyper::service::{HttpService, service_fn};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use holdoff::clock::Clock;
+use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use super::affinity::Affinity;
-use super::connect::PlainTunnel;
-use super::handler::{self, Aborted, Inbound};
-use super::io::ClientIo;
+use super::conn::{Accepted, Conn, Inbound};
+use super::io::{ClientIo, PREFACE};
+use super::peers::{Peers, Refusals};
 use super::process;
-use super::stage::ClientId;
-use crate::{Body, BoxError};
+use super::serve::{draining, serve_http};
+use super::tunnel::Tunnels;
 
 /// How long to pause accepting after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -41,9 +31,6 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// port while its connections are refused); the kernel caps it (Linux: `somaxconn`, 4096
 /// by default).
 const BACKLOG: u32 = 1024;
-
-/// How often a peer's refused connections are summed up in the log.
-const REFUSALS_EVERY: Duration = Duration::from_secs(10);
 
 /// Binds the proxy's port, with room for [`BACKLOG`] connections waiting to be accepted.
 pub(crate) fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -67,169 +54,6 @@ pub(crate) struct Limits {
     /// From one peer address: past it, its connections are refused as they are accepted, so
     /// that one peer cannot take every slot and keep everyone else waiting.
     pub(crate) per_peer: usize,
-}
-
-/// One client connection to the proxy's own port.
-pub(crate) struct Conn {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) peer: SocketAddr,
-    /// Who its requests come from unless they name their client: its process, or its peer
-    /// address (see `process`). Found before the first request.
-    pub(crate) identity: ClientId,
-    /// Whether the proxy handles it (see `filter`): if not, it passes through untouched.
-    pub(crate) handled: bool,
-    /// Its own upstream connection, once it has one: HTTP/1.1 only, whose requests come one
-    /// at a time.
-    pub(crate) affinity: Affinity,
-    /// Whether it speaks HTTP/2 (h2c): its requests run concurrently, so they go to the
-    /// shared upstream pool and never to `affinity`, which nothing polls for it.
-    pub(crate) h2: bool,
-    /// How many requests on it have reached the proxy.
-    pub(crate) calls: AtomicU64,
-    /// Held for as long as the connection, or a tunnel made of it, lives.
-    _slot: Arc<Slot>,
-}
-
-impl Conn {
-    /// The connection inside a tunnel made of this one that carries plain HTTP: served as if
-    /// the client had connected to the proxy's port again, with its own upstream connection,
-    /// by the same client.
-    pub(crate) fn inside_tunnel(&self, h2: bool) -> Conn {
-        Conn {
-            shared: Arc::clone(&self.shared),
-            peer: self.peer,
-            identity: self.identity.clone(),
-            handled: self.handled,
-            affinity: Affinity::default(),
-            h2,
-            calls: AtomicU64::new(0),
-            _slot: Arc::clone(&self._slot),
-        }
-    }
-}
-
-/// A connection's place under the connection limits.
-struct Slot {
-    _connection: OwnedSemaphorePermit,
-    _peer: PeerSlot,
-}
-
-/// The connections each peer address holds, against the per-peer limit.
-struct Peers {
-    limit: usize,
-    held: Mutex<HashMap<IpAddr, usize>>,
-}
-
-impl Peers {
-    fn new(limit: usize) -> Arc<Peers> {
-        Arc::new(Peers {
-            limit,
-            held: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// A place for one more connection from `ip`, or `None` when it holds the limit.
-    fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = held.entry(ip).or_insert(0);
-        if *count >= self.limit {
-            return None;
-        }
-        *count += 1;
-        Some(PeerSlot {
-            peers: Arc::clone(self),
-            ip,
-        })
-    }
-}
-
-/// One connection counted against its peer, until dropped.
-struct PeerSlot {
-    peers: Arc<Peers>,
-    ip: IpAddr,
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut held = self
-            .peers
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // A peer with no connection left takes no room.
-        if let Entry::Occupied(mut count) = held.entry(self.ip) {
-            *count.get_mut() -= 1;
-            if *count.get() == 0 {
-                count.remove();
-            }
-        }
-    }
-}
-
-/// Connections refused for the per-peer limit, put in the log at most once per
-/// [`REFUSALS_EVERY`], however many: the first at once, those after it summed up per peer.
-#[derive(Default)]
-struct Refusals {
-    /// Refused since the last line, per peer.
-    counts: HashMap<IpAddr, u64>,
-    /// When the last line was written.
-    last_line: Option<Instant>,
-    /// Set while some are counted: when to log them.
-    due: Option<Sleep>,
-}
-
-impl Refusals {
-    fn refused(&mut self, ip: IpAddr, limit: usize, clock: &impl Clock) {
-        let now = clock.now();
-        match self.last_line.map(|last| last + REFUSALS_EVERY) {
-            Some(quiet_until) if now < quiet_until => {
-                *self.counts.entry(ip).or_default() += 1;
-                if self.due.is_none() {
-                    self.due = Some(clock.sleep_until(quiet_until));
-                }
-            }
-            _ => {
-                self.last_line = Some(now);
-                tracing::warn!(
-                    client = %ip,
-                    limit,
-                    "refused a connection from {ip}: it already holds {limit}, the most one \
-                     peer may (max_connections_per_peer); more refusals are summed up every {}s",
-                    REFUSALS_EVERY.as_secs()
-                );
-            }
-        }
-    }
-
-    /// Completes once counted refusals are due in the log; never while there are none.
-    async fn due(&mut self) {
-        match &mut self.due {
-            Some(due) => due.as_mut().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// Logs the refusals counted, one line per peer.
-    fn log(&mut self, clock: &impl Clock) {
-        self.due = None;
-        if self.counts.is_empty() {
-            return;
-        }
-        let now = clock.now();
-        let since = self
-            .last_line
-            .map_or(Duration::ZERO, |last| now.saturating_duration_since(last));
-        self.last_line = Some(now);
-        for (ip, count) in self.counts.drain() {
-            tracing::warn!(
-                client = %ip,
-                count,
-                "refused {count} more connections from {ip} in the last {:.1}s: it holds the \
-                 most one peer may",
-                since.as_secs_f64()
-            );
-        }
-    }
 }
 
 /// Single-threaded runtimes on threads of their own, connections spread over them in turn.
@@ -361,14 +185,7 @@ pub(crate) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let accepted = Accepted {
-            shared: Arc::clone(&shared),
-            peer,
-            slot: Slot {
-                _connection: permit,
-                _peer: peer_slot,
-            },
-        };
+        let accepted = Accepted::new(Arc::clone(&shared), peer, permit, peer_slot);
         match workers.next() {
             Some(runtime) => {
                 // Registered with the thread's own reactor: the socket goes over as std's.
@@ -424,13 +241,6 @@ async fn upkeep(shared: Arc<Shared>) {
     }
 }
 
-/// A connection just accepted, on its way to its thread.
-struct Accepted {
-    shared: Arc<Shared>,
-    peer: SocketAddr,
-    slot: Slot,
-}
-
 /// Serves a connection to the proxy's port: HTTP/1.1 with upgrades (for `CONNECT` and
 /// WebSocket), or HTTP/2 if it opens with the preface. One that sends nothing that tells
 /// which within the idle timeout is closed then, as is one that sends nothing before
@@ -462,26 +272,21 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
         .filter
         .handles(peer, stream.local_addr(), &identity)
         .await;
-    let conn = Arc::new(Conn {
-        shared: Arc::clone(&shared),
+    let conn = Arc::new(Conn::new(
+        Arc::clone(&shared),
         peer,
+        slot,
         identity,
         handled,
-        affinity: Affinity::default(),
         h2,
-        calls: AtomicU64::new(0),
-        _slot: Arc::new(slot),
-    });
+    ));
     let io = TokioIo::new(ClientIo::new(stream, first, Arc::clone(&conn)));
     let inbound = Inbound::Plain(Arc::clone(&conn));
     // HTTP/2 requests run concurrently: they use the shared upstream pool.
     let affinity = (!h2).then_some(&conn.affinity);
-    serve_http(&shared, io, inbound, h2, peer, affinity, None).await;
+    serve_http::<_, Tunnels>(&shared, io, inbound, h2, peer, affinity, None).await;
     conn.affinity.close(&shared.affine_count);
 }
-
-/// What an HTTP/2 client with prior knowledge (h2c, RFC 9113 §3.3) sends first.
-pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// How a client opens a connection to the proxy's port.
 struct Opening {
@@ -523,436 +328,6 @@ async fn opening(stream: &TcpStream) -> Option<Opening> {
         }
         if seen == PREFACE.len() {
             return Some(Opening { h2: true, first });
-        }
-    }
-}
-
-/// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls
-/// the connection's own upstream connection (`affinity`) beside it. In a tunnel that carries
-/// plain HTTP (`plain`), each request is first addressed to the tunnel's target.
-pub(crate) async fn serve_http<I>(
-    shared: &Shared,
-    io: I,
-    inbound: Inbound,
-    h2: bool,
-    peer: SocketAddr,
-    affinity: Option<&Affinity>,
-    plain: Option<Arc<PlainTunnel>>,
-) where
-    I: Read + Write + Unpin + Send + 'static,
-{
-    // Neither protocol is left to time idle connections out: HTTP/2 has no idle timeout (its
-    // pings keep a quiet client alive), and hyper's HTTP/1.1 header timeout registers and
-    // drops a timer for every request. Each request counts as in flight until its response
-    // body is done, and one timer per connection closes it once none was for a while.
-    let activity = Arc::new(Activity::new(Arc::clone(&shared.clock)));
-    let tracked = Arc::clone(&activity);
-    let service = service_fn(move |mut request| {
-        if let Some(plain) = &plain {
-            plain.address(&mut request);
-        }
-        let busy = Busy::start(Arc::clone(&tracked));
-        let answer = handler::handle(inbound.clone(), request);
-        async move {
-            let response = answer.await?;
-            Ok::<_, Aborted>(response.map(|body| Tracked { body, _busy: busy }))
-        }
-    });
-    let outcome = if h2 {
-        let connection = shared.http2.serve_connection(io, service);
-        drive(shared, connection, None, &activity).await
-    } else {
-        let connection = shared.http1.serve_connection(io, service).with_upgrades();
-        drive(shared, connection, affinity, &activity).await
-    };
-    match outcome {
-        Some(Ok(())) => {}
-        Some(Err(err)) => connection_error(shared, &err, peer),
-        None => {
-            shared.cut_count.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// A hyper connection that can be asked to finish gracefully.
-trait Graceful: Future<Output = Result<(), hyper::Error>> {
-    /// Whether an idle connection is asked to finish (HTTP/2: `GOAWAY`, then the streams
-    /// still open end) rather than closed at once (HTTP/1.1, where an idle connection has
-    /// nothing in flight, but may have half a request head that never completes).
-    const FINISHES_WHEN_IDLE: bool;
-
-    fn graceful_shutdown(self: Pin<&mut Self>);
-}
-
-impl<I, S> Graceful for http1::UpgradeableConnection<I, S>
-where
-    I: Read + Write + Unpin + Send + 'static,
-    S: HttpService<Incoming>,
-    S::ResBody: 'static,
-    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    const FINISHES_WHEN_IDLE: bool = false;
-
-    fn graceful_shutdown(self: Pin<&mut Self>) {
-        http1::UpgradeableConnection::graceful_shutdown(self);
-    }
-}
-
-impl<I, S> Graceful for http2::Connection<I, S, TokioExecutor>
-where
-    I: Read + Write + Unpin + 'static,
-    S: HttpService<Incoming>,
-    S::ResBody: 'static,
-    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    TokioExecutor: hyper::rt::bounds::Http2ServerConnExec<S::Future, S::ResBody>,
-{
-    const FINISHES_WHEN_IDLE: bool = true;
-
-    fn graceful_shutdown(self: Pin<&mut Self>) {
-        http2::Connection::graceful_shutdown(self);
-    }
-}
-
-/// Runs `connection` to its end, or, once shutdown begins or it has been idle too long, asks
-/// it to finish and runs it until then or until the grace period is over (`None`: it was
-/// cut). An idle HTTP/1.1 connection is closed at once.
-async fn drive<C: Graceful>(
-    shared: &Shared,
-    connection: C,
-    affinity: Option<&Affinity>,
-    activity: &Activity,
-) -> Option<Result<(), hyper::Error>> {
-    let mut connection = pin!(connection);
-    let count = &shared.affine_count;
-    let idle = Idle::new(activity, &shared.clock, shared.idle_timeout);
-    tokio::select! {
-        biased;
-        result = with_upstream(connection.as_mut(), affinity, count) => return Some(result),
-        () = draining(shared) => {}
-        () = idle => {
-            tracing::debug!("closing an idle connection");
-            if !C::FINISHES_WHEN_IDLE {
-                return Some(Ok(()));
-            }
-        }
-    }
-    connection.as_mut().graceful_shutdown();
-    tokio::select! {
-        result = with_upstream(connection.as_mut(), affinity, count) => Some(result),
-        () = shared.cut.cancelled() => None,
-    }
-}
-
-/// Completes once shutdown begins. A connection's task is polled several times per request,
-/// and the token's own future takes a lock and registers again on each poll: this one
-/// registers once, then looks at one flag.
-async fn draining(shared: &Shared) {
-    let mut cancelled = pin!(shared.drain.cancelled());
-    let mut registered = false;
-    std::future::poll_fn(|cx| {
-        if registered && !shared.draining.load(Ordering::Acquire) {
-            return std::task::Poll::Pending;
-        }
-        registered = true;
-        cancelled.as_mut().poll(cx)
-    })
-    .await;
-}
-
-/// Requests in flight on a connection, and when the last one ended.
-struct Activity {
-    in_flight: AtomicUsize,
-    last: std::sync::Mutex<std::time::Instant>,
-    /// The pipeline's, which the idle timer reads too.
-    clock: Arc<dyn Clock>,
-}
-
-impl Activity {
-    fn new(clock: Arc<dyn Clock>) -> Activity {
-        Activity {
-            in_flight: AtomicUsize::new(0),
-            last: std::sync::Mutex::new(clock.now()),
-            clock,
-        }
-    }
-
-    fn last(&self) -> std::time::Instant {
-        *self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// One request in flight, until its response body is done (sent in full, or dropped): the
-/// connection was last busy then.
-struct Busy(Arc<Activity>);
-
-impl Busy {
-    fn start(activity: Arc<Activity>) -> Busy {
-        activity.in_flight.fetch_add(1, Ordering::Relaxed);
-        Busy(activity)
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        *self
-            .0
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = self.0.clock.now();
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Completes once the connection has had no request in flight for `timeout`.
-///
-/// The connection's task polls it at every wake-up, several times per request. Its one timer
-/// is polled only when armed and when it has fired, which a waker of its own (the alarm)
-/// says; every other poll reads one flag. Fired while a request was in flight, or before the
-/// last one ended a timeout ago, it is armed again for then.
-struct Idle<'a, C> {
-    activity: &'a Activity,
-    clock: &'a C,
-    timeout: Duration,
-    sleep: Option<holdoff::clock::Sleep>,
-    alarm: Arc<Alarm>,
-    /// The alarm as the waker the timer is polled with.
-    alarm_waker: Waker,
-}
-
-impl<'a, C: Clock> Idle<'a, C> {
-    fn new(activity: &'a Activity, clock: &'a C, timeout: Duration) -> Idle<'a, C> {
-        let alarm = Arc::new(Alarm::default());
-        Idle {
-            activity,
-            clock,
-            timeout,
-            sleep: None,
-            alarm_waker: Waker::from(Arc::clone(&alarm)),
-            alarm,
-        }
-    }
-}
-
-impl<C: Clock> Future for Idle<'_, C> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        loop {
-            let sleep = match &mut this.sleep {
-                Some(sleep) => {
-                    if !this.alarm.rang.swap(false, Ordering::AcqRel) {
-                        return Poll::Pending;
-                    }
-                    sleep
-                }
-                None => {
-                    let now = this.clock.now();
-                    let since = if this.activity.in_flight.load(Ordering::Relaxed) > 0 {
-                        now
-                    } else {
-                        this.activity.last()
-                    };
-                    let deadline = since + this.timeout;
-                    if deadline <= now {
-                        return Poll::Ready(());
-                    }
-                    // The task to wake when the alarm rings: a task's waker stays the same,
-                    // so it is only looked at when the timer is armed.
-                    this.alarm.wake_on_ring(cx.waker());
-                    this.sleep.insert(this.clock.sleep_until(deadline))
-                }
-            };
-            let mut alarm = Context::from_waker(&this.alarm_waker);
-            if sleep.as_mut().poll(&mut alarm).is_pending() {
-                return Poll::Pending;
-            }
-            this.sleep = None;
-        }
-    }
-}
-
-/// The idle timer's waker: notes that the timer fired, and wakes the connection's task.
-#[derive(Default)]
-struct Alarm {
-    rang: AtomicBool,
-    task: std::sync::Mutex<Option<Waker>>,
-}
-
-impl Alarm {
-    fn wake_on_ring(&self, task: &Waker) {
-        let mut slot = self
-            .task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !slot.as_ref().is_some_and(|known| known.will_wake(task)) {
-            *slot = Some(task.clone());
-        }
-    }
-}
-
-impl Wake for Alarm {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.rang.store(true, Ordering::Release);
-        let task = self
-            .task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(task) = task.as_ref() {
-            task.wake_by_ref();
-        }
-    }
-}
-
-/// A response body that keeps its request in flight until it is done.
-struct Tracked {
-    body: Body,
-    _busy: Busy,
-}
-
-impl http_body::Body for Tracked {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// Polls `connection`, and after it the client's own upstream connection, in one task.
-fn with_upstream<'a, C: Future>(
-    mut connection: Pin<&'a mut C>,
-    affinity: Option<&'a Affinity>,
-    count: &'a AtomicUsize,
-) -> impl Future<Output = C::Output> + 'a {
-    std::future::poll_fn(move |cx| {
-        let served = connection.as_mut().poll(cx);
-        if let Some(affinity) = affinity {
-            affinity.poll_upstream(count, cx);
-        }
-        served
-    })
-}
-
-/// Logs why a connection ended badly; hyper has already answered what can be answered.
-fn connection_error(shared: &Shared, err: &hyper::Error, peer: SocketAddr) {
-    if err.is_parse_too_large() {
-        shared.stats.rejected();
-        tracing::warn!(
-            client = %peer.ip(),
-            limit = shared.max_header_bytes,
-            "refused a request whose head is too large (431)"
-        );
-    } else if err.is_parse() {
-        shared.stats.rejected();
-        tracing::warn!(client = %peer.ip(), error = %err, "refused a malformed request (400)");
-    } else if err.is_timeout() {
-        tracing::debug!(client = %peer.ip(), "closed an idle connection");
-    } else {
-        tracing::debug!(client = %peer.ip(), error = %err, "a client connection ended");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use holdoff::clock::TokioClock;
-
-    const TIMEOUT: Duration = Duration::from_secs(30);
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_connection_times_out_a_timeout_after_it_started() {
-        let clock = TokioClock;
-        let started = clock.now();
-        let activity = Activity::new(Arc::new(clock));
-        Idle::new(&activity, &clock, TIMEOUT).await;
-        assert_eq!(clock.now() - started, TIMEOUT);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_request_in_flight_keeps_it_open_and_the_count_starts_when_it_ends() {
-        let clock = TokioClock;
-        let started = clock.now();
-        let activity = Arc::new(Activity::new(Arc::new(clock)));
-        let busy = Busy::start(Arc::clone(&activity));
-        let mut idle = pin!(Idle::new(&activity, &clock, TIMEOUT));
-
-        // The timer fires at 30 s with the request still in flight, and is armed again.
-        let open = tokio::time::timeout(Duration::from_secs(45), idle.as_mut()).await;
-        assert!(open.is_err(), "timed out with a request in flight");
-        drop(busy);
-        idle.await;
-        assert_eq!(clock.now() - started, Duration::from_secs(45) + TIMEOUT);
-    }
-
-    mod peers {
-        use super::*;
-
-        #[test]
-        fn admit_each_peer_up_to_the_limit_and_take_places_back() {
-            let peers = Peers::new(2);
-            let (one, other) = (IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2]));
-            let first = peers.admit(one).unwrap();
-            let _second = peers.admit(one).unwrap();
-            assert!(peers.admit(one).is_none(), "a third from one peer");
-            assert!(
-                peers.admit(other).is_some(),
-                "another peer is not counted with it"
-            );
-            drop(first);
-            assert!(
-                peers.admit(one).is_some(),
-                "a closed connection's place is free again"
-            );
-        }
-
-        #[test]
-        fn forget_a_peer_with_no_connection_left() {
-            let peers = Peers::new(1);
-            drop(peers.admit(IpAddr::from([127, 0, 0, 1])));
-            assert!(peers.held.lock().unwrap().is_empty());
-        }
-    }
-
-    mod refusals {
-        use super::*;
-
-        #[tokio::test(start_paused = true)]
-        async fn log_the_first_at_once_and_sum_up_the_rest_after_a_while() {
-            let clock = TokioClock;
-            let started = clock.now();
-            let ip = IpAddr::from([127, 0, 0, 1]);
-            let mut refusals = Refusals::default();
-            refusals.refused(ip, 2, &clock);
-            assert!(refusals.counts.is_empty(), "the first is logged at once");
-            refusals.refused(ip, 2, &clock);
-            refusals.refused(ip, 2, &clock);
-            assert_eq!(refusals.counts[&ip], 2);
-
-            refusals.due().await;
-            assert_eq!(clock.now() - started, REFUSALS_EVERY);
-            refusals.log(&clock);
-            assert!(refusals.counts.is_empty());
-            let more = tokio::time::timeout(REFUSALS_EVERY * 2, refusals.due()).await;
-            assert!(more.is_err(), "due with nothing to log");
         }
     }
 }

@@ -29,6 +29,7 @@
 //! needs installing.
 
 mod ca;
+mod disk;
 mod error;
 mod leaf;
 mod upstream;
