@@ -50,6 +50,7 @@
 //! Nothing here reads a clock: the recorder is given the times of the start and the finish,
 //! and the judge those of throttles and retries.
 
+mod document;
 mod event;
 mod herd;
 mod html;
@@ -367,20 +368,9 @@ impl JudgedBy {
         }
     }
 
-    /// The code and the reading joined: ``Retry-After: 2` read as a delay, …`.
-    pub(crate) fn join(&self, code: &str, how: &str) -> String {
-        match self.hint {
-            HintKind::Usable => format!("{code} {how}"),
-            _ => format!("{code}, {how}"),
-        }
-    }
-
     /// In plain text, with the code in backticks.
     pub(crate) fn plain(&self) -> String {
-        match self.code() {
-            Some(code) => self.join(&format!("`{code}`"), &self.how()),
-            None => self.how(),
-        }
+        self.text().to_plain()
     }
 
     /// Whether `other` is the same reading of the same header, whatever its value.
