@@ -2,7 +2,8 @@
 //! (`tests/fixtures/report/events.jsonl`: fixed times, no clock): a naive client that retries
 //! after 100 ms, a client that waits, and three workers that resume together (a herd).
 //!
-//! The HTML report is checked in a real browser by `scripts/check-html-report`. Last, the
+//! The HTML report is pinned here as text and checked in a real browser by
+//! `scripts/check-html-report`. Last, the
 //! judge in a real proxy feeds a recorder.
 
 mod support;
@@ -33,6 +34,11 @@ mod snapshots {
     #[test]
     fn junit() {
         assert_snapshot!(fixture().render(Format::Junit));
+    }
+
+    #[test]
+    fn html() {
+        assert_snapshot!(fixture().render(Format::Html));
     }
 
     #[test]
@@ -113,6 +119,11 @@ mod hintless {
     fn json() {
         assert_snapshot!(Report::from_events(&events_of(HINTLESS)).render(Format::Json));
     }
+
+    #[test]
+    fn html() {
+        assert_snapshot!(Report::from_events(&events_of(HINTLESS)).render(Format::Html));
+    }
 }
 
 mod not_tested {
@@ -135,6 +146,11 @@ mod not_tested {
     #[test]
     fn junit() {
         assert_snapshot!(Report::from_events(&events_of(NOTHING)).render(Format::Junit));
+    }
+
+    #[test]
+    fn html() {
+        assert_snapshot!(Report::from_events(&events_of(NOTHING)).render(Format::Html));
     }
 }
 

@@ -21,7 +21,7 @@ use serde::Serialize;
 use super::time::{self, rfc3339};
 
 /// How far apart the permitted times of one herd's clients may be.
-pub const PERMITTED_TOLERANCE: Duration = Duration::from_millis(50);
+pub(crate) const PERMITTED_TOLERANCE: Duration = Duration::from_millis(50);
 
 /// How far apart, at most, the retries of one herd arrive: first to last.
 pub const RESUME_SPREAD: Duration = Duration::from_millis(10);
@@ -29,24 +29,24 @@ pub const RESUME_SPREAD: Duration = Duration::from_millis(10);
 /// Clients that resumed together at the same permitted time.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
-pub struct Herd {
+pub(crate) struct Herd {
     /// The permitted time they were given (the earliest, when they differ slightly).
     #[serde(with = "rfc3339")]
-    pub permitted_at: SystemTime,
+    pub(crate) permitted_at: SystemTime,
     /// The clients, sorted, each once.
-    pub clients: Vec<String>,
+    pub(crate) clients: Vec<String>,
     /// How many retries came in the burst (a client may retry several URLs).
-    pub retries: usize,
+    pub(crate) retries: usize,
     /// When the first of them arrived.
     #[serde(with = "rfc3339")]
-    pub first_retry_at: SystemTime,
+    pub(crate) first_retry_at: SystemTime,
     /// Milliseconds from the first retry of the burst to the last.
-    pub spread_ms: f64,
+    pub(crate) spread_ms: f64,
 }
 
 impl Herd {
     /// What to do about it, one sentence.
-    pub fn advice(&self) -> &'static str {
+    pub(crate) fn advice(&self) -> &'static str {
         "Add random jitter to the wait (e.g. Retry-After plus a random 0-1 s) so that clients \
          told the same time do not return in lockstep."
     }

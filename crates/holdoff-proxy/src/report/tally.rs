@@ -32,9 +32,9 @@ pub const LISTED_VIOLATIONS: usize = 1_000;
 /// How many windows, and how many retries, the timeline draws (the first).
 pub const TIMELINE_ROWS: usize = 10_000;
 /// How many compliant retries' lateness is kept exactly; beyond, a uniform sample this big.
-pub const LATENESS_SAMPLE: usize = 100_000;
+pub(crate) const LATENESS_SAMPLE: usize = 100_000;
 /// How many herds the report lists (the first).
-pub const LISTED_HERDS: usize = 1_000;
+pub(crate) const LISTED_HERDS: usize = 1_000;
 /// How many distinct `User-Agent`s the report lists, per endpoint and in all.
 const LISTED_AGENTS: usize = 100;
 /// How many client, method and URL families keep their recent windows, to link retries to.

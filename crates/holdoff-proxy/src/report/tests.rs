@@ -1,4 +1,10 @@
-use std::time::{Duration, UNIX_EPOCH};
+use std::error::Error as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::FaultCounts;
+use crate::judge::Verdict;
 
 use super::*;
 
@@ -173,9 +179,9 @@ mod from_events {
         assert_eq!(report.exit_code(), Some(0));
         assert!(report.is_complete());
         assert_eq!(report.duration_ms, Some(14_000.0));
-        assert_eq!(report.herds().len(), 1);
+        assert_eq!(report.herds.len(), 1);
         assert_eq!(
-            report.herds()[0].clients,
+            report.herds[0].clients,
             ["worker-1", "worker-2", "worker-3"]
         );
     }

@@ -91,26 +91,6 @@ pub(crate) fn md_code(s: &str) -> String {
     format!("{fence}{pad}{}{pad}{fence}", s.replace('|', "\\|"))
 }
 
-/// Text of ours with code in backticks (no backtick inside the code), as Markdown: the text
-/// escaped, the code as inline code.
-pub(crate) fn md_with_code(s: &str) -> String {
-    s.split('`')
-        .enumerate()
-        .map(|(i, part)| if i % 2 == 1 { md_code(part) } else { md(part) })
-        .collect()
-}
-
-/// Text of ours with code in backticks, as HTML: the code in `<code>`.
-pub(crate) fn html_with_code(s: &str) -> String {
-    s.split('`')
-        .enumerate()
-        .map(|(i, part)| match i % 2 {
-            1 => format!("<code>{}</code>", xml(part)),
-            _ => xml(part).into_owned(),
-        })
-        .collect()
-}
-
 /// `command` quoted for a POSIX shell, by `shlex`: it also quotes what an interactive shell
 /// would expand (`!`, `{`, non-ASCII). A NUL, which no real argument holds (only an edited
 /// event log), is quoted like any other character, as the report's escaping then shows it.
@@ -290,22 +270,6 @@ mod tests {
             assert_eq!(md_code("GET /a|b"), "`GET /a\\|b`");
             assert_eq!(md_code("a``b"), "```a``b```");
             assert_eq!(md_code("`x"), "`` `x ``");
-        }
-    }
-
-    mod with_code {
-        use super::*;
-
-        #[test]
-        fn marks_up_what_is_in_backticks() {
-            assert_eq!(
-                md_with_code("set `NO_PROXY` *now*"),
-                "set `NO_PROXY` \\*now\\*"
-            );
-            assert_eq!(
-                html_with_code("pass `a<b` & go"),
-                "pass <code>a&lt;b</code> &amp; go"
-            );
         }
     }
 

@@ -1,26 +1,13 @@
-//! The HTML report: one self-contained page — no script, no network, no external asset —
-//! with the verdict, a timeline chart per client drawn as inline SVG, a histogram of how late
-//! compliant retries came, the violations, the herds and the run's details.
-//!
-//! The charts' elements have stable classes for tests and user styles: each chart is an
-//! `svg.timeline` (with `data-client`, `data-premature`, `data-read-as-zero`,
-//! `data-no-backoff` and `data-compliant`), drawn on a `rect.paper`; every throttle is a
-//! `path.throttle`, and its window a `rect.window` (with `data-hint`) to its permitted time:
-//! the hint's, the minimum backoff's for a malformed hint (`rect.window.malformed`) or none
-//! (`rect.window.no-hint`, a short one), or to the end of the chart for a hint beyond the
-//! clock's range (`rect.window.unbounded`). A retry is a `circle.retry.premature` or
-//! `circle.retry.read-as-zero` (red), `circle.retry.no-backoff` (amber) or
-//! `circle.retry.compliant` (green). The histogram is an `svg.histogram` of `rect.bar`s.
+//! The page's drawings, which are not text and so not in the document: a timeline chart per
+//! client, as inline SVG, and a histogram of how late compliant retries came.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
-use super::markdown::faults_line;
-use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES, unintercepted};
-use super::text::{client_label, count, html_with_code, millis, shell_words, truncate, xml};
-use super::{HintKind, JudgedBy, Report, RetryRow, Violation, WindowRow, time};
 use crate::judge::Verdict;
+use crate::report::text::{count, millis, truncate, xml};
+use crate::report::{HintKind, Report, RetryRow, WindowRow, time};
 
 /// The fill of premature retries.
 const PREMATURE: &str = "#d7191c";
@@ -49,7 +36,7 @@ const LABELS: f64 = 300.0;
 /// The margin on the right.
 const RIGHT: f64 = 24.0;
 /// Where the plot area ends on the right: a window that never closes is drawn to here.
-pub(super) const PLOT_END: f64 = WIDTH - RIGHT;
+pub(crate) const PLOT_END: f64 = WIDTH - RIGHT;
 /// The height of one lane (one method and URL).
 const LANE: f64 = 30.0;
 /// The room for the time axis below the lanes.
@@ -58,204 +45,6 @@ const AXIS: f64 = 26.0;
 /// The most clients given a chart, and lanes per chart; the rest are counted in a note.
 const MAX_CLIENTS: usize = 50;
 const MAX_LANES: usize = 20;
-/// The most violations listed in the table.
-const MAX_ROWS: usize = 200;
-
-pub(super) fn render(report: &Report) -> String {
-    let mut out = String::with_capacity(32 * 1024);
-    // Writing to a String cannot fail.
-    let _ = write(&mut out, report);
-    out
-}
-
-fn write(out: &mut String, report: &Report) -> fmt::Result {
-    let verdict = Headline::of(report).mark;
-    writeln!(out, "<!DOCTYPE html>")?;
-    writeln!(out, r#"<html lang="en">"#)?;
-    writeln!(out, "<head>")?;
-    writeln!(out, r#"<meta charset="utf-8">"#)?;
-    writeln!(
-        out,
-        r#"<meta name="viewport" content="width=device-width, initial-scale=1">"#
-    )?;
-    writeln!(out, r#"<meta name="generator" content="holdoff">"#)?;
-    writeln!(out, "<title>holdoff report: {verdict}</title>")?;
-    writeln!(out, "<style>{CSS}</style>")?;
-    writeln!(out, "</head>")?;
-    writeln!(out, "<body>")?;
-    writeln!(out, "<main>")?;
-    header(out, report)?;
-    not_tested(out, report)?;
-    stats(out, report)?;
-    timelines(out, report)?;
-    histogram(out, report)?;
-    violations(out, report)?;
-    warnings(out, report)?;
-    herds(out, report)?;
-    run_details(out, report)?;
-    writeln!(out, "</main>")?;
-    writeln!(out, "</body>")?;
-    writeln!(out, "</html>")
-}
-
-const CSS: &str = r#"
-:root { color-scheme: light; }
-body { margin: 0; background: #fff; color: #1f2328;
-  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1140px; margin: 0 auto; padding: 16px 20px 48px; }
-h1 { font-size: 1.5rem; margin: 0; }
-h2 { font-size: 1.15rem; margin: 2rem 0 .6rem; border-bottom: 1px solid #e4e7ec; padding-bottom: .3rem; }
-.verdict { border-radius: 8px; padding: 14px 18px; display: flex; gap: 16px; align-items: center; }
-.verdict .mark { font-size: 1.6rem; font-weight: 700; letter-spacing: .04em; }
-.verdict.pass { background: #e6f4ea; color: #14532d; border: 1px solid #a7d7b5; }
-.verdict.fail { background: #fbeaea; color: #7a1111; border: 1px solid #e8b4b4; }
-.verdict.untested, .verdict.unsure { background: #fff4e0; color: #6b4200; border: 1px solid #f0c987; }
-td.why { font-size: .85rem; }
-.note { color: #57606a; font-size: .9rem; }
-.stats { display: grid; grid-template-columns: repeat(auto-fill, minmax(160px, 1fr)); gap: 10px; margin-top: 14px; }
-.stat { border: 1px solid #e4e7ec; border-radius: 8px; padding: 8px 12px; }
-.stat .n { font-size: 1.35rem; font-weight: 600; display: block; }
-.stat .what { color: #57606a; font-size: .85rem; }
-figure { margin: 0 0 18px; }
-figcaption { font-weight: 600; margin-bottom: 4px; }
-figcaption .counts { font-weight: 400; color: #57606a; font-size: .9rem; }
-svg { max-width: 100%; height: auto; display: block; font-family: inherit; }
-svg text { font-size: 12px; fill: #3d444d; }
-.legend { display: flex; gap: 18px; flex-wrap: wrap; align-items: center; font-size: .9rem; color: #3d444d; margin-bottom: 10px; }
-.legend svg { display: inline-block; vertical-align: middle; margin-right: 4px; }
-table { border-collapse: collapse; width: 100%; font-size: .9rem; }
-th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid #eaecef; vertical-align: top; }
-th { background: #f6f8fa; }
-td.num, th.num { text-align: right; white-space: nowrap; }
-td.url { word-break: break-all; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; }
-dt { color: #57606a; }
-dd { margin: 0; word-break: break-all; }
-code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
-"#;
-
-fn header(out: &mut String, report: &Report) -> fmt::Result {
-    let headline = Headline::of(report);
-    writeln!(
-        out,
-        r#"<header class="verdict {}" id="verdict"><span class="mark">{} {}</span><div><h1>{}.</h1><div class="note">{}.</div></div></header>"#,
-        headline.class,
-        headline.symbol,
-        xml(headline.mark),
-        xml(&capitalise(&headline.what)),
-        xml(&format!(
-            "{} compliant, {} premature, {} read as zero, {} without backoff; {}; {}",
-            report.retries.compliant,
-            report.retries.premature,
-            report.retries.read_as_zero,
-            report.retries.no_backoff,
-            count(
-                report.throttled,
-                "throttled response",
-                "throttled responses"
-            ),
-            count(
-                usize::try_from(report.requests).unwrap_or(usize::MAX),
-                "request",
-                "requests"
-            ),
-        )),
-    )?;
-    if !report.complete {
-        writeln!(
-            out,
-            r#"<p class="note">The event log has no finish event: the run was cut short, and the counts may be partial.</p>"#
-        )?;
-    }
-    Ok(())
-}
-
-/// `s` with its first letter in upper case.
-fn capitalise(s: &str) -> String {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
-/// When no request reached the proxy: why that usually is, and the fixes.
-fn not_tested(out: &mut String, report: &Report) -> fmt::Result {
-    if report.interception_failures > 0 {
-        writeln!(out, r#"<section id="unintercepted">"#)?;
-        writeln!(out, "<h2>Interceptions failed</h2>")?;
-        writeln!(
-            out,
-            "<p>{}</p>",
-            html_with_code(&unintercepted(report.interception_failures))
-        )?;
-        writeln!(out, "</section>")?;
-    }
-    match Case::of(report) {
-        Case::NotTested { allowed: false } => {
-            writeln!(out, r#"<section id="not-tested">"#)?;
-            writeln!(out, "<h2>Nothing was tested</h2>")?;
-            writeln!(
-                out,
-                r#"<p>No request reached the proxy, so no retry was judged: this is not a pass. The command's HTTP clients bypassed the proxy, or sent nothing. The usual causes:</p>"#
-            )?;
-            writeln!(out, "<ul>")?;
-            for (cause, fix) in NO_TRAFFIC_CAUSES {
-                writeln!(
-                    out,
-                    r#"<li class="cause"><strong>{}</strong>: {}</li>"#,
-                    html_with_code(cause),
-                    html_with_code(fix)
-                )?;
-            }
-            writeln!(out, "</ul>")?;
-            writeln!(out, "</section>")
-        }
-        _ => Ok(()),
-    }
-}
-
-fn stats(out: &mut String, report: &Report) -> fmt::Result {
-    let by_hint = report.throttled_by_hint;
-    let mut stats = vec![
-        (report.requests.to_string(), "requests"),
-        (report.throttled.to_string(), "throttled responses"),
-    ];
-    for (n, what) in [
-        (by_hint.malformed, "throttled with a malformed hint"),
-        (by_hint.none, "throttled with no hint"),
-        (by_hint.unbounded, "throttled beyond the clock's range"),
-    ] {
-        if n > 0 {
-            stats.push((n.to_string(), what));
-        }
-    }
-    stats.push((report.retries.compliant.to_string(), "compliant retries"));
-    stats.push((report.retries.premature.to_string(), "premature retries"));
-    if report.retries.read_as_zero > 0 || by_hint.malformed > 0 {
-        stats.push((report.retries.read_as_zero.to_string(), "read as zero"));
-    }
-    if report.retries.no_backoff > 0 || by_hint.none > 0 {
-        stats.push((
-            report.retries.no_backoff.to_string(),
-            "without backoff (no hint)",
-        ));
-    }
-    stats.push((report.herds.len().to_string(), "herds"));
-    if let Some(l) = report.lateness {
-        stats.push((millis(l.p50_ms), "median lateness"));
-        stats.push((millis(l.max_ms), "latest compliant retry"));
-    }
-    writeln!(out, r#"<section class="stats" id="counts">"#)?;
-    for (n, what) in stats {
-        writeln!(
-            out,
-            r#"<div class="stat"><span class="n">{}</span><span class="what">{what}</span></div>"#,
-            xml(&n)
-        )?;
-    }
-    writeln!(out, "</section>")
-}
 
 /// Where a time falls on the charts' x axis.
 struct Scale {
@@ -304,7 +93,7 @@ struct Lane<'a> {
     retries: Vec<&'a RetryRow>,
 }
 
-fn timelines(out: &mut String, report: &Report) -> fmt::Result {
+pub(super) fn timelines(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, r#"<section id="timelines">"#)?;
     writeln!(out, "<h2>Timeline per client</h2>")?;
     let Some((start, end)) = report.span() else {
@@ -351,8 +140,8 @@ fn timelines(out: &mut String, report: &Report) -> fmt::Result {
         writeln!(
             out,
             r#"<p class="note">The timeline draws the first {} windows and the first {} retries; {} windows and {} retries after them are counted in the figures above but not drawn (the event log has them all).</p>"#,
-            super::TIMELINE_ROWS,
-            super::TIMELINE_ROWS,
+            crate::report::TIMELINE_ROWS,
+            crate::report::TIMELINE_ROWS,
             omitted.timeline_windows,
             omitted.timeline_retries,
         )?;
@@ -546,7 +335,7 @@ fn lane_svg(
             ),
             verdict => {
                 let window = r.window.map(|i| &report.windows[i]);
-                let why = super::text::why(r, window);
+                let why = crate::report::text::why(r, window);
                 let (class, fill) = match verdict {
                     Verdict::ReadAsZero => ("retry read-as-zero", PREMATURE),
                     Verdict::NoBackoff => ("retry no-backoff", NO_BACKOFF),
@@ -574,7 +363,7 @@ fn lane_svg(
 }
 
 /// The histogram bucket a compliant retry `ms` late falls in.
-pub(super) fn bucket(ms: f64) -> usize {
+pub(crate) fn bucket(ms: f64) -> usize {
     BUCKETS
         .iter()
         .position(|(upper, _)| ms < *upper)
@@ -582,7 +371,7 @@ pub(super) fn bucket(ms: f64) -> usize {
 }
 
 /// How many lateness buckets the histogram has.
-pub(super) const BUCKET_COUNT: usize = 10;
+pub(crate) const BUCKET_COUNT: usize = 10;
 
 /// Lateness buckets: upper bounds in milliseconds, and labels.
 const BUCKETS: [(f64, &str); BUCKET_COUNT] = [
@@ -598,7 +387,7 @@ const BUCKETS: [(f64, &str); BUCKET_COUNT] = [
     (f64::INFINITY, "≥ 10 s"),
 ];
 
-fn histogram(out: &mut String, report: &Report) -> fmt::Result {
+pub(super) fn histogram(out: &mut String, report: &Report) -> fmt::Result {
     writeln!(out, r#"<section id="lateness">"#)?;
     writeln!(out, "<h2>How late compliant retries came</h2>")?;
     let counts = report.late_buckets;
@@ -659,171 +448,5 @@ fn histogram(out: &mut String, report: &Report) -> fmt::Result {
         )?;
     }
     writeln!(out, "</svg>")?;
-    writeln!(out, "</section>")
-}
-
-fn violations(out: &mut String, report: &Report) -> fmt::Result {
-    writeln!(out, r#"<section id="violations">"#)?;
-    writeln!(out, "<h2>Violations, the most premature first</h2>")?;
-    let worst = report.worst();
-    if worst.is_empty() {
-        writeln!(out, r#"<p class="note">None.</p></section>"#)?;
-        return Ok(());
-    }
-    table(out, report, &worst, "violation", report.omitted.violations)?;
-    writeln!(out, "</section>")
-}
-
-fn warnings(out: &mut String, report: &Report) -> fmt::Result {
-    if report.warnings.is_empty() {
-        return Ok(());
-    }
-    writeln!(out, r#"<section id="warnings">"#)?;
-    writeln!(
-        out,
-        "<h2>Warnings: retries without backoff after a throttle with no hint</h2>"
-    )?;
-    writeln!(
-        out,
-        r#"<p class="note">RFC 9110 names no wait for a throttle without Retry-After, so these do not fail the run; a client should still back off, with jitter.</p>"#
-    )?;
-    let warnings: Vec<&Violation> = report.warnings.iter().collect();
-    table(out, report, &warnings, "warning", report.omitted.warnings)?;
-    writeln!(out, "</section>")
-}
-
-/// A table of violations or warnings (rows of class `class`), with why each is one and how
-/// its hint was read; then how many more there are, `left_out` of them not in any report.
-fn table(
-    out: &mut String,
-    report: &Report,
-    rows: &[&Violation],
-    class: &str,
-    left_out: usize,
-) -> fmt::Result {
-    let times = report.times();
-    writeln!(out, r#"<p class="note">{}.</p>"#, xml(&times.note()))?;
-    writeln!(
-        out,
-        r#"<table><thead><tr><th>Client</th><th>Request</th><th>Kind</th><th class="num">Early by</th><th>Throttled at</th><th>Retried at</th><th>Permitted at</th><th>Why</th></tr></thead><tbody>"#
-    )?;
-    for v in rows.iter().take(MAX_ROWS) {
-        let mut why = html_with_code(&v.why);
-        // After no hint, the sentence says all there is.
-        if let Some(judged_by) = v.judged_by.as_ref().filter(|j| j.hint != HintKind::None) {
-            why.push_str("; judged by ");
-            why.push_str(&judged_by_html(judged_by));
-        }
-        writeln!(
-            out,
-            r#"<tr class="{class}" data-kind="{}"><td>{}</td><td class="url">{} {}</td><td>{}</td><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td class="why">{why}</td></tr>"#,
-            v.kind.as_str(),
-            xml(&client_label(&v.client, v.user_agent.as_deref())),
-            xml(&v.method),
-            xml(&v.url),
-            v.kind.as_str().replace('_', " "),
-            v.early_by_ms.map_or_else(|| "∞".to_owned(), millis),
-            times.show(v.throttled_at),
-            times.show(v.retried_at),
-            v.permitted_at
-                .map_or_else(|| "never".to_owned(), |at| times.show(at)),
-        )?;
-    }
-    writeln!(out, "</tbody></table>")?;
-    if rows.len() > MAX_ROWS {
-        writeln!(
-            out,
-            r#"<p class="note">And {} more (the JSON report lists them{}).</p>"#,
-            rows.len() - MAX_ROWS,
-            if left_out > 0 {
-                ", the earliest"
-            } else {
-                " all"
-            }
-        )?;
-    }
-    if let Some(note) = Report::unlisted(left_out) {
-        writeln!(out, r#"<p class="note">{}.</p>"#, xml(&note))?;
-    }
-    Ok(())
-}
-
-/// How a hint was read, in HTML: the header and value as code.
-fn judged_by_html(judged_by: &JudgedBy) -> String {
-    let how = xml(&judged_by.how()).into_owned();
-    match judged_by.code() {
-        Some(code) => judged_by.join(&format!("<code>{}</code>", xml(&code)), &how),
-        None => how,
-    }
-}
-
-fn herds(out: &mut String, report: &Report) -> fmt::Result {
-    writeln!(out, r#"<section id="herds">"#)?;
-    writeln!(out, "<h2>Herds</h2>")?;
-    if report.herds.is_empty() {
-        writeln!(
-            out,
-            r#"<p class="note">None: no two clients resumed within {} of each other at the same permitted time.</p></section>"#,
-            millis(super::RESUME_SPREAD.as_secs_f64() * 1000.0)
-        )?;
-        return Ok(());
-    }
-    let times = report.times();
-    writeln!(out, "<ul>")?;
-    for herd in &report.herds {
-        writeln!(
-            out,
-            r#"<li class="herd">{}. {}</li>"#,
-            xml(&herd.describe(&times.show(herd.permitted_at))),
-            herd.advice(),
-        )?;
-    }
-    writeln!(out, "</ul>")?;
-    writeln!(out, "</section>")
-}
-
-fn run_details(out: &mut String, report: &Report) -> fmt::Result {
-    writeln!(out, r#"<section id="run">"#)?;
-    writeln!(out, "<h2>The run</h2>")?;
-    let mut rows: Vec<(&str, String)> = Vec::new();
-    if let Some(at) = report.started_at {
-        rows.push(("Started", time::format(at)));
-    }
-    if let Some(at) = report.finished_at {
-        rows.push(("Finished", time::format(at)));
-    }
-    if let Some(ms) = report.duration_ms {
-        rows.push(("Duration", millis(ms)));
-    }
-    if let Some(source) = &report.source {
-        rows.push(("Faults from", source.clone()));
-    }
-    if let Some(seed) = report.seed {
-        rows.push(("Seed", seed.to_string()));
-    }
-    if let Some(faults) = &report.faults {
-        rows.push(("Faults injected", faults_line(faults)));
-    }
-    if let Some(command) = &report.command {
-        rows.push(("Command", shell_words(command)));
-    }
-    rows.push(("Reproduce", report.reproduce().to_owned()));
-    if !report.user_agents.is_empty() {
-        rows.push(("User-Agents", report.user_agents.join(", ")));
-    }
-    if let Some(code) = report.exit_code {
-        rows.push(("Command exit status", code.to_string()));
-    }
-    if let Some(url) = &report.proxy_url {
-        rows.push(("Proxy", url.clone()));
-    }
-    if let Some(key) = &report.judge_key {
-        rows.push(("Windows keyed by", key.clone()));
-    }
-    writeln!(out, "<dl>")?;
-    for (what, value) in rows {
-        writeln!(out, "<dt>{what}</dt><dd>{}</dd>", xml(&value))?;
-    }
-    writeln!(out, "</dl>")?;
     writeln!(out, "</section>")
 }
