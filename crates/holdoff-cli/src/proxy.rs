@@ -12,7 +12,11 @@
 mod faults;
 pub(crate) mod logging;
 mod process_tree;
+mod reproduce;
+mod serving;
 pub(crate) mod session;
+mod shared_state;
+mod summaries;
 mod system_proxy;
 
 use std::future::Future;
