@@ -55,8 +55,8 @@ impl Serving {
     }
 
     /// Completes once no request has come for the `--timeout` given
-    /// ([`super::session::Prepared::stop_when_idle`]), counted from the start or the last request; never
-    /// without one.
+    /// ([`super::session::Prepared::stop_when_idle`]), counted from the start or the last
+    /// request; never without one.
     pub(crate) fn when_idle(&self) -> impl Future<Output = ()> + use<> {
         let idle = self.idle.clone();
         let clock = Arc::clone(&self.clock);
