@@ -2,18 +2,38 @@
 //!
 //! The flow: [`Args`] (clap) → [`ProxyConfig`] → [`session::prepare`] (checks the config, so
 //! that usage errors exit 2 before anything starts; loads the faults; opens the event log and
-//! the logs) → a multi-thread tokio runtime → [`session::Prepared::start`] (binds) → one line
-//! on stdout, `listening on http://IP:PORT`, for people and scripts → logs on stderr → on a
-//! signal, the reports and the summary on stderr.
+//! the logs) → a multi-thread tokio runtime → [`session::Prepared::start`] (decides what to
+//! build, then binds) → one line on stdout, `listening on http://IP:PORT`, for people and
+//! scripts → logs on stderr → on a signal, the reports and the summary on stderr.
 //!
 //! `holdoff run` shares most of it: the [`Options`] (everything but where to listen, the
 //! reverse-proxy upstream, the CA and the credentials) and the [`session`].
+//!
+//! The files, in the order a run meets them:
+//! - `session`: the steps `holdoff proxy`, `holdoff run` and `holdoff demo` call, from
+//!   preparing to starting;
+//! - `faults`: where the faults come from, and reloading them;
+//! - `logging`: the log's level, format and destination;
+//! - `wiring`: what a run builds, decided without binding, spawning or reading a clock;
+//! - `start`: building it, binding, and logging what the proxy does;
+//! - `shared_state`: the store of a config's `state` section, in Redis;
+//! - `process_tree`: `--watch-pids` and `--watch-process-names`;
+//! - `serving`: a proxy serving, then stopped, writing the reports;
+//! - `summaries`: what a stopped run prints on stderr;
+//! - `reproduce`: the command line that repeats a run;
+//! - `system_proxy`: what `--as-system-proxy` says to set.
 
 mod faults;
 pub(crate) mod logging;
 mod process_tree;
+mod reproduce;
+mod serving;
 pub(crate) mod session;
+mod shared_state;
+mod start;
+mod summaries;
 mod system_proxy;
+mod wiring;
 
 use std::future::Future;
 use std::io::{self, Write};

@@ -13,6 +13,8 @@ use holdoff_proxy::FaultStage;
 use holdoff_proxy::fault::FaultPlan;
 use holdoff_proxy::fault::{Rate, RetryAfterForm};
 
+use super::Options;
+
 /// The preset used when no config is given or found.
 pub(crate) const DEFAULT_PRESET: &str = "throttle";
 
@@ -107,6 +109,25 @@ impl Source {
             }
         }
     }
+}
+
+/// The faults `options` ask for, loaded, or `None` with `--pass-through`; when they name no
+/// source, the one found in `cwd` ([`Source::pick`]).
+pub(crate) fn from_options(
+    options: &Options,
+    cwd: &Path,
+) -> Result<Option<(Source, Loaded)>, String> {
+    if options.pass_through {
+        return Ok(None);
+    }
+    let source = Source::pick(
+        options.config.as_deref(),
+        options.preset.as_deref(),
+        options.devproxy_config.as_deref(),
+        cwd,
+    );
+    let loaded = source.load()?;
+    Ok(Some((source, loaded)))
 }
 
 impl std::fmt::Display for Source {

@@ -3,66 +3,32 @@
 //!
 //! [`prepare`] does everything that can fail as a usage error before anything starts (the
 //! config checked, the faults loaded, the event log and the logs opened);
-//! [`Prepared::start`] binds and starts recording; [`Serving::stop_when`] serves until a
-//! future completes, then drains; [`Stopped::report`] records the end, writes the reports and
-//! prints the summaries.
+//! [`Prepared::start`] decides what to build ([`wiring`]), then builds it, binds and starts
+//! recording ([`start`]); [`Serving::stop_when`] serves until a future completes, then
+//! drains; [`Stopped::report`] records the end, writes the reports and prints the summaries.
 
-use std::ffi::OsString;
-use std::future::Future;
-use std::io::{self, Write};
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use holdoff::clock::{Clock, TokioClock};
-use holdoff_config::compile::StateConfig;
-use holdoff_proxy::JudgeStage;
+use holdoff_proxy::ProxyConfig;
 use holdoff_proxy::fault::FaultRng;
-use holdoff_proxy::judge::{Judge, KeyMode, Penalty};
-use holdoff_proxy::report::{LogLimit, Recorder, Report, RunInfo};
-use holdoff_proxy::shared::{OnFailure, SharedState, SharedStore};
-use holdoff_proxy::{Control, MetricsStage, WindowBook};
-use holdoff_proxy::{ErrorKind, Pipeline, ProxyConfig, ProxyError, ProxyServer, Summary};
-use holdoff_proxy::{FaultCounts, FaultStage};
-use holdoff_redis::RedisState;
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use holdoff_proxy::report::{LogLimit, Recorder};
 
 use super::logging::{self, Guard};
 use super::process_tree::ProcessTree;
-use super::{NoBackoffArg, Options, Output, PenaltyArg, faults, usage};
+use super::serving::Serving;
+#[cfg(doc)]
+use super::serving::Stopped;
+use super::wiring::{self, Settings};
+use super::{Options, faults, start, usage};
 use crate::Failure;
-use crate::report::ReportArgs;
+
+pub(crate) use super::reproduce::reproducible_argv;
 
 /// A proxy ready to start: its settings checked, its faults loaded, its event log open.
 pub(crate) struct Prepared {
-    config: ProxyConfig,
-    /// `None` with `--pass-through`.
-    faults: Option<(faults::Source, faults::Loaded)>,
-    /// Which source was found, when none was asked for: logged at start.
-    found: Option<String>,
-    judge_key: Option<KeyMode>,
-    judge_penalty: Option<PenaltyArg>,
-    judge_min_backoff: Duration,
-    /// Whether a retry without backoff after a hint-less throttle fails the run.
-    fail_on_no_backoff: bool,
-    seed: Option<u64>,
-    overrides: faults::Overrides,
+    settings: Settings,
     recorder: Arc<Recorder>,
-    output: Output,
-    /// The log is off (`--log-level off`, Dev Proxy's `none`): no summaries on stderr either.
-    quiet: bool,
-    /// `--control-port` and `--metrics-port`.
-    control_port: Option<u16>,
-    metrics_port: Option<u16>,
-    /// The command line that repeats the run ([`reproducible_argv`]), when known.
-    argv: Option<Vec<String>>,
-    /// `holdoff run --allow-no-traffic`.
-    allow_no_traffic: bool,
-    /// `holdoff proxy --timeout`: stop after this long without a request.
-    idle_timeout: Option<Duration>,
-    /// `--watch-pids`, `--watch-process-names`.
-    processes: Option<ProcessTree>,
 }
 
 /// Checks `config` (the proxy's settings from `options` and the command's own), loads the
@@ -76,7 +42,7 @@ pub(crate) struct Prepared {
 /// log or log file that cannot be written, or a bad log level.
 pub(crate) fn prepare(
     options: &Options,
-    mut config: ProxyConfig,
+    config: ProxyConfig,
 ) -> Result<(Prepared, Guard), Failure> {
     config
         .validate()
@@ -89,34 +55,8 @@ pub(crate) fn prepare(
                 .to_owned(),
         ));
     }
-    let mut found = None;
-    let faults = match options.pass_through {
-        true => None,
-        false => {
-            let cwd = std::env::current_dir().unwrap_or_default();
-            let source = faults::Source::pick(
-                options.config.as_deref(),
-                options.preset.as_deref(),
-                options.devproxy_config.as_deref(),
-                &cwd,
-            );
-            let asked = options.config.is_some()
-                || options.preset.is_some()
-                || options.devproxy_config.is_some();
-            if !asked {
-                found = Some(source.found());
-            }
-            let loaded = source.load().map_err(Failure::Usage)?;
-            Some((source, loaded))
-        }
-    };
-    if config.urls_to_watch.is_empty()
-        && let Some(urls) = faults
-            .as_ref()
-            .and_then(|(_, loaded)| loaded.compiled.urls_to_watch.as_ref())
-    {
-        config.urls_to_watch = urls.clone();
-    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let faults = faults::from_options(options, &cwd).map_err(Failure::Usage)?;
     let limit = match options.events_max_size {
         Some(max) => LogLimit::rotate(max, options.events_keep),
         None => LogLimit::default(),
@@ -151,29 +91,10 @@ pub(crate) fn prepare(
              --events); the control API's /recording/stop and /recording/start pause and resume it"
         );
     }
+    let settings = Settings::new(options, config, faults, level.is_off());
     let prepared = Prepared {
-        config,
-        faults,
-        found,
-        judge_key: options.judge_key.clone(),
-        judge_penalty: options.judge_penalty,
-        judge_min_backoff: options.judge_min_backoff,
-        fail_on_no_backoff: options.judge_no_backoff == NoBackoffArg::Fail,
-        seed: options.seed,
-        overrides: faults::Overrides {
-            failure_rate: options.failure_rate,
-            retry_after_form: options.retry_after_form.map(Into::into),
-            no_mocks: options.no_mocks,
-        },
+        settings,
         recorder: Arc::new(recorder),
-        output: options.output,
-        quiet: level.is_off(),
-        control_port: options.control_port,
-        metrics_port: options.metrics_port,
-        argv: None,
-        allow_no_traffic: false,
-        idle_timeout: None,
-        processes,
     };
     Ok((prepared, logs))
 }
@@ -190,785 +111,38 @@ impl Prepared {
     /// Records `argv` ([`reproducible_argv`]) as the command line that repeats the run; the
     /// seed is added at start if the run draws one.
     pub(crate) fn reproducible_as(&mut self, argv: Vec<String>) {
-        self.argv = Some(argv);
+        self.settings.argv = Some(argv);
     }
 
     /// Records that the run allows no request to reach the proxy (`--allow-no-traffic`).
     pub(crate) fn allow_no_traffic(&mut self, allow: bool) {
-        self.allow_no_traffic = allow;
+        self.settings.allow_no_traffic = allow;
     }
 
     /// Stops serving after `timeout` without a request ([`Serving::when_idle`]).
     pub(crate) fn stop_when_idle(&mut self, timeout: Duration) {
-        self.idle_timeout = Some(timeout);
+        self.settings.idle_timeout = Some(timeout);
     }
 
     /// Watches `patterns` when neither the command line nor the config named any.
     pub(crate) fn watch_by_default(&mut self, patterns: Vec<holdoff_proxy::WatchPattern>) {
-        if self.config.urls_to_watch.is_empty() {
-            self.config.urls_to_watch = patterns;
+        if self.settings.config.urls_to_watch.is_empty() {
+            self.settings.config.urls_to_watch = patterns;
         }
     }
 
-    /// Binds, logs what the proxy does, and records the start; `command` is what `holdoff run`
-    /// runs.
+    /// Decides what to build, builds it, binds, logs what the proxy does, and records the
+    /// start; `command` is what `holdoff run` runs.
     ///
     /// # Errors
     ///
     /// [`Failure::Runtime`] when the proxy cannot start (the address is in use, the CA cannot
     /// be read), or [`Failure::Usage`] for a setting the server refused.
     pub(crate) async fn start(self, command: Option<Vec<String>>) -> Result<Serving, Failure> {
-        let Prepared {
-            config,
-            faults,
-            found,
-            judge_key,
-            judge_penalty,
-            judge_min_backoff,
-            fail_on_no_backoff,
-            seed,
-            overrides,
-            recorder,
-            output,
-            quiet,
-            control_port,
-            metrics_port,
-            mut argv,
-            allow_no_traffic,
-            idle_timeout,
-            processes,
-        } = self;
-        let port = config.listen.port();
-        let upstream = config.upstream.clone();
-        let watching = config.urls_to_watch.len();
-
-        // The one clock the proxy and its stages read.
-        let clock: Arc<dyn Clock> = Arc::new(TokioClock);
-        let mut tasks = Vec::new();
-        // What a Dev Proxy config asked for that holdoff does differently, and what the faults
-        // are: logged once the proxy listens.
-        let mut notes = Vec::new();
-        let mut describe = String::new();
-        let (stages, source) = match faults {
-            None => (None, "pass-through".to_owned()),
-            Some((source, loaded)) => {
-                let compiled = &loaded.compiled;
-                let penalty = match judge_penalty {
-                    Some(PenaltyArg::None) => Penalty::None,
-                    Some(PenaltyArg::Sliding) => Penalty::Sliding,
-                    None => compiled.judge_penalty.unwrap_or_default(),
-                };
-                let key = judge_key
-                    .or_else(|| compiled.judge_key.clone())
-                    .unwrap_or_default();
-                let judge = Judge::new(key, clock.now()).penalty(penalty);
-                let rng = seed
-                    .or(compiled.seed)
-                    .map_or_else(FaultRng::random, FaultRng::new);
-                if seed.or(compiled.seed).is_none()
-                    && let Some(argv) = &mut argv
-                {
-                    with_seed(argv, rng.seed());
-                }
-                let plan = overrides.apply(compiled.plan.clone());
-                describe = format!("faults from {source}: {plan}");
-                // The recorder counts the verdicts; the stage keeps none of its own.
-                let mut judge = JudgeStage::new(Arc::new(judge), Arc::clone(&clock))
-                    .keep_events(0)
-                    .min_backoff(judge_min_backoff)
-                    .with_recorder(recorder.clone());
-                let mut fault_stage = FaultStage::new(plan, rng, Arc::clone(&clock));
-                if let Some(state) = &compiled.state {
-                    let store = shared_store(state).map_err(|message| {
-                        Failure::Usage(format!("{source}: state.redis: {message}"))
-                    })?;
-                    judge = judge.with_shared(Arc::clone(&store));
-                    fault_stage = fault_stage.with_shared(store);
-                }
-                let stages = Stages {
-                    judge: Arc::new(judge),
-                    faults: Arc::new(fault_stage),
-                };
-                notes = loaded
-                    .notes
-                    .iter()
-                    .map(|note| format!("{source}: {note}"))
-                    .collect();
-                tasks.push(tokio::spawn(faults::reload(
-                    source.clone(),
-                    loaded.files.clone(),
-                    Arc::clone(&stages.faults),
-                    overrides,
-                    compiled.state.clone(),
-                    Arc::clone(&clock),
-                )));
-                (Some(stages), source.to_string())
-            }
-        };
-
-        // The pipeline puts each stage in its place (see `Pipeline`), and runs their upkeep.
-        let mut pipeline = Pipeline::builder(Arc::clone(&clock));
-        if let Some(stages) = &stages {
-            pipeline = pipeline
-                .judge(Arc::clone(&stages.judge))
-                .faults(Arc::clone(&stages.faults));
-        }
-        // The metrics stage sees every request first, so it also tells when the proxy is idle.
-        let counted = control_port.is_some() || metrics_port.is_some() || idle_timeout.is_some();
-        let observed = counted.then(|| {
-            let metrics = Arc::new(MetricsStage::new(Arc::clone(&clock)));
-            let book = stages
-                .as_ref()
-                .map(|stages| Arc::new(WindowBook::new(Arc::clone(stages.judge.judge()))));
-            (metrics, book)
-        });
-        if let Some((metrics, book)) = &observed {
-            pipeline = pipeline.metrics(Arc::clone(metrics));
-            if let Some(book) = book {
-                pipeline = pipeline.windows(Arc::clone(book));
-            }
-        }
-        let pipeline = pipeline.build();
-        let mut server = match ProxyServer::bind(config, pipeline).await {
-            Ok(server) => server,
-            Err(err) => {
-                for task in tasks {
-                    task.abort();
-                }
-                return Err(start_failed(&err, port));
-            }
-        };
-
-        if let Some(processes) = processes {
-            tracing::info!(
-                "handling only the traffic of {}; other clients pass through untouched",
-                processes.describe()
-            );
-            server.filter_connections(Arc::new(processes));
-        }
-        match (&upstream, server.ca()) {
-            (Some(upstream), _) => {
-                tracing::info!("reverse proxy: every request goes to {upstream}")
-            }
-            (None, Some(ca)) => {
-                let path = ca.cert_path().map_or_else(
-                    || "(in memory)".to_owned(),
-                    |path| path.display().to_string(),
-                );
-                tracing::info!(
-                    "forward proxy intercepting HTTPS for {watching} watched URL \
-                     pattern(s); clients must trust the CA certificate {path}"
-                );
-            }
-            (None, None) => tracing::info!(
-                "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
-            ),
-        }
-        let idle = idle_timeout.zip(observed.as_ref().map(|(metrics, _)| Arc::clone(metrics)));
-        let mut endpoints = Vec::new();
-        if let Some((metrics, book)) = observed {
-            let mut control = Control::new(metrics).recording(recorder.clone());
-            if let Some(stages) = &stages {
-                control = control
-                    .judge(Arc::clone(&stages.judge))
-                    .faults(Arc::clone(&stages.faults));
-            }
-            if let Some(book) = book {
-                control = control.windows(book);
-            }
-            if let Some(ca) = server.ca() {
-                control = control.ca_pem(ca.cert_pem());
-            }
-            for (port, what) in [(control_port, "control API"), (metrics_port, "metrics")] {
-                let Some(port) = port else { continue };
-                let listener = match TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await {
-                    Ok(listener) => listener,
-                    Err(err) => {
-                        for task in tasks {
-                            task.abort();
-                        }
-                        return Err(Failure::Runtime(format!(
-                            "failed to listen for the {what} on 127.0.0.1:{port}: {err}; pick \
-                             another port, or 0 for a free one"
-                        )));
-                    }
-                };
-                if let Ok(addr) = listener.local_addr() {
-                    // Not to be reached through the proxy: see `add_own_address`.
-                    server.add_own_address(addr);
-                }
-                let addr = listener
-                    .local_addr()
-                    .map_or_else(|_| format!("127.0.0.1:{port}"), |addr| addr.to_string());
-                endpoints.push((what, addr.clone()));
-                let control = control.clone();
-                let pending = std::future::pending::<()>();
-                tasks.push(match what {
-                    "metrics" => {
-                        tracing::info!("metrics on http://{addr}/metrics");
-                        tokio::spawn(control.serve_metrics(listener, pending))
-                    }
-                    _ => {
-                        tracing::info!("control API on http://{addr}/ (status, windows, recording, ca.pem, metrics)");
-                        tokio::spawn(control.serve(listener, pending))
-                    }
-                });
-            }
-        }
-        match &stages {
-            None => tracing::info!("passing everything through: no faults, no judge"),
-            Some(stages) => {
-                if let Some(found) = found {
-                    tracing::info!(target: logging::NOTES, "{found}");
-                }
-                for note in notes {
-                    tracing::warn!(target: logging::NOTES, "{note}");
-                }
-                let seed = stages.faults.seed();
-                tracing::info!(
-                    seed,
-                    "{describe}; seed {seed} (repeat this run with --seed {seed})"
-                );
-            }
-        }
-
-        let judge_key = stages
-            .as_ref()
-            .map(|stages| stages.judge.judge().mode().name())
-            .unwrap_or_default();
-        recorder.start(
-            clock.wall_now(),
-            RunInfo {
-                seed: stages.as_ref().map(|stages| stages.faults.seed()),
-                source,
-                command,
-                proxy_url: format!("http://{}", server.local_addr()),
-                judge_key,
-                argv,
-                allow_no_traffic,
-                fail_on_no_backoff,
-            },
-        );
-        Ok(Serving {
-            server,
-            endpoints,
-            stages,
-            tasks,
-            recorder,
-            output,
-            quiet,
-            idle,
-            clock,
-        })
-    }
-}
-
-/// The store of the `state` section: Redis, shared with other replicas; logs where.
-fn shared_store(state: &StateConfig) -> Result<Arc<SharedStore>, String> {
-    let mut builder = RedisState::builder(&state.redis)
-        .prefix(state.prefix.clone())
-        .timeout(state.timeout);
-    if let Some(ca) = &state.ca {
-        builder = builder.root_ca(ca.clone());
-    }
-    let redis = builder.build().map_err(|err| {
-        format!(
-            "could not {err}: write redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or \
-                 rediss://… for TLS with caFile naming a PEM certificate"
-        )
-    })?;
-    let mode = match state.on_failure {
-        OnFailure::FailClosed { hold } => format!(
-            "fail-closed: 503 with Retry-After: {}s while it is unreachable",
-            holdoff::RetryAfter::Delay(hold)
-        ),
-        _ => "fail-open: this replica's own state while it is unreachable".to_owned(),
-    };
-    tracing::info!(
-        "sharing the judge's windows and the rate limits' counters in {} (keys {}*; {mode})",
-        redis.location(),
-        state.prefix,
-    );
-    Ok(Arc::new(SharedStore::new(
-        Arc::new(redis),
-        state.on_failure,
-    )))
-}
-
-/// The stages every request passes: the judge, then the faults.
-struct Stages {
-    judge: Arc<JudgeStage>,
-    faults: Arc<FaultStage>,
-}
-
-/// A proxy accepting connections.
-pub(crate) struct Serving {
-    server: ProxyServer,
-    /// `("control API" | "metrics", address)` for each side server asked for.
-    endpoints: Vec<(&'static str, String)>,
-    stages: Option<Stages>,
-    /// Reloading the faults and evicting old windows, for as long as it serves.
-    tasks: Vec<JoinHandle<()>>,
-    recorder: Arc<Recorder>,
-    output: Output,
-    quiet: bool,
-    /// `--timeout` and the stage that counts the requests.
-    idle: Option<(Duration, Arc<MetricsStage>)>,
-    clock: Arc<dyn Clock>,
-}
-
-/// How often an idle proxy looks at its request count: the precision of `--timeout`.
-const IDLE_POLL: Duration = Duration::from_millis(100);
-
-impl Serving {
-    /// Where it listens.
-    pub(crate) fn local_addr(&self) -> SocketAddr {
-        self.server.local_addr()
-    }
-
-    /// The control API's and the metrics' addresses, when asked for: `("control API",
-    /// "127.0.0.1:PORT")`, `("metrics", …)`.
-    pub(crate) fn endpoints(&self) -> &[(&'static str, String)] {
-        &self.endpoints
-    }
-
-    /// Completes once no request has come for the `--timeout` given
-    /// ([`Prepared::stop_when_idle`]), counted from the start or the last request; never
-    /// without one.
-    pub(crate) fn when_idle(&self) -> impl Future<Output = ()> + use<> {
-        let idle = self.idle.clone();
-        let clock = Arc::clone(&self.clock);
-        async move {
-            let Some((timeout, metrics)) = idle else {
-                return std::future::pending().await;
-            };
-            let (mut seen, mut since) = (metrics.requests(), clock.now());
-            loop {
-                let now = clock.now();
-                let count = metrics.requests();
-                if count != seen {
-                    (seen, since) = (count, now);
-                } else if now.saturating_duration_since(since) >= timeout {
-                    tracing::info!(
-                        "no request for {} s (--timeout): shutting down",
-                        timeout.as_secs()
-                    );
-                    return;
-                }
-                let next = (since + timeout).min(now + IDLE_POLL);
-                clock.sleep_until(next.max(now)).await;
-            }
-        }
-    }
-
-    /// Serves until `signal` completes, then stops accepting and lets the requests in flight
-    /// finish within the grace period.
-    pub(crate) async fn stop_when(self, signal: impl Future<Output = ()>) -> Stopped {
-        let summary = self.server.run_until(signal).await;
-        for task in self.tasks {
-            task.abort();
-        }
-        Stopped {
-            summary,
-            stages: self.stages,
-            recorder: self.recorder,
-            output: self.output,
-            quiet: self.quiet,
-        }
-    }
-}
-
-/// A proxy that has stopped, with what it saw.
-pub(crate) struct Stopped {
-    summary: Summary,
-    stages: Option<Stages>,
-    recorder: Arc<Recorder>,
-    output: Output,
-    quiet: bool,
-}
-
-impl Stopped {
-    /// Records the end (with the command's exit code, for `holdoff run`), writes every report
-    /// `reports` asks for, and prints what the faults did, the judge's verdicts, the proxy's
-    /// summary and the reports' summary on stderr (as log events with `--output json`).
-    ///
-    /// Returns the report, whose verdict decides the exit status ([`crate::report::exit_status`]).
-    pub(crate) fn report(
-        self,
-        exit_code: Option<i32>,
-        reports: &ReportArgs,
-        logs: &Guard,
-    ) -> Report {
-        let counts = self.record_end(exit_code);
-        // Built by the recorder from its bounded tally, the finish included.
-        let report = self.recorder.report();
-        if self.quiet {
-            reports.write_all(&report);
-            return report;
-        }
-        if let Some(stages) = &self.stages {
-            report_faults(&counts, stages.faults.seed(), self.output, logs);
-            report_verdicts(&report, self.output, logs);
-        }
-        report_summary(&self.summary, self.output, logs);
-
-        let written = reports.write_all(&report);
-        let summary = report.terminal_summary(&written);
-        match self.output {
-            Output::Text => {
-                logs.flush();
-                let _ = write!(io::stderr(), "{summary}");
-            }
-            Output::Json => {
-                for (format, path) in &written {
-                    tracing::info!(
-                        target: "holdoff::report",
-                        format = format.name(),
-                        path = %path.display(),
-                        "wrote the {format} report {}",
-                        path.display()
-                    );
-                }
-                tracing::info!(
-                    target: "holdoff::report",
-                    verdict = report.outcome().as_str(),
-                    requests = report.requests(),
-                    throttled = report.throttled(),
-                    compliant = report.compliant(),
-                    premature = report.premature(),
-                    read_as_zero = report.read_as_zero(),
-                    no_backoff = report.no_backoff(),
-                    "{}",
-                    summary.lines().next().unwrap_or_default()
-                );
-            }
-        }
-        report
-    }
-}
-
-impl Stopped {
-    /// Records the end in the event log: the requests, what the faults did (returned), the
-    /// exit code, and the interceptions that failed (which keep the run from passing).
-    fn record_end(&self, exit_code: Option<i32>) -> FaultCounts {
-        let counts = self
-            .stages
-            .as_ref()
-            .map(|stages| stages.faults.counts())
-            .unwrap_or_default();
-        self.recorder.record(holdoff_proxy::report::Event::Finish {
-            at: TokioClock.wall_now(),
-            requests: self.summary.requests,
-            faults: counts,
-            exit_code,
-            interception_failures: self.summary.interception_failures,
-        });
-        counts
-    }
-
-    /// Records the end without reports or summaries: `holdoff run`'s command never ran, or
-    /// could not be waited for.
-    pub(crate) fn abandon(self, exit_code: i32) {
-        self.record_end(Some(exit_code));
-    }
-}
-
-/// What the faults did, one line, with the seed that repeats it.
-fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &Guard) {
-    let line = format!(
-        "holdoff faults: {}, {} rate-limited, {} mocked, {} delayed, {}, {}, {} truncated, {} \
-         slowed (seed {seed}).",
-        plural(counts.errors, "error response", "error responses"),
-        counts.rate_limited,
-        counts.mocked,
-        counts.delayed,
-        plural(counts.resets, "reset", "resets"),
-        plural(counts.hangs, "hang", "hangs"),
-        counts.truncated,
-        counts.slowed
-    );
-    match output {
-        Output::Text => {
-            logs.flush();
-            let _ = writeln!(io::stderr(), "{line}");
-        }
-        Output::Json => tracing::info!(
-            target: "holdoff::faults",
-            errors = counts.errors,
-            rate_limited = counts.rate_limited,
-            mocked = counts.mocked,
-            delayed = counts.delayed,
-            resets = counts.resets,
-            hangs = counts.hangs,
-            truncated = counts.truncated,
-            slowed = counts.slowed,
-            seed,
-            "{line}"
-        ),
-    }
-}
-
-/// What the judge found: the counts, as a text line (the report's summary lists the worst
-/// violations), or as JSON events (target `holdoff::judge`) with each retry that broke its
-/// window, the most early first.
-fn report_verdicts(report: &Report, output: Output, logs: &Guard) {
-    let (premature, read_as_zero, no_backoff, compliant) = (
-        report.premature(),
-        report.read_as_zero(),
-        report.no_backoff(),
-        report.compliant(),
-    );
-    let mut counts = vec![format!("{premature} premature")];
-    if read_as_zero > 0 {
-        counts.push(format!("{read_as_zero} read as zero"));
-    }
-    if no_backoff > 0 {
-        counts.push(format!("{no_backoff} without backoff"));
-    }
-    let all = premature + read_as_zero + no_backoff + compliant;
-    let line = format!(
-        "holdoff judge: {} and {compliant} compliant retr{}.",
-        counts.join(", "),
-        if all == 1 { "y" } else { "ies" }
-    );
-    match output {
-        Output::Text => {
-            logs.flush();
-            let _ = writeln!(io::stderr(), "{line}");
-        }
-        Output::Json => {
-            // The earliest first; inside a window that never closes is the most early of all.
-            let mut broke: Vec<_> = report.worst();
-            let early =
-                |v: &&holdoff_proxy::report::Violation| v.early_by_ms.unwrap_or(f64::INFINITY);
-            let mut warnings: Vec<_> = report.warnings().iter().collect();
-            warnings.sort_by(|a, b| early(b).total_cmp(&early(a)));
-            broke.extend(warnings);
-            for violation in broke.iter().take(10) {
-                tracing::warn!(
-                    target: "holdoff::judge",
-                    verdict = violation.kind.as_str(),
-                    client = %violation.client,
-                    user_agent = violation.user_agent.as_deref().unwrap_or_default(),
-                    method = %violation.method,
-                    url = %violation.url,
-                    early_ms = violation.early_by_ms.map(|ms| ms as u64),
-                    "{} retry",
-                    violation.kind.as_str().replace('_', " ")
-                );
-            }
-            tracing::info!(
-                target: "holdoff::judge",
-                premature,
-                read_as_zero,
-                no_backoff,
-                compliant,
-                "{line}"
-            );
-        }
-    }
-}
-
-/// The proxy's summary: a paragraph for people, or one JSON log line.
-fn report_summary(summary: &Summary, output: Output, logs: &Guard) {
-    match output {
-        Output::Text => {
-            // After the log lines before it.
-            logs.flush();
-            let _ = writeln!(io::stderr(), "{summary}");
-        }
-        Output::Json => tracing::info!(
-            target: "holdoff::summary",
-            requests = summary.requests,
-            status_1xx = summary.by_class[0],
-            status_2xx = summary.by_class[1],
-            status_3xx = summary.by_class[2],
-            status_4xx = summary.by_class[3],
-            status_5xx = summary.by_class[4],
-            tunnels = summary.tunnels,
-            intercepted = summary.intercepted,
-            errors = summary.errors,
-            aborted = summary.aborted,
-            cut = summary.cut,
-            uptime_s = summary.uptime.as_secs_f64(),
-            "{summary}"
-        ),
-    }
-}
-
-/// Why the proxy could not start: a usage error, or a runtime failure.
-fn start_failed(err: &ProxyError, port: u16) -> Failure {
-    if let Some(config) = err.config() {
-        return Failure::Usage(usage(config));
-    }
-    let mut message = format!("failed to {err}");
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    if err.kind() == ErrorKind::Bind {
-        let hint = match err.io_kind() {
-            Some(io::ErrorKind::AddrInUse) => Some(format!(
-                "port {port} is in use (another proxy?): pick another with --port, or --port 0 \
-                 for a free one"
-            )),
-            Some(io::ErrorKind::AddrNotAvailable) => {
-                Some("that address is not one of this machine's: check --ip-address".to_owned())
-            }
-            Some(io::ErrorKind::PermissionDenied) => {
-                Some("ports below 1024 need privileges: pick a higher --port".to_owned())
-            }
-            _ => None,
-        };
-        if let Some(hint) = hint {
-            message.push_str("\n  hint: ");
-            message.push_str(&hint);
-        }
-    }
-    Failure::Runtime(message)
-}
-
-/// `1 reset`, `2 resets`.
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// Options that say only where output goes: left out of the command line that repeats a run.
-const OUTPUT_OPTIONS: [&str; 6] = [
-    "--report-json",
-    "--report-junit",
-    "--report-md",
-    "--report-html",
-    "--events",
-    "--log-file",
-];
-
-/// The command line that repeats a run, from holdoff's own (`args`, program first): `holdoff`
-/// and every option as given, but those that say only where output goes ([`OUTPUT_OPTIONS`],
-/// with their values); everything after `--` is the command, kept as it is.
-pub(crate) fn reproducible_argv(args: impl IntoIterator<Item = OsString>) -> Vec<String> {
-    let mut argv = vec!["holdoff".to_owned()];
-    let mut args = args
-        .into_iter()
-        .skip(1)
-        .map(|arg| arg.to_string_lossy().into_owned());
-    while let Some(arg) = args.next() {
-        if arg == "--" {
-            argv.push(arg);
-            argv.extend(args);
-            break;
-        }
-        if OUTPUT_OPTIONS.contains(&arg.as_str()) {
-            // Its value.
-            args.next();
-            continue;
-        }
-        let joined = OUTPUT_OPTIONS
-            .iter()
-            .any(|option| arg.strip_prefix(option).is_some_and(|v| v.starts_with('=')));
-        if !joined {
-            argv.push(arg);
-        }
-    }
-    argv
-}
-
-/// Adds `--seed SEED` to `argv`, before the command if there is one.
-fn with_seed(argv: &mut Vec<String>, seed: u64) {
-    let at = argv
-        .iter()
-        .position(|arg| arg == "--")
-        .unwrap_or(argv.len());
-    argv.splice(at..at, ["--seed".to_owned(), seed.to_string()]);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn argv(args: &[&str]) -> Vec<String> {
-        reproducible_argv(args.iter().map(OsString::from))
-    }
-
-    mod reproducible_argv {
-        use super::*;
-
-        #[test]
-        fn keeps_what_shapes_the_run_and_drops_where_output_goes() {
-            assert_eq!(
-                argv(&[
-                    "/usr/local/bin/holdoff",
-                    "run",
-                    "-c",
-                    "holdoff.yaml",
-                    "--report-json",
-                    "r.json",
-                    "-f",
-                    "100",
-                    "--events=e.jsonl",
-                    "--log-file",
-                    "proxy.log",
-                    "--judge-key",
-                    "url",
-                    "--report-md",
-                    "r.md",
-                    "--",
-                    "sh",
-                    "-c",
-                    "curl --events x",
-                    "--report-json",
-                ]),
-                [
-                    "holdoff",
-                    "run",
-                    "-c",
-                    "holdoff.yaml",
-                    "-f",
-                    "100",
-                    "--judge-key",
-                    "url",
-                    "--",
-                    "sh",
-                    "-c",
-                    "curl --events x",
-                    "--report-json",
-                ]
-            );
-        }
-
-        #[test]
-        fn takes_a_proxy_command_line_without_a_command() {
-            assert_eq!(
-                argv(&[
-                    "holdoff",
-                    "proxy",
-                    "--preset",
-                    "github",
-                    "--report-html",
-                    "r.html"
-                ]),
-                ["holdoff", "proxy", "--preset", "github"]
-            );
-        }
-    }
-
-    mod with_seed {
-        use super::*;
-
-        #[test]
-        fn goes_before_the_command_or_at_the_end() {
-            let mut run = argv(&["holdoff", "run", "-f", "50", "--", "npm", "test"]);
-            with_seed(&mut run, 7);
-            assert_eq!(
-                run,
-                [
-                    "holdoff", "run", "-f", "50", "--seed", "7", "--", "npm", "test"
-                ]
-            );
-            let mut proxy = argv(&["holdoff", "proxy"]);
-            with_seed(&mut proxy, 7);
-            assert_eq!(proxy, ["holdoff", "proxy", "--seed", "7"]);
-        }
+        // Drawn here, so that the wiring stays pure; used only when neither --seed nor the
+        // config gives one.
+        let drawn = FaultRng::random().seed();
+        let wiring = wiring::wire(self.settings, command, drawn);
+        start::start(wiring, self.recorder).await
     }
 }
