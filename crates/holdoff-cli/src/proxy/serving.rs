@@ -114,7 +114,7 @@ impl Stopped {
     /// `reports` asks for, and prints what the faults did, the judge's verdicts, the proxy's
     /// summary and the reports' summary on stderr (as log events with `--output json`).
     ///
-    /// Returns the report, whose verdict decides the exit status ([`crate::report::exit_status`]).
+    /// Returns the report, whose verdict decides the exit status (see `exit_codes.rs`).
     pub(crate) fn report(
         self,
         exit_code: Option<i32>,
