@@ -54,7 +54,7 @@ impl RedisStateBuilder {
     }
 
     /// How long one operation (connecting included) may take before it fails with
-    /// [`ErrorKind::Timeout`] (default 500 ms).
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) (default 500 ms).
     pub fn timeout(mut self, timeout: Duration) -> RedisStateBuilder {
         self.timeout = timeout;
         self
@@ -76,7 +76,7 @@ impl RedisStateBuilder {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidUrl`] if the URL is not a Redis URL this build can use (a
+    /// [`ErrorKind::InvalidUrl`](crate::ErrorKind::InvalidUrl) if the URL is not a Redis URL this build can use (a
     /// `rediss://` URL needs the `tls` feature).
     pub fn build(self) -> Result<RedisState, Error> {
         let link = Link {
