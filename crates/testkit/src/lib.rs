@@ -65,6 +65,7 @@
 
 mod dir;
 pub mod heap;
+pub mod layers;
 mod recorded;
 pub mod redis;
 mod reply;

@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::doc::Doc;
+use super::folders::Folders;
 use super::importer::Importer;
-use super::response::BodyFiles;
 
 /// A data file, read.
 pub(super) struct Data<T> {
@@ -126,4 +126,12 @@ fn relative_dir(name: &str) -> PathBuf {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default()
+}
+
+/// Where a response's `@file` body is looked for: the data file's directory (`base`,
+/// relative to the configuration's directory `root`), with Dev Proxy's path tokens.
+pub(super) struct BodyFiles<'a> {
+    pub(super) root: &'a Path,
+    pub(super) base: &'a Path,
+    pub(super) folders: &'a Folders,
 }

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::data::Data;
 use super::doc::Doc;
-use super::importer::{Importer, Plugin, backquoted, has_or_have};
+use super::importer::{ErrorSet, Importer, Plugin, backquoted, has_or_have};
 use super::keys::Unread;
 use super::response::{DpRequest, DpResponse, framing_note, missing_bodies_note, raw_response};
 use crate::error::{FileError, index, join, key};
@@ -48,15 +48,6 @@ const DEFAULT_RATE: f64 = 50.0;
 const DEFAULT_RETRY_AFTER: u64 = 5;
 /// The status of an error response without one.
 const DEFAULT_ERROR_STATUS: u16 = 400;
-
-/// One error plugin's rules (GenericRandomErrorPlugin's, or GraphRandomErrorPlugin's).
-pub(super) struct ErrorSet {
-    pub(super) rate: f64,
-    pub(super) retry_after: u64,
-    /// Whether a response has a bare `@dynamic` (which waits `retry_after`).
-    pub(super) bare_dynamic: bool,
-    pub(super) rules: Vec<RawErrorRule>,
-}
 
 impl Importer {
     pub(super) fn errors_plugin(

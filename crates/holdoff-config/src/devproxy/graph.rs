@@ -7,8 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::doc::Doc;
-use super::errors::ErrorSet;
-use super::importer::{Importer, Plugin, backquoted, same_set};
+use super::importer::{ErrorSet, Importer, Plugin, backquoted, same_set};
 use super::keys::Unread;
 use crate::file::{RawErrorRule, RawHeader, RawHeaders, RawRequestMatch, RawResponse};
 

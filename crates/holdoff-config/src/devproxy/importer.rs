@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 
-use super::errors::ErrorSet;
 use super::folders::Folders;
 use crate::error::{ConfigProblems, FileError};
-use crate::file::{RawConfig, RawFaultStep, RawMocks};
+use crate::file::{RawConfig, RawErrorRule, RawFaultStep, RawMocks};
 
 /// A Dev Proxy configuration, read as a holdoff one.
 #[derive(Clone, Debug, PartialEq)]
@@ -166,4 +165,13 @@ pub(super) fn backquoted<S: AsRef<str>>(items: &[S]) -> String {
         .map(|item| format!("`{}`", item.as_ref()))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// One error plugin's rules (GenericRandomErrorPlugin's, or GraphRandomErrorPlugin's).
+pub(super) struct ErrorSet {
+    pub(super) rate: f64,
+    pub(super) retry_after: u64,
+    /// Whether a response has a bare `@dynamic` (which waits `retry_after`).
+    pub(super) bare_dynamic: bool,
+    pub(super) rules: Vec<RawErrorRule>,
 }

@@ -1,14 +1,11 @@
 //! Requests and responses as Dev Proxy's errors, mocks and custom-response files write them,
 //! and a response carried over to holdoff's.
 
-use std::path::Path;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::data::Data;
-use super::folders::Folders;
+use super::data::{BodyFiles, Data};
 use super::importer::Importer;
 use super::keys::Unread;
 use crate::file::{RawHeader, RawHeaders, RawResponse};
@@ -62,14 +59,6 @@ impl From<DpCustomResponse> for DpResponse {
 
 /// The status of a mock or custom response without one.
 pub(super) const DEFAULT_OK_STATUS: u16 = 200;
-
-/// Where a response's `@file` body is looked for: the data file's directory (`base`,
-/// relative to the configuration's directory `root`), with Dev Proxy's path tokens.
-pub(super) struct BodyFiles<'a> {
-    pub(super) root: &'a Path,
-    pub(super) base: &'a Path,
-    pub(super) folders: &'a Folders,
-}
 
 /// A response carried over by [`raw_response`], and what it changed on the way.
 pub(super) struct Carried {
@@ -225,7 +214,9 @@ pub(super) fn framing_note(file: &str, dropped: usize) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::folders::Folders;
     use super::*;
+    use std::path::Path;
 
     mod raw_response {
         use super::*;
