@@ -16,8 +16,8 @@
 //! whose TLS handshake with the upstream failed here: the pool tries again and reports why.
 //! The affine connection closes with the client's.
 
-use std::future::Future;
-use std::pin::{Pin, pin};
+use std::future::{Future, Ready, ready};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker, ready};
@@ -31,9 +31,11 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper::rt::{Read, Write};
 use hyper_util::rt::TokioIo;
+use pin_project_lite::pin_project;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+use tokio_util::either::Either;
 
 use super::upstream::{Failure, UPSTREAM_BUFFER};
 use crate::Body;
@@ -134,13 +136,20 @@ impl Affinity {
 
     /// Sends `request` (absolute URI) on this client's own upstream connection, making one if
     /// needed; declines when the shared pool should take it.
-    pub(crate) async fn send(&self, mut request: Request<Body>, out: &Outbound<'_>) -> Sent {
+    ///
+    /// What needs no wait is decided before the future starts, and the future holds the
+    /// request once: it is part of every request's future, which hyper moves into place.
+    pub(crate) fn send<'a>(
+        &'a self,
+        mut request: Request<Body>,
+        out: &'a Outbound<'a>,
+    ) -> Either<Ready<Sent>, Expiring<'a, impl Future<Output = Sent> + Send + 'a>> {
         if !self.warm.swap(true, Ordering::Relaxed) || self.declined.load(Ordering::Relaxed) {
-            return Sent::Declined(request);
+            return Either::Left(ready(Sent::Declined(request)));
         }
         let origin = match (request.uri().scheme(), request.uri().authority()) {
             (Some(scheme), Some(authority)) => (scheme.clone(), authority.clone()),
-            _ => return Sent::Declined(request),
+            _ => return Either::Left(ready(Sent::Declined(request))),
         };
         let idle = {
             let mut slot = self.slot();
@@ -157,63 +166,67 @@ impl Affinity {
                 _ => None,
             }
         };
-        let (scheme, authority) = &origin;
-        let work = async {
-            let mut sender = match idle {
-                Some(sender) => sender,
-                None => match self.connect(scheme, authority, out).await {
-                    Ok(Some(sender)) => sender,
-                    Ok(None) => return Sent::Declined(request),
-                    Err(failure) => {
-                        self.close(out.count);
-                        return Sent::Done(Err(failure));
-                    }
-                },
-            };
-            // The connection is to the upstream itself: it wants origin-form, and HTTP/1.1
-            // wants `Host` (which the pool would add).
-            let target = request
-                .uri()
-                .path_and_query()
-                .cloned()
-                .unwrap_or_else(|| PathAndQuery::from_static("/"));
-            let absolute = std::mem::replace(request.uri_mut(), Uri::from(target));
-            if !request.headers().contains_key(HOST)
-                && let Ok(host) = HeaderValue::from_str(authority.as_str())
-            {
-                request.headers_mut().insert(HOST, host);
-            }
-            match sender.try_send_request(request).await {
-                Ok(response) => {
-                    self.slot().sender = Some(sender);
-                    Sent::Done(Ok(response))
-                }
-                Err(mut err) => match err.take_message() {
-                    // Never written: the connection had closed. The pool takes it.
-                    Some(mut request) => {
-                        *request.uri_mut() = absolute;
-                        Sent::Declined(request)
-                    }
-                    None => Sent::Done(Err(Failure::broken(
-                        authority.to_string(),
-                        &err.into_error(),
-                    ))),
-                },
-            }
-        };
+        // The connection is to the upstream itself: it wants origin-form, and HTTP/1.1
+        // wants `Host` (which the pool would add alike).
+        let target = request
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let absolute = std::mem::replace(request.uri_mut(), Uri::from(target));
+        if !request.headers().contains_key(HOST)
+            && let Ok(host) = HeaderValue::from_str(origin.1.as_str())
+        {
+            request.headers_mut().insert(HOST, host);
+        }
         let due = out.clock.now() + out.timeout;
-        let mut work = pin!(work);
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(sent) = work.as_mut().poll(cx) {
-                return Poll::Ready(sent);
-            }
-            ready!(self.poll_expired(due, out.clock, cx));
-            Poll::Ready(Sent::Done(Err(Failure::Timeout {
-                target: authority.to_string(),
-                after: out.timeout,
-            })))
+        Either::Right(Expiring {
+            authority: origin.1.clone(),
+            work: self.work(request, absolute, origin, idle, out),
+            affinity: self,
+            due,
+            out,
         })
-        .await
+    }
+
+    /// Sends `request` on `idle`, or on a new connection to `origin`.
+    ///
+    /// `request` is in origin-form already; `absolute` is its URI as the pool wants it, should
+    /// the pool take it after all.
+    async fn work(
+        &self,
+        request: Request<Body>,
+        absolute: Uri,
+        origin: (Scheme, Authority),
+        idle: Option<http1::SendRequest<Body>>,
+        out: &Outbound<'_>,
+    ) -> Sent {
+        let (scheme, authority) = &origin;
+        let mut sender = match idle {
+            Some(sender) => sender,
+            None => match self.connect(scheme, authority, out).await {
+                Ok(Some(sender)) => sender,
+                Ok(None) => return Sent::Declined(with_uri(request, absolute)),
+                Err(failure) => {
+                    self.close(out.count);
+                    return Sent::Done(Err(failure));
+                }
+            },
+        };
+        match sender.try_send_request(request).await {
+            Ok(response) => {
+                self.slot().sender = Some(sender);
+                Sent::Done(Ok(response))
+            }
+            Err(mut err) => match err.take_message() {
+                // Never written: the connection had closed. The pool takes it.
+                Some(request) => Sent::Declined(with_uri(request, absolute)),
+                None => Sent::Done(Err(Failure::broken(
+                    authority.to_string(),
+                    &err.into_error(),
+                ))),
+            },
+        }
     }
 
     /// Ready once `due` has passed.
@@ -322,6 +335,42 @@ impl Affinity {
         }
         Ok(Some(sender))
     }
+}
+
+pin_project! {
+    /// A send on an affine connection, cut at the upstream timeout.
+    pub(crate) struct Expiring<'a, F> {
+        #[pin]
+        work: F,
+        affinity: &'a Affinity,
+        // Named by a timeout.
+        authority: Authority,
+        due: Instant,
+        out: &'a Outbound<'a>,
+    }
+}
+
+impl<F: Future<Output = Sent>> Future for Expiring<'_, F> {
+    type Output = Sent;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Sent> {
+        let this = self.project();
+        if let Poll::Ready(sent) = this.work.poll(cx) {
+            return Poll::Ready(sent);
+        }
+        let out = *this.out;
+        ready!(this.affinity.poll_expired(*this.due, out.clock, cx));
+        Poll::Ready(Sent::Done(Err(Failure::Timeout {
+            target: this.authority.to_string(),
+            after: out.timeout,
+        })))
+    }
+}
+
+/// `request` with `uri` as its URI again.
+fn with_uri(mut request: Request<Body>, uri: Uri) -> Request<Body> {
+    *request.uri_mut() = uri;
+    request
 }
 
 /// The host and port to connect to for `authority`: the scheme's default port when it names

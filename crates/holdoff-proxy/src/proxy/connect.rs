@@ -101,12 +101,12 @@ impl PlainTunnel {
 
 /// [`handle`], boxed: the request handler's future, which hyper moves into place for every
 /// request, stays small when the rare paths it may take are behind a pointer.
-pub(crate) fn boxed<'a, T: ServeTunnel>(
-    conn: &'a Arc<Conn>,
+pub(crate) fn boxed<T: ServeTunnel>(
+    conn: Arc<Conn>,
     parts: Parts,
     received: Receipt,
-) -> Pin<Box<dyn Future<Output = Response<Body>> + Send + 'a>> {
-    Box::pin(handle::<T>(conn, parts, received))
+) -> Pin<Box<dyn Future<Output = Response<Body>> + Send>> {
+    Box::pin(async move { handle::<T>(&conn, parts, received).await })
 }
 
 /// Answers a `CONNECT`, and has `T` serve the tunnel that follows it.

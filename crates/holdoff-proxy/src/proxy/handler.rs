@@ -3,16 +3,20 @@
 //! and its tunnel served by what the caller names.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use holdoff::Receipt;
 use http::header::{HOST, USER_AGENT};
+use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use tokio_util::either::Either;
 
 use super::affinity::{Outbound, Sent};
 use super::conn::Inbound;
@@ -40,12 +44,52 @@ impl fmt::Display for Aborted {
 
 impl std::error::Error for Aborted {}
 
-/// The service: every request on every client connection comes here. The tunnel a `CONNECT`
-/// opens is served by `T` (see [`ServeTunnel`]).
-pub(crate) async fn handle<T: ServeTunnel>(
+/// The service: every request on every client connection comes here, and its answer goes
+/// back through `finish`. The tunnel a `CONNECT` opens is served by `T` (see
+/// [`ServeTunnel`]).
+///
+/// What can be decided without waiting is decided now, as hyper hands the request over; the
+/// future returned holds only what the request needs from then on. hyper moves that future
+/// into place for every request, and a move copies all of it, so it is kept small: the rare
+/// paths (an early answer, a `CONNECT`, an upstream timed while a body streams) wait behind a
+/// pointer, and nothing large is held twice across an `await`.
+pub(crate) fn handle<T: ServeTunnel, R: Send + 'static>(
     inbound: Inbound,
     request: Request<Incoming>,
-) -> Result<Response<Body>, Aborted> {
+    finish: impl FnOnce(Response<Body>) -> R + Send + 'static,
+) -> impl Future<Output = Result<R, Aborted>> + Send + 'static {
+    match admit::<T>(inbound, request) {
+        Admitted::Rare(answer) => Either::Left(async move { Ok(finish(answer.await)) }),
+        Admitted::Go(go) => Either::Right(respond(go, finish)),
+    }
+}
+
+/// A request as the proxy takes it on: answered on a rare path, or on its way through the
+/// stages.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "`Go` is the common case, moved once into its future; boxing it costs an allocation"
+)]
+enum Admitted {
+    Rare(Pin<Box<dyn Future<Output = Response<Body>> + Send>>),
+    Go(Go),
+}
+
+/// A routed request, and what its answer needs.
+struct Go {
+    inbound: Inbound,
+    meta: RequestMeta,
+    request: Request<Body>,
+    /// The way back to the request body, for an answer that leaves some of it unread.
+    lent: Option<Unread>,
+    /// The client's side of an upgrade (WebSocket) it asked for.
+    client_upgrade: Option<OnUpgrade>,
+    /// The version the client spoke.
+    version: Version,
+}
+
+/// Refuses, or routes and identifies, a request: everything done before the first wait.
+fn admit<T: ServeTunnel>(inbound: Inbound, request: Request<Incoming>) -> Admitted {
     let conn = inbound.conn();
     let shared = &*conn.shared;
     let received = Receipt::now(&shared.clock);
@@ -65,17 +109,16 @@ pub(crate) async fn handle<T: ServeTunnel>(
         }
     };
     if let Some(answer) = refuse(shared, conn, tunnel, &parts, received.instant) {
-        return Ok(answer_early(shared, conn, &parts, body, received, answer).await);
+        return early(inbound, parts, body, received, answer);
     }
     if tunnel.is_none() && parts.method == Method::CONNECT {
-        return Ok(connect::boxed::<T>(conn, parts, received).await);
+        return Admitted::Rare(connect::boxed::<T>(Arc::clone(conn), parts, received));
     }
 
     let (mode, uri) = match target(shared, tunnel, &parts) {
         Ok(target) => target,
         Err(refusal) => {
-            let answer = EarlyAnswer::named(refusal);
-            return Ok(answer_early(shared, conn, &parts, body, received, answer).await);
+            return early(inbound, parts, body, received, EarlyAnswer::named(refusal));
         }
     };
     let client = identify(&mut parts.headers, tunnel, &conn.identity);
@@ -119,68 +162,105 @@ pub(crate) async fn handle<T: ServeTunnel>(
     };
     parts.uri = meta.target.uri().clone();
     let (body, lent) = Body::lend(body);
-    let request = Request::from_parts(parts, body);
-    // Says so in the log if shutdown cuts the request before it has an answer.
-    let unanswered = Unanswered {
-        shared,
-        meta: &meta,
-    };
+    Admitted::Go(Go {
+        inbound,
+        meta,
+        request: Request::from_parts(parts, body),
+        lent,
+        client_upgrade,
+        version,
+    })
+}
 
-    let (decision, seen, notes) = match conn.handled {
-        true => run_stages(shared, request, &meta).await,
-        // A connection the filter turned down: untouched, seen by no stage.
-        false => (Decision::Forward(request), 0, Notes::default()),
-    };
-    let (mut response, failure) = match decision {
-        Decision::Forward(request) => {
-            // The body went upstream: whatever becomes of it there, nobody waits for it here.
-            drop(lent);
-            forward(shared, &inbound, request, client_upgrade).await
+/// A request refused before routing, answered once what the client sent of its body is read.
+fn early(
+    inbound: Inbound,
+    parts: Parts,
+    body: Incoming,
+    received: Receipt,
+    answer: EarlyAnswer,
+) -> Admitted {
+    Admitted::Rare(Box::pin(async move {
+        let conn = inbound.conn();
+        answer_early(&conn.shared, conn, &parts, body, received, answer).await
+    }))
+}
+
+/// Runs a routed request through the stages, and upstream unless one answers; logs it.
+///
+/// Not an `async fn`: one would move `go` into a second copy of itself, and hold both across
+/// each `await`. The block takes each of its fields in place.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would hold `go` twice (see above)"
+)]
+fn respond<R>(
+    go: Go,
+    finish: impl FnOnce(Response<Body>) -> R + Send,
+) -> impl Future<Output = Result<R, Aborted>> + Send {
+    async move {
+        let shared = &*go.inbound.conn().shared;
+        // Says so in the log if shutdown cuts the request before it has an answer.
+        let unanswered = Unanswered {
+            shared,
+            meta: &go.meta,
+        };
+        let (decision, seen, notes) = match go.inbound.conn().handled {
+            true => run_stages(shared, go.request, &go.meta).await,
+            // A connection the filter turned down: untouched, seen by no stage.
+            false => (Decision::Forward(go.request), 0, Notes::default()),
+        };
+        let (mut response, failure) = match decision {
+            Decision::Forward(request) => {
+                // The body went upstream: whatever becomes of it there, nobody waits for it here.
+                drop(go.lent);
+                forward(shared, &go.inbound, request, go.client_upgrade).await
+            }
+            Decision::Answer(mut response) => {
+                // The one place where an answer replaces the upstream's: what the stage left of
+                // the request body is read first.
+                let body = go.lent.and_then(Unread::take);
+                unread::settle(
+                    &shared.clock,
+                    body,
+                    go.version,
+                    go.meta.target.uri(),
+                    &mut response,
+                )
+                .await;
+                (response, None)
+            }
+            Decision::Abort => {
+                std::mem::forget(unanswered);
+                shared.stats.aborted();
+                log(
+                    shared,
+                    &Line::from_meta(&go.meta),
+                    go.meta.received.instant,
+                    None,
+                    Some("a stage dropped the request without an answer"),
+                );
+                return Err(Aborted);
+            }
+        };
+        notes.deliver(&mut response);
+        for stage in shared.pipeline.stages()[..seen].iter().rev() {
+            stage.on_response(&mut response, &go.meta);
+            if let Some(finish) = stage.finish_response(&response, &go.meta) {
+                finish.await;
+            }
         }
-        Decision::Answer(mut response) => {
-            // The one place where an answer replaces the upstream's: what the stage left of
-            // the request body is read first.
-            let body = lent.and_then(Unread::take);
-            unread::settle(
-                &shared.clock,
-                body,
-                version,
-                meta.target.uri(),
-                &mut response,
-            )
-            .await;
-            (response, None)
-        }
-        Decision::Abort => {
-            std::mem::forget(unanswered);
-            shared.stats.aborted();
-            log(
-                shared,
-                &Line::from_meta(&meta),
-                received.instant,
-                None,
-                Some("a stage dropped the request without an answer"),
-            );
-            return Err(Aborted);
-        }
-    };
-    notes.deliver(&mut response);
-    for stage in shared.pipeline.stages()[..seen].iter().rev() {
-        stage.on_response(&mut response, &meta);
-        if let Some(finish) = stage.finish_response(&response, &meta) {
-            finish.await;
-        }
+        std::mem::forget(unanswered);
+        shared.stats.response(response.status());
+        log(
+            shared,
+            &Line::from_meta(&go.meta),
+            go.meta.received.instant,
+            Some(response.status()),
+            failure.as_deref(),
+        );
+        Ok(finish(response))
     }
-    std::mem::forget(unanswered);
-    shared.stats.response(response.status());
-    log(
-        shared,
-        &Line::from_meta(&meta),
-        received.instant,
-        Some(response.status()),
-        failure.as_deref(),
-    );
-    Ok(response)
 }
 
 /// A request on its way to an answer: dropped before it has one (the future is cancelled),
@@ -247,12 +327,14 @@ async fn run_stages(
 
 /// Sends the request upstream and prepares the response for the client; an upstream failure
 /// becomes the proxy's own answer, with its reason for the log.
-async fn forward(
-    shared: &Shared,
-    inbound: &Inbound,
+///
+/// What needs no wait is done first, outside the future (see `respond`).
+fn forward<'a>(
+    shared: &'a Shared,
+    inbound: &'a Inbound,
     request: Request<Body>,
     client_upgrade: Option<OnUpgrade>,
-) -> (Response<Body>, Option<String>) {
+) -> impl Future<Output = (Response<Body>, Option<String>)> + Send + 'a {
     let upgrade = client_upgrade.is_some();
     let url = request.uri().clone();
     // An HTTP/1.1 client connection or tunnel, sending one request at a time: from its second
@@ -272,76 +354,83 @@ async fn forward(
         (Request::from_parts(parts, body), progress)
     };
     let timeout = shared.upstream_timeout;
-    let sent = match affine {
-        Some(affinity) => {
-            let out = Outbound {
-                count: &shared.affine_count,
-                // With a body, `stalled` times the request, not this.
-                timeout: if progress.is_some() { UNTIMED } else { timeout },
-                clock: &*shared.clock,
-                tls: &shared.affine_tls,
-            };
-            let sent = affinity.send(request, &out);
-            let sent = match &progress {
-                None => sent.await,
-                Some(progress) => tokio::select! {
-                    sent = sent => sent,
-                    stall = stalled(progress, timeout) => {
-                        Sent::Done(Err(stall.failure(upstream_of(&url), timeout)))
-                    }
-                },
-            };
-            match sent {
-                Sent::Done(result) => result,
-                Sent::Declined(request) => {
-                    shared
-                        .upstreams
-                        .send(request, upgrade, progress.clone())
+    async move {
+        let sent = match affine {
+            Some(affinity) => {
+                let out = Outbound {
+                    count: &shared.affine_count,
+                    // With a body, `stalled` times the request, not this.
+                    timeout: if progress.is_some() { UNTIMED } else { timeout },
+                    clock: &*shared.clock,
+                    tls: &shared.affine_tls,
+                };
+                let sent = match &progress {
+                    None => affinity.send(request, &out).await,
+                    // Boxed: the pair is as large again as the send alone (see `handle`).
+                    Some(progress) => {
+                        Box::pin(async {
+                            tokio::select! {
+                                sent = affinity.send(request, &out) => sent,
+                                stall = stalled(progress, timeout) => {
+                                    Sent::Done(Err(stall.failure(upstream_of(&url), timeout)))
+                                }
+                            }
+                        })
                         .await
+                    }
+                };
+                match sent {
+                    Sent::Done(result) => result,
+                    Sent::Declined(request) => {
+                        shared
+                            .upstreams
+                            .send(request, upgrade, progress.clone())
+                            .await
+                    }
                 }
             }
-        }
-        None => {
-            shared
-                .upstreams
-                .send(request, upgrade, progress.clone())
-                .await
-        }
-    };
-    match sent {
-        Ok(mut response) => {
-            let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
-            if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
-                let upstream_upgrade = hyper::upgrade::on(&mut response);
-                shared.tasks.spawn(relay_upgrade(
-                    shared.cut.clone(),
-                    client_upgrade,
-                    upstream_upgrade,
-                ));
+            None => {
+                shared
+                    .upstreams
+                    .send(request, upgrade, progress.clone())
+                    .await
             }
-            strip_hop_by_hop(response.headers_mut(), switching && upgrade);
-            let version = response.version();
-            add_via(response.headers_mut(), version);
-            *response.version_mut() = Version::HTTP_11;
-            // The upstream timeout again: how long the proxy waits on the upstream for
-            // anything, the next bytes of its body included. (The idle timeout is the
-            // client's: how long its connection may sit with nothing in flight.)
-            let body = |body| Body::upstream(body, url, timeout);
-            (response.map(body), None)
-        }
-        Err(failure) => {
-            // A request body the client broke (a malformed chunk) is its fault, whatever the
-            // upstream made of the half it got.
-            let failure = match progress.as_deref().and_then(Progress::broke) {
-                Some(reason) => Failure::ClientBody {
-                    reason: reason.to_owned(),
-                },
-                None => failure,
-            };
-            shared.stats.error();
-            let refusal = failure.refusal();
-            let error = refusal.reason.clone();
-            (refusal.into_response(), Some(error))
+        };
+        match sent {
+            Ok(mut response) => {
+                let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+                if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
+                    let upstream_upgrade = hyper::upgrade::on(&mut response);
+                    shared.tasks.spawn(relay_upgrade(
+                        shared.cut.clone(),
+                        client_upgrade,
+                        upstream_upgrade,
+                    ));
+                }
+                strip_hop_by_hop(response.headers_mut(), switching && upgrade);
+                let version = response.version();
+                add_via(response.headers_mut(), version);
+                *response.version_mut() = Version::HTTP_11;
+                // The upstream timeout again: how long the proxy waits on the upstream for
+                // anything, the next bytes of its body included. (The idle timeout is the
+                // client's: how long its connection may sit with nothing in flight.)
+                let body = |body| Body::upstream(body, url, timeout);
+                (response.map(body), None)
+            }
+            Err(failure) => {
+                // A request body the client broke (a malformed chunk) is its fault, whatever the
+                // upstream made of the half it got.
+                let failure = match progress.as_deref().and_then(Progress::broke) {
+                    Some(reason) => Failure::ClientBody {
+                        reason: reason.to_owned(),
+                    },
+                    None => failure,
+                };
+                shared.stats.error();
+                let refusal = failure.refusal();
+                let error = refusal.reason.clone();
+                (refusal.into_response(), Some(error))
+            }
         }
     }
 }

@@ -21,7 +21,7 @@ use super::Shared;
 use super::affinity::Affinity;
 use super::conn::Inbound;
 use super::connect::{PlainTunnel, ServeTunnel};
-use super::handler::{self, Aborted};
+use super::handler;
 use super::idle::{Activity, Busy, Idle};
 use crate::{Body, BoxError};
 
@@ -52,11 +52,11 @@ pub(crate) async fn serve_http<I, T>(
             plain.address(&mut request);
         }
         let busy = Busy::start(Arc::clone(&tracked));
-        let answer = handler::handle::<T>(inbound.clone(), request);
-        async move {
-            let response = answer.await?;
-            Ok::<_, Aborted>(response.map(|body| Tracked { body, _busy: busy }))
-        }
+        // The answer is mapped inside the handler's future: a future wrapping it here would
+        // hold it twice (see `handler::handle`).
+        handler::handle::<T, _>(inbound.clone(), request, move |response| {
+            response.map(|body| Tracked { body, _busy: busy })
+        })
     });
     let outcome = if h2 {
         let connection = shared.http2.serve_connection(io, service);
