@@ -74,12 +74,18 @@ impl FaultPlan {
         }
     }
 
+    /// Whether `step` can do anything to a request: it has rules, or (mocks) unmocked
+    /// requests are blocked.
+    pub(crate) fn acts_at(&self, step: FaultStep) -> bool {
+        self.rules(step) > 0 || (step == FaultStep::Mocks && self.block_unmocked)
+    }
+
     /// Whether the plan does nothing to any request: no rule of any step, no latency, and
     /// the unmocked not blocked.
     pub fn is_empty(&self) -> bool {
         self.latency.is_none()
             && !self.block_unmocked
-            && FaultStep::ALL.iter().all(|&step| self.rules(step) == 0)
+            && FaultStep::ALL.iter().all(|&step| !self.acts_at(step))
     }
 }
 
