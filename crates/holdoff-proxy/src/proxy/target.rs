@@ -161,16 +161,25 @@ impl Target {
 /// `uri`'s `host[:port]` in its one form, when the URI does not write it so already
 /// ([`Target::authority`]); `None` when it does, the common case, which this only reads.
 fn canonical_authority(uri: &Uri) -> Option<Box<str>> {
-    let authority = uri.authority()?;
-    let host = authority.host();
-    let default = default_port(uri.scheme_str().unwrap_or("http"));
+    let written = uri.authority()?.as_str();
+    // The text is read once here: `Authority`'s `host`, `port` and `port_u16` each parse it
+    // again, and this runs for every request. `host[:port]` follows any user information;
+    // the port follows the last `:` outside an IPv6 literal's brackets.
+    let hostport = written.rsplit_once('@').map_or(written, |(_, rest)| rest);
+    let (host, port_text) = match hostport.rfind(':') {
+        Some(colon) if !hostport[colon..].contains(']') => {
+            (&hostport[..colon], Some(&hostport[colon + 1..]))
+        }
+        _ => (hostport, None),
+    };
     // The port as a number (hyper-util's `get_non_default_port` rule): `:080` is `:80`.
-    let port = authority.port_u16().filter(|port| *port != default);
-    // Written as the number is when it has no leading zero: checked on the text, since this
-    // runs for every request and most name a port.
-    let port_as_written = match (authority.port(), port) {
+    let number = port_text.and_then(|text| text.parse::<u16>().ok());
+    let default = default_port(uri.scheme_str().unwrap_or("http"));
+    let port = number.filter(|port| *port != default);
+    // Written as the number is when it has no leading zero.
+    let port_as_written = match (port_text.filter(|_| number.is_some()), port) {
         (None, None) => true,
-        (Some(written), Some(_)) => !written.as_str().starts_with('0'),
+        (Some(text), Some(_)) => !text.starts_with('0'),
         _ => false,
     };
     if port_as_written && !host.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -209,6 +218,61 @@ impl fmt::Display for OriginText<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `canonical_authority` as `http`'s own reading of an authority would have it: the text
+    /// is read by hand there, and must agree.
+    fn canonical_by_http(uri: &Uri) -> Option<Box<str>> {
+        let authority = uri.authority()?;
+        let default = default_port(uri.scheme_str().unwrap_or("http"));
+        let port = authority.port_u16().filter(|port| *port != default);
+        let as_written = match (authority.port(), port) {
+            (None, None) => true,
+            (Some(written), Some(_)) => !written.as_str().starts_with('0'),
+            _ => false,
+        };
+        if as_written && !authority.host().bytes().any(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        let mut text = authority.host().to_ascii_lowercase();
+        if let Some(port) = port {
+            text.push_str(&format!(":{port}"));
+        }
+        Some(text.into_boxed_str())
+    }
+
+    #[test]
+    fn reads_an_authority_as_http_does() {
+        for scheme in ["http", "https", "HTTP"] {
+            for authority in [
+                "api.test",
+                "API.test",
+                "api.test:80",
+                "api.test:443",
+                "api.test:080",
+                "api.test:0",
+                "api.test:",
+                "api.test:65535",
+                "api.test:65536",
+                "api.test:99999",
+                "u@api.test",
+                "u:p@API.test:0443",
+                "a@b@c.test:81",
+                "[::1]",
+                "[::1]:",
+                "[::1]:443",
+                "[::1]:0080",
+                "[::FFFF:7f00:1]:8080",
+                "127.0.0.1",
+                "127.0.0.1:8080",
+                "Host:+80",
+            ] {
+                let Ok(uri) = format!("{scheme}://{authority}/x").parse::<Uri>() else {
+                    continue;
+                };
+                assert_eq!(canonical_authority(&uri), canonical_by_http(&uri), "{uri}");
+            }
+        }
+    }
 
     fn target(url: &str) -> Target {
         Target::new(url.parse().unwrap())
