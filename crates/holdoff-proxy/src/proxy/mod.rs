@@ -43,6 +43,8 @@ pub(crate) mod reply;
 mod route;
 mod serve;
 mod server;
+#[cfg(target_os = "linux")]
+mod sock_diag;
 mod stage;
 mod stats;
 mod target;

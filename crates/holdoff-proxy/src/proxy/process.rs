@@ -70,7 +70,7 @@ fn is_loopback(ip: IpAddr) -> bool {
 ///
 /// When a table cannot be read. Processes whose descriptors cannot be read are skipped.
 fn owner(proc: &Path, peer: SocketAddr, local: SocketAddr) -> io::Result<Option<(u32, Arc<str>)>> {
-    let Some(inode) = socket_inode(proc, peer, local)? else {
+    let Some(inode) = inode_of(proc, peer, local)? else {
         return Ok(None);
     };
     let Some(pid) = holder(proc, inode)? else {
@@ -79,6 +79,22 @@ fn owner(proc: &Path, peer: SocketAddr, local: SocketAddr) -> io::Result<Option<
     let comm = fs::read(proc.join(pid.to_string()).join("comm"))?;
     let name = String::from_utf8_lossy(&comm);
     Ok(Some((pid, name.trim_end_matches('\n').into())))
+}
+
+/// The inode of the client's socket: asked of the kernel's socket diagnostics when `proc` is
+/// the system's own (one request, where `net/tcp` lists every socket, closing ones included),
+/// else, or when the kernel cannot be asked, read from the tables under `proc`.
+fn inode_of(proc: &Path, peer: SocketAddr, local: SocketAddr) -> io::Result<Option<u64>> {
+    #[cfg(target_os = "linux")]
+    if proc == Path::new("/proc") {
+        match super::sock_diag::inode(peer, local) {
+            Ok(found) => return Ok(found),
+            Err(err) => {
+                tracing::debug!(error = %err, "no socket diagnostics: reading /proc/net/tcp");
+            }
+        }
+    }
+    socket_inode(proc, peer, local)
 }
 
 /// The inode of the socket whose local address is `peer` and remote address `local`: an IPv4
@@ -123,24 +139,55 @@ fn canonical(addr: SocketAddr) -> SocketAddr {
 /// Newest first: a client is usually younger than the system's long-running processes, so it
 /// is found after fewer directories are read; and of a parent and a child that both hold a
 /// connection it opened before forking, the child is taken, every time.
+///
+/// A process that held a client's socket lately is asked first: a client opens connection
+/// after connection, and reading its own descriptors costs a fraction of reading every
+/// process's. When it holds this one, only processes newer than it can outrank it, so only
+/// those are read; the answer is the one the whole scan would give.
 fn holder(proc: &Path, inode: u64) -> io::Result<Option<u32>> {
     let target = format!("socket:[{inode}]");
     let mut pids: Vec<u32> = fs::read_dir(proc)?
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
         .collect();
     pids.sort_unstable_by(|a, b| b.cmp(a));
-    for pid in pids {
-        // Another user's process, or one that just exited: not this client.
-        let Ok(fds) = fs::read_dir(proc.join(pid.to_string()).join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == target.as_str()) {
-                return Ok(Some(pid));
-            }
-        }
+    let known = recent().clone();
+    let found = match known.into_iter().find(|&pid| holds(proc, pid, &target)) {
+        Some(known) => pids
+            .iter()
+            .copied()
+            .take_while(|&pid| pid > known)
+            .find(|&pid| holds(proc, pid, &target))
+            .or(Some(known)),
+        None => pids.into_iter().find(|&pid| holds(proc, pid, &target)),
+    };
+    if let Some(pid) = found {
+        let mut recent = recent();
+        recent.retain(|&known| known != pid);
+        recent.insert(0, pid);
+        recent.truncate(RECENT);
     }
-    Ok(None)
+    Ok(found)
+}
+
+/// How many recent holders [`holder`] asks first.
+const RECENT: usize = 8;
+
+/// The processes that held a client's socket lately, the latest first.
+fn recent() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    static RECENT_HOLDERS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+    RECENT_HOLDERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether process `pid` holds `target` (`socket:[INODE]`) among its file descriptors. Another
+/// user's process, or one that just exited, holds nothing here.
+fn holds(proc: &Path, pid: u32, target: &str) -> bool {
+    let Ok(fds) = fs::read_dir(proc.join(pid.to_string()).join("fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == target))
 }
 
 /// What a row of `/proc/net/tcp` or `tcp6` says about one socket.
@@ -328,6 +375,54 @@ mod tests {
             };
             let found = owner(Path::new("/proc"), peer, local).unwrap();
             assert_eq!(found.map(|(pid, _)| pid), Some(std::process::id()));
+        }
+
+        #[cfg(target_os = "linux")]
+        #[test]
+        fn the_kernel_names_the_inode_the_table_lists() {
+            let (_client, _server, peer, local) =
+                connection(Ipv4Addr::LOCALHOST.into()).expect("a loopback connection");
+            let listed = socket_inode(Path::new("/proc"), peer, local).unwrap();
+            assert!(listed.is_some(), "net/tcp lists the client's socket");
+            // A sandbox without netlink: `inode_of` reads the table instead.
+            if let Ok(asked) = super::super::super::sock_diag::inode(peer, local) {
+                assert_eq!(asked, listed, "peer {peer}, local {local}");
+            }
+            assert_eq!(inode_of(Path::new("/proc"), peer, local).unwrap(), listed);
+        }
+
+        /// A `proc` with these processes, each holding these socket inodes.
+        #[cfg(unix)]
+        fn fake_proc(processes: &[(u32, &[u64])]) -> tempfile::TempDir {
+            let proc = tempfile::tempdir().unwrap();
+            for (pid, inodes) in processes {
+                let fd = proc.path().join(pid.to_string()).join("fd");
+                fs::create_dir_all(&fd).unwrap();
+                for (n, inode) in inodes.iter().enumerate() {
+                    std::os::unix::fs::symlink(format!("socket:[{inode}]"), fd.join(n.to_string()))
+                        .unwrap();
+                }
+            }
+            proc
+        }
+
+        #[cfg(unix)]
+        #[test]
+        fn a_recent_holder_asked_first_gives_the_answer_the_whole_scan_gives() {
+            // 100 is a client; 300 its child, forked holding 100's connection 7; 200 holds
+            // nothing of theirs. Inodes far from any other test's.
+            let proc = fake_proc(&[
+                (100, &[9_000_005, 9_000_007]),
+                (200, &[1]),
+                (300, &[9_000_007]),
+            ]);
+            // 100 found, and remembered.
+            assert_eq!(holder(proc.path(), 9_000_005).unwrap(), Some(100));
+            // Asked first, 100 holds 7; the child outranks it, as in a whole scan.
+            assert_eq!(holder(proc.path(), 9_000_007).unwrap(), Some(300));
+            assert_eq!(holder(proc.path(), 9_000_005).unwrap(), Some(100));
+            // Nobody holds it: the whole scan says so.
+            assert_eq!(holder(proc.path(), 9_000_009).unwrap(), None);
         }
 
         #[cfg(target_os = "linux")]
