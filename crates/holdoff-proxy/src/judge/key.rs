@@ -1,7 +1,9 @@
 //! Which requests share a window: the key a throttle opens and a retry is judged under.
 
 use std::fmt::{self, Write as _};
-use std::hash::{BuildHasher, Hasher};
+use std::hash::Hasher;
+
+use siphasher::sip128::Hasher128 as _;
 
 use crate::ascii::InlineText;
 
@@ -91,8 +93,8 @@ pub struct KeyParts<'a> {
 /// A window key: a 128-bit digest of the parts the mode selects.
 ///
 /// Windows keep the digest, not the strings, so a million open windows stay small; the
-/// strings go into each verdict as it is made. Two independently seeded 64-bit hashes make
-/// an accidental collision between live windows vanishingly unlikely.
+/// strings go into each verdict as it is made. A 128-bit digest makes an accidental
+/// collision between live windows vanishingly unlikely.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WindowKey(u64, u64);
 
@@ -114,12 +116,11 @@ impl WindowKey {
 /// processes share, with a hash every process computes alike.
 #[derive(Clone, Debug)]
 pub(crate) enum KeyHasher {
-    /// Two SipHash digests with random keys: unguessable, so a client cannot aim at another's
-    /// window, but meaningful only inside this process.
-    Random {
-        first: std::collections::hash_map::RandomState,
-        second: std::collections::hash_map::RandomState,
-    },
+    /// SipHash-1-3 with a random 128-bit key and a 128-bit output: unguessable, so a client
+    /// cannot aim at another's window, but meaningful only inside this process. std's
+    /// `RandomState` gives the same keyed hash with a 64-bit output only, which took two
+    /// passes over the text per request.
+    Random { keys: (u64, u64) },
     /// XXH3-128, unseeded: fixed by its specification, so every replica (of any holdoff
     /// version) names a window alike. `DefaultHasher` would not do: its algorithm may change
     /// between Rust releases.
@@ -129,8 +130,7 @@ pub(crate) enum KeyHasher {
 impl KeyHasher {
     pub(crate) fn new() -> KeyHasher {
         KeyHasher::Random {
-            first: std::collections::hash_map::RandomState::new(),
-            second: std::collections::hash_map::RandomState::new(),
+            keys: rand::random(),
         }
     }
 
@@ -151,21 +151,19 @@ impl KeyHasher {
     /// [`KeyHasher::key`] would hash for their display forms, without building them.
     ///
     /// The text is written once, into a buffer on the stack (on the heap past its size), and
-    /// hashed in one call per digest: written piece by piece it went through the formatting
-    /// machinery and the hasher once per piece, twice over for the two digests. Both hashers
-    /// read a byte stream, so the digests are those of the text written in pieces.
+    /// hashed in one call: written piece by piece it went through the formatting machinery and
+    /// the hasher once per piece. Both hashers read a byte stream, so the digests are those
+    /// of the text written in pieces.
     pub(crate) fn key_of(&self, mode: &KeyMode, parts: &KeyText<'_>) -> WindowKey {
         let mut text = InlineText::new();
         feed(&mut text, mode, parts);
         let bytes = text.as_bytes();
         match self {
-            KeyHasher::Random { first, second } => {
-                let digest = |state: &std::collections::hash_map::RandomState| {
-                    let mut h = state.build_hasher();
-                    h.write(bytes);
-                    h.finish()
-                };
-                WindowKey(digest(first), digest(second))
+            KeyHasher::Random { keys: (k0, k1) } => {
+                let mut h = siphasher::sip128::SipHasher13::new_with_keys(*k0, *k1);
+                h.write(bytes);
+                let digest = h.finish128();
+                WindowKey(digest.h1, digest.h2)
             }
             KeyHasher::Stable => {
                 let digest = xxhash_rust::xxh3::xxh3_128(bytes);
