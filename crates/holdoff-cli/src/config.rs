@@ -13,6 +13,8 @@ use holdoff_proxy::shared::OnFailure;
 
 use crate::{Failure, devproxy};
 
+mod gallery;
+
 const AFTER_HELP: &str = "\
 A configuration file is holdoff.json (comments allowed), holdoff.jsonc, holdoff.yaml or
 holdoff.yml; `holdoff proxy` reads the first of these it finds in the current directory, else
@@ -23,6 +25,7 @@ Exit status: 0 on success, 1 when the file has problems (each is printed as
 FILE:LINE:COL: KEY.PATH: message) or cannot be read or written, 2 for a usage error.
 
 Examples:
+  holdoff config get openai-throttling
   holdoff config preset github > holdoff.json
   holdoff config validate
   holdoff config schema > holdoff.schema.json
@@ -56,6 +59,10 @@ enum Action {
         #[arg(long)]
         list: bool,
     },
+    /// Download a sample from Dev Proxy's sample gallery into Dev Proxy's data folder
+    /// (~dataFolder/configs/NAME), as `devproxy config get` does, and print the command that
+    /// runs it.
+    Get(gallery::GetArgs),
     /// Convert Microsoft Dev Proxy's configuration (devproxyrc.json) to a holdoff
     /// configuration, printing what could not be carried over; exit 1 if the result does not
     /// compile.
@@ -82,6 +89,7 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             name: Some(name), ..
         } => print_preset(&name, out),
         Action::ImportDevproxy { file, out: target } => import(&file, target.as_deref(), out),
+        Action::Get(args) => gallery::get(args, out),
     }
 }
 
@@ -186,10 +194,9 @@ fn list_presets(out: &mut impl Write) -> Result<(), Failure> {
 
 fn print_preset(name: &str, out: &mut impl Write) -> Result<(), Failure> {
     let Some(text) = preset::text(name) else {
-        let names: Vec<&str> = preset::PRESETS.iter().map(|(name, _)| *name).collect();
         return Err(Failure::Usage(format!(
-            "there is no preset `{name}`; the presets are {} (see `holdoff config preset --list`)",
-            names.join(", ")
+            "{} (see `holdoff config preset --list`)",
+            preset::unknown(name)
         )));
     };
     out.write_all(text.as_bytes())?;

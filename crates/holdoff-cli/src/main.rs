@@ -19,6 +19,7 @@ mod report;
 mod run;
 mod size;
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
@@ -31,8 +32,18 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{CommandFactory, Parser, Subcommand};
 
 /// Honour HTTP Retry-After exactly as RFC 9110 defines it.
+///
+/// `holdoff OPTIONS…` with no command is `holdoff proxy OPTIONS…`, as `devproxy OPTIONS…` runs
+/// Dev Proxy: `holdoff --config-file "~dataFolder/configs/NAME/devproxyrc.json"` works as
+/// written.
 #[derive(Debug, Parser)]
-#[command(name = "holdoff", version, propagate_version = true, after_help = exit_codes::help())]
+#[command(
+    name = "holdoff",
+    version,
+    propagate_version = true,
+    override_usage = "holdoff <COMMAND>\n       holdoff [PROXY OPTIONS]  (holdoff proxy [PROXY OPTIONS])",
+    after_help = exit_codes::help()
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -191,15 +202,29 @@ impl Failure {
     }
 }
 
+/// The command line with `proxy` put in when it starts with an option other than help or the
+/// version: Dev Proxy's command line has the proxy's options at its top level
+/// (`devproxy --config-file FILE`), and its users type them so.
+fn with_default_command(mut args: Vec<OsString>) -> Vec<OsString> {
+    let first = args.get(1).and_then(|arg| arg.to_str());
+    let is_option = first.is_some_and(|arg| arg.starts_with('-') && arg != "-");
+    let asks_about_holdoff = matches!(first, Some("-h" | "--help" | "-V" | "--version"));
+    if is_option && !asks_about_holdoff {
+        args.insert(1, OsString::from("proxy"));
+    }
+    args
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = with_default_command(std::env::args_os().collect());
+    let cli = Cli::parse_from(&args);
     let name = cli.command.name();
     let mut stdout = io::stdout().lock();
     let result = match cli.command {
         Command::Explain(args) => explain::run(args, &mut stdout),
         Command::Ca(args) => ca::run(args, &mut stdout),
-        Command::Proxy(args) => proxy::run(*args, std::env::args_os().collect(), &mut stdout),
-        Command::Run(args) => run::run(*args, std::env::args_os().collect()),
+        Command::Proxy(proxy) => proxy::run(*proxy, args, &mut stdout),
+        Command::Run(run) => run::run(*run, args),
         Command::Config(args) => config::run(args, &mut stdout),
         Command::Report(args) => report::run(args, &mut stdout),
         Command::Demo(args) => demo::run(args, &mut stdout),
@@ -222,6 +247,33 @@ mod tests {
         #[test]
         fn is_a_valid_clap_definition() {
             Cli::command().debug_assert();
+        }
+
+        fn line(args: &[&str]) -> Vec<OsString> {
+            args.iter().map(OsString::from).collect()
+        }
+
+        #[test]
+        fn options_without_a_command_go_to_the_proxy_as_in_dev_proxy() {
+            assert_eq!(
+                with_default_command(line(&["holdoff", "--config-file", "rc.json"])),
+                line(&["holdoff", "proxy", "--config-file", "rc.json"])
+            );
+            assert_eq!(
+                with_default_command(line(&["holdoff", "-c", "rc.json", "--port", "0"])),
+                line(&["holdoff", "proxy", "-c", "rc.json", "--port", "0"])
+            );
+            for unchanged in [
+                &["holdoff"][..],
+                &["holdoff", "--help"],
+                &["holdoff", "-V"],
+                &["holdoff", "run", "--", "curl"],
+                &["holdoff", "config", "get", "x"],
+            ] {
+                assert_eq!(with_default_command(line(unchanged)), line(unchanged));
+            }
+            let cli = Cli::parse_from(with_default_command(line(&["holdoff", "-c", "rc.json"])));
+            assert_eq!(cli.command.name(), "proxy");
         }
     }
 }

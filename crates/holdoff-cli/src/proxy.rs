@@ -38,7 +38,7 @@ mod wiring;
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use holdoff_proxy::fault::{Rate, RetryAfterForm};
@@ -92,7 +92,13 @@ Examples:
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct Args {
     /// The port to listen on; 0 picks a free one (the line on stdout says which).
-    #[arg(short, long, value_name = "N", default_value_t = holdoff_proxy::DEFAULT_PORT)]
+    #[arg(
+        short,
+        long,
+        value_name = "N",
+        env = "HOLDOFF_PORT",
+        default_value_t = holdoff_proxy::DEFAULT_PORT
+    )]
     port: u16,
 
     /// The address to listen on. Anything but loopback needs --proxy-auth.
@@ -265,12 +271,16 @@ pub(crate) struct Options {
     /// Proxy one (imported as --devproxy-config does). Default: holdoff.json, holdoff.jsonc,
     /// holdoff.yaml or holdoff.yml in the current directory, else Dev Proxy's devproxyrc.jsonc,
     /// .json, .yaml or .yml there or in .devproxy/, else the `throttle` preset.
+    ///
+    /// `~dataFolder` and `~appFolder` stand for Dev Proxy's folders, as in Dev Proxy, and a
+    /// leading `~` for the home folder, quoted or not.
     #[arg(
         short,
         long,
         value_name = "FILE",
         group = "faults",
-        alias = "config-file"
+        alias = "config-file",
+        value_parser = parse_config_path
     )]
     config: Option<PathBuf>,
 
@@ -281,7 +291,7 @@ pub(crate) struct Options {
 
     /// Read Microsoft Dev Proxy's config (devproxyrc.json, with its errors and mocks files)
     /// instead; anything holdoff does differently is explained at start.
-    #[arg(long, value_name = "FILE", group = "faults")]
+    #[arg(long, value_name = "FILE", group = "faults", value_parser = parse_config_path)]
     devproxy_config: Option<PathBuf>,
 
     /// Percent of matching requests that get an error response, 0–100, for every error rule
@@ -352,6 +362,35 @@ impl From<FormArg> for RetryAfterForm {
             FormArg::HttpDate => RetryAfterForm::HttpDate,
             FormArg::Mixed => RetryAfterForm::Mixed,
         }
+    }
+}
+
+/// A config file's path with Dev Proxy's tokens (`~dataFolder`, `~appFolder`) and a leading `~`
+/// expanded: the guidance Dev Proxy's users follow quotes such paths.
+///
+/// A file missing from a sample's folder in Dev Proxy's data folder is one `config get` has
+/// not downloaded yet: the error says so.
+fn parse_config_path(s: &str) -> Result<PathBuf, String> {
+    let path = holdoff_config::devproxy::expand_path(s)?;
+    let sample = holdoff_config::devproxy::data_folder()
+        .and_then(|data| {
+            path.strip_prefix(data.join("configs"))
+                .ok()
+                .map(Path::to_owned)
+        })
+        .and_then(|inside| {
+            inside
+                .iter()
+                .next()
+                .map(|name| name.to_string_lossy().into_owned())
+        });
+    match sample {
+        Some(name) if !path.exists() => Err(format!(
+            "{} does not exist: `holdoff config get {name}` downloads the sample `{name}` \
+             from Dev Proxy's gallery into it",
+            path.display()
+        )),
+        _ => Ok(path),
     }
 }
 

@@ -126,15 +126,67 @@ pub fn compile(name: &str) -> Result<Compiled, ConfigProblems> {
         return Err(ConfigProblems::one(compile::FileError::new(
             "",
             "",
-            format!(
-                "there is no preset `{name}`; the presets are {}",
-                names().join(", ")
-            ),
+            unknown(name),
         )));
     };
     let raw = load::parse(text, Format::Json, &file)?;
     // Presets name no files, so the base directory is never used.
     compile::compile(&raw, &file, Path::new(""))
+}
+
+/// The preset that stands nearest to `name`, if one does: the longest preset whose words
+/// appear in order in `name` (`openai-throttling` → `openai`, `microsoft-graph-rate-limiting`
+/// → `graph-rate-limit`; a word of `name` may go on, as `limiting` does `limit`), else one a
+/// slip of the keyboard away (`opneai` → `openai`).
+///
+/// # Examples
+///
+/// ```
+/// use holdoff_config::preset::nearest;
+///
+/// assert_eq!(nearest("openai-throttling"), Some("openai"));
+/// assert_eq!(nearest("anthropc"), Some("anthropic"));
+/// assert_eq!(nearest("kafka"), None);
+/// ```
+pub fn nearest(name: &str) -> Option<&'static str> {
+    let name = name.to_ascii_lowercase();
+    let words: Vec<&str> = name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .collect();
+    let contained = PRESETS
+        .iter()
+        .map(|(preset, _)| *preset)
+        .filter(|preset| {
+            let preset_words: Vec<&str> = preset.split('-').collect();
+            words.windows(preset_words.len()).any(|run| {
+                run.iter()
+                    .zip(&preset_words)
+                    .all(|(word, preset_word)| word.starts_with(preset_word))
+            })
+        })
+        // The first of the longest, in the list's order.
+        .fold(None, |best: Option<&str>, preset| match best {
+            Some(best) if best.len() >= preset.len() => Some(best),
+            _ => Some(preset),
+        });
+    contained.or_else(|| {
+        PRESETS
+            .iter()
+            .map(|(preset, _)| (strsim::jaro_winkler(&name, preset), *preset))
+            .filter(|(score, _)| *score >= 0.85)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, preset)| preset)
+    })
+}
+
+/// What to say of a preset `name` there is none of: the nearest one, if any, and the list.
+pub fn unknown(name: &str) -> String {
+    let hint = nearest(name).map_or_else(String::new, |near| format!(" (did you mean `{near}`?)"));
+    format!(
+        "there is no preset `{name}`{hint}; the presets are {}",
+        names().join(", ")
+    )
 }
 
 fn names() -> Vec<&'static str> {
@@ -221,6 +273,31 @@ mod tests {
             assert!(
                 err.to_string()
                     .contains("throttle, openai, openai-tokens, azure-openai,")
+            );
+        }
+
+        #[test]
+        fn suggests_the_nearest_preset_for_a_dev_proxy_sample_or_a_slip() {
+            for (asked, near) in [
+                ("openai-throttling", Some("openai")),
+                ("azure-openai-throttling", Some("azure-openai")),
+                ("microsoft-graph-rate-limiting", Some("graph-rate-limit")),
+                ("graph-throttling", Some("graph")),
+                ("GitHub", Some("github")),
+                ("opneai", Some("openai")),
+                ("degradaton", Some("degradation")),
+                ("kafka", None),
+                ("", None),
+            ] {
+                assert_eq!(nearest(asked), near, "{asked}");
+            }
+            assert_eq!(
+                unknown("openai-throttling"),
+                format!(
+                    "there is no preset `openai-throttling` (did you mean `openai`?); the \
+                     presets are {}",
+                    names().join(", ")
+                )
             );
         }
 

@@ -94,14 +94,7 @@ impl Source {
                     let compiled = preset::compile(name).map_err(shown)?;
                     Ok(Loaded::new(compiled, None, Vec::new()))
                 }
-                None => Err(format!(
-                    "there is no preset `{name}`; the presets are {}",
-                    preset::PRESETS
-                        .iter()
-                        .map(|(name, _)| *name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
+                None => Err(preset::unknown(name)),
             },
             Source::DevProxy(path) => {
                 let imported = crate::devproxy::import_and_compile(path).map_err(shown)?;

@@ -33,13 +33,21 @@ impl Proxy {
             .args(["proxy", "--port", "0", "--log-level", "warn"])
             .args(args)
             .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdin(Stdio::null());
         if let Some(dir) = dir {
             command.current_dir(dir);
         }
-        let mut child = command.spawn().expect("start holdoff proxy");
+        Proxy::spawn(&mut command)
+    }
+
+    /// Starts `command`, a `holdoff` command line that runs the proxy as it is (whatever it
+    /// spells the port with: the first line it prints names it), stdout and stderr piped.
+    pub fn spawn(command: &mut Command) -> Proxy {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start holdoff proxy");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("piped"))
             .read_line(&mut line)

@@ -54,6 +54,37 @@ impl Folders {
         let path = replace(path, "~dataFolder", self.data.as_deref(), Unresolved::Data)?;
         replace(&path, "~appFolder", self.app.as_deref(), Unresolved::App)
     }
+
+    /// A path given on the command line, as [`super::expand_path`] reads it: the tokens, then
+    /// a leading `~` or `~/` (the home folder, as a shell would have put it had the path not
+    /// been quoted).
+    pub(super) fn expand_command_line(&self, path: &str) -> Result<PathBuf, String> {
+        let expanded = self.expand(path).map_err(|unresolved| {
+            format!("cannot expand the path {path:?}: {}", unresolved.why())
+        })?;
+        let home_relative = match expanded.strip_prefix('~') {
+            Some("") => Some(""),
+            Some(rest) => rest.strip_prefix(['/', std::path::MAIN_SEPARATOR]),
+            None => None,
+        };
+        match home_relative {
+            None => Ok(PathBuf::from(expanded)),
+            Some(rest) => match home() {
+                Some(home) => Ok(home.join(rest)),
+                None => Err(format!(
+                    "cannot expand the path {path:?}: ~ is the home folder, and this \
+                     environment names none (HOME)"
+                )),
+            },
+        }
+    }
+}
+
+fn home() -> Option<PathBuf> {
+    let name = if cfg!(windows) { "USERPROFILE" } else { "HOME" };
+    env::var_os(name)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
 }
 
 /// `text` with every `token` (any case) replaced by `folder`.
@@ -119,6 +150,40 @@ mod tests {
             app: Some(PathBuf::from("/opt/devproxy")),
             data: Some(PathBuf::from("/home/u/.config/dev-proxy")),
         }
+    }
+
+    #[test]
+    fn a_command_line_path_expands_the_tokens_and_a_leading_tilde() {
+        let folders = folders();
+        assert_eq!(
+            folders.expand_command_line("~dataFolder/configs/x/devproxyrc.json"),
+            Ok(PathBuf::from(
+                "/home/u/.config/dev-proxy/configs/x/devproxyrc.json"
+            ))
+        );
+        assert_eq!(
+            folders.expand_command_line("~APPFOLDER/devproxyrc.json"),
+            Ok(PathBuf::from("/opt/devproxy/devproxyrc.json"))
+        );
+        assert_eq!(
+            folders.expand_command_line("plain/~/devproxyrc.json"),
+            Ok(PathBuf::from("plain/~/devproxyrc.json"))
+        );
+        // `~user` is a shell's business, not a token: left as written.
+        assert_eq!(
+            folders.expand_command_line("~bob/rc.json"),
+            Ok(PathBuf::from("~bob/rc.json"))
+        );
+        if let Some(home) = home() {
+            assert_eq!(
+                folders.expand_command_line("~/rc.json"),
+                Ok(home.join("rc.json"))
+            );
+        }
+        let err = Folders::default()
+            .expand_command_line("~dataFolder/rc.json")
+            .unwrap_err();
+        assert!(err.contains("~dataFolder is Dev Proxy's folder"), "{err}");
     }
 
     #[test]

@@ -63,6 +63,33 @@ use crate::error::ConfigProblems;
 
 pub use importer::Imported;
 
+/// Dev Proxy's data folder on this machine (`dev-proxy` under `$XDG_CONFIG_HOME` or
+/// `~/.config` on Linux, `~/Library/Application Support` on macOS, `%LOCALAPPDATA%` on
+/// Windows): where `~dataFolder` points and `config get` saves samples. `None` when the
+/// environment names no home folder.
+pub fn data_folder() -> Option<std::path::PathBuf> {
+    folders::Folders::from_env().data
+}
+
+/// A path as Dev Proxy reads one given on its command line: `~dataFolder` and `~appFolder` (in
+/// any case) replaced by Dev Proxy's folders, and a leading `~` by the home folder, so that a
+/// path quoted in a shell (where the shell expands nothing) still works.
+///
+/// # Errors
+///
+/// A sentence saying which token this machine has no folder for, and why.
+///
+/// # Examples
+///
+/// ```
+/// let path = holdoff_config::devproxy::expand_path("configs/devproxyrc.json")?;
+/// assert_eq!(path, std::path::Path::new("configs/devproxyrc.json"));
+/// # Ok::<(), String>(())
+/// ```
+pub fn expand_path(path: &str) -> Result<std::path::PathBuf, String> {
+    folders::Folders::from_env().expand_command_line(path)
+}
+
 /// Reads the Dev Proxy configuration file at `path` (JSON with comments, or YAML when its
 /// extension is `.yaml` or `.yml`) and the files it names, relative to its directory.
 ///
