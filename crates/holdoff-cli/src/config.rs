@@ -48,7 +48,11 @@ enum Action {
         /// The file to check, holdoff's or Dev Proxy's. Default: the first that exists of
         /// holdoff.json, holdoff.jsonc, holdoff.yaml or holdoff.yml in the current directory,
         /// else of Dev Proxy's devproxyrc.* there or in .devproxy/.
+        #[arg(value_parser = expand)]
         file: Option<PathBuf>,
+        /// The file to check, as Dev Proxy's `config validate -c FILE` names it.
+        #[arg(short = 'c', long = "config-file", value_name = "FILE", conflicts_with = "file", value_parser = expand)]
+        config_file: Option<PathBuf>,
     },
     /// Print a built-in preset (a commented configuration file), or list the presets.
     Preset {
@@ -83,7 +87,7 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             writeln!(out, "{}", pretty(&schema::schema()))?;
             Ok(())
         }
-        Action::Validate { file } => validate(file, out),
+        Action::Validate { file, config_file } => validate(file.or(config_file), out),
         Action::Preset { name: None, .. } => list_presets(out),
         Action::Preset {
             name: Some(name), ..
@@ -91,6 +95,11 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         Action::ImportDevproxy { file, out: target } => import(&file, target.as_deref(), out),
         Action::Get(args) => gallery::get(args, out),
     }
+}
+
+/// A path with Dev Proxy's `~dataFolder` and `~appFolder`, and a leading `~`, expanded.
+fn expand(s: &str) -> Result<PathBuf, String> {
+    holdoff_devproxy::expand_path(s)
 }
 
 fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), Failure> {
@@ -137,7 +146,8 @@ fn validate(file: Option<PathBuf>, out: &mut impl Write) -> Result<(), Failure> 
 /// `validate` for a Dev Proxy file: imported as `holdoff proxy -c FILE` would, its notes on
 /// standard error.
 fn validate_devproxy(path: &Path, out: &mut impl Write) -> Result<(), Failure> {
-    let imported = devproxy::import_and_compile(path).map_err(|errors| report(&errors))?;
+    let imported = devproxy::import_and_compile(path, &holdoff_devproxy::ImportOptions::default())
+        .map_err(|errors| report(&errors))?;
     print_notes(&imported.notes);
     writeln!(
         out,

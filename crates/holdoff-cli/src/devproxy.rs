@@ -70,14 +70,17 @@ pub(crate) struct Imported {
     pub(crate) notes: Vec<String>,
 }
 
-/// Imports the Dev Proxy file at `path` and compiles the result, relative paths taken from
-/// the file's directory.
+/// Imports the Dev Proxy file at `path`, with Dev Proxy's command-line `options`, and compiles
+/// the result, relative paths taken from the file's directory.
 ///
 /// # Errors
 ///
 /// Every problem of the import, or else of the compiled configuration.
-pub(crate) fn import_and_compile(path: &Path) -> Result<Imported, ConfigProblems> {
-    let imported = devproxy::import(path)?;
+pub(crate) fn import_and_compile(
+    path: &Path,
+    options: &devproxy::ImportOptions,
+) -> Result<Imported, ConfigProblems> {
+    let imported = devproxy::import_with(path, options)?;
     let base = path.parent().unwrap_or(Path::new("."));
     let compiled = compile::compile(&imported.config, &path.display().to_string(), base)?;
     Ok(Imported {

@@ -23,6 +23,7 @@
 //! - `reproduce`: the command line that repeats a run;
 //! - `system_proxy`: what `--as-system-proxy` says to set.
 
+mod dev_proxy_options;
 mod faults;
 pub(crate) mod logging;
 mod process_tree;
@@ -49,6 +50,7 @@ use holdoff_proxy::{
 
 use crate::report::ReportArgs;
 use crate::{Failure, duration, size};
+use dev_proxy_options::DevProxyOptions;
 
 const AFTER_HELP: &str = "\
 Clients use it as their proxy: HTTP_PROXY=http://127.0.0.1:8000 HTTPS_PROXY=http://127.0.0.1:8000.
@@ -127,13 +129,13 @@ pub(crate) struct Args {
     /// Dev Proxy's --as-system-proxy: holdoff does not change the system's settings, but
     /// prints what to set (the proxy variables; on GNOME the gsettings commands; on macOS
     /// networksetup) for the address it listens on.
-    #[arg(long)]
-    as_system_proxy: bool,
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = dev_proxy_options::parse_bool)]
+    as_system_proxy: Option<bool>,
 
     /// Install the CA (--ca-dir's, created if needed) into the system's trust store before
     /// starting, as `holdoff ca trust` does (Dev Proxy's --install-cert).
-    #[arg(long)]
-    install_cert: bool,
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = dev_proxy_options::parse_bool)]
+    install_cert: Option<bool>,
 
     #[command(flatten)]
     options: Options,
@@ -309,10 +311,6 @@ pub(crate) struct Options {
     #[arg(long, value_name = "FORM", value_enum)]
     retry_after_form: Option<FormArg>,
 
-    /// Turn the config's mocks off: their requests go upstream (Dev Proxy's --no-mocks).
-    #[arg(long)]
-    no_mocks: bool,
-
     /// Set NAME=VALUE in the environment of `holdoff run`'s command (Dev Proxy's --env).
     /// Repeat for more.
     #[arg(short, long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
@@ -329,11 +327,8 @@ pub(crate) struct Options {
     #[arg(long, value_name = "NAME", num_args = 1..)]
     watch_process_names: Vec<String>,
 
-    /// Dev Proxy's --record: holdoff records every request from the start (the reports and
-    /// --events have them), so this changes nothing; the control API's /recording/stop and
-    /// /recording/start pause and resume it.
-    #[arg(long)]
-    record: bool,
+    #[command(flatten)]
+    pub(crate) dev_proxy: DevProxyOptions,
 }
 
 /// `NAME=VALUE`, split at the first `=`.
@@ -526,7 +521,7 @@ pub(crate) fn run(
     argv: Vec<std::ffi::OsString>,
     out: &mut impl Write,
 ) -> Result<(), Failure> {
-    if args.install_cert {
+    if args.install_cert == Some(true) {
         let dir = match &args.ca_dir {
             Some(dir) => dir.clone(),
             None => holdoff_proxy::tls::CertificateAuthority::default_dir()
@@ -558,7 +553,7 @@ pub(crate) fn run(
                  command)"
             );
         }
-        if args.as_system_proxy {
+        if args.as_system_proxy == Some(true) {
             for line in system_proxy::instructions(serving.local_addr()).lines() {
                 tracing::warn!(target: logging::NOTES, "{line}");
             }

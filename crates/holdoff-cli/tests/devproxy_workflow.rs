@@ -474,3 +474,202 @@ mod dev_proxy_options {
         assert!(stderr.contains("expected NAME=VALUE"), "{stderr}");
     }
 }
+
+/// Dev Proxy's options as its docs and CI scripts spell them (issue 35): every one is taken,
+/// with Dev Proxy's meaning where holdoff has it, and a line at start where it has not.
+mod dev_proxys_command_line {
+    use super::*;
+
+    /// A Dev Proxy config whose GenericRandomErrorPlugin fails every watched request with
+    /// 429 or 503, drawn per request.
+    fn write_errors_rc(dir: &Path) {
+        std::fs::write(
+            dir.join("errors.json"),
+            r#"{ "errors": [{
+  "request": { "url": "http://127.0.0.1:*/*" },
+  "responses": [
+    { "statusCode": 429, "headers": [{ "name": "Retry-After", "value": "1" }] },
+    { "statusCode": 503, "headers": [{ "name": "Retry-After", "value": "1" }] }
+  ]
+}] }"#,
+        )
+        .expect("write the errors file");
+        std::fs::write(
+            dir.join("devproxyrc.json"),
+            r#"{
+  "plugins": [
+    { "name": "GenericRandomErrorPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "errors" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "errors": { "errorsFile": "errors.json", "rate": 100 }
+}"#,
+        )
+        .expect("write the Dev Proxy file");
+    }
+
+    #[test]
+    fn the_switches_take_true_and_false() {
+        let dir = TempDir::new("dp-switches");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        let output = run_to_end(
+            dir.path(),
+            &[
+                "--port",
+                "0",
+                "--timeout",
+                "1",
+                "--as-system-proxy",
+                "false",
+                "--install-cert",
+                "false",
+                "--no-first-run",
+                "--no-watch",
+                "--no-color",
+                "--discover",
+                "false",
+                "--record",
+                "false",
+                "-n",
+                "false",
+                "--summary-group-by",
+                "url",
+            ],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--summary-group-by url: holdoff's summary and reports group"),
+            "{stderr}"
+        );
+        // `false` means false: no system-proxy lines, no --record note.
+        assert!(!stderr.contains("gsettings"), "{stderr}");
+        assert!(!stderr.contains("--record:"), "{stderr}");
+        assert!(!stderr.contains('\u{1b}'), "no colours: {stderr}");
+    }
+
+    #[test]
+    fn output_json_writes_one_json_object_a_line() {
+        let dir = TempDir::new("dp-json");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        let output = run_to_end(
+            dir.path(),
+            &["--port", "0", "--timeout", "1", "--output", "json"],
+        );
+        assert!(output.status.success(), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let logged: Vec<&str> = stderr
+            .lines()
+            .filter(|line| line.starts_with('{'))
+            .collect();
+        assert!(!logged.is_empty(), "{stderr}");
+        for line in logged {
+            let value: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}"));
+            assert!(value["level"].is_string(), "{line}");
+        }
+    }
+
+    #[test]
+    fn no_mocks_false_keeps_them_and_n_turns_them_off() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-no-mocks");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        let kept = Running::start(dir.path(), &["--no-mocks", "false", "--log-level", "warn"]);
+        assert_eq!(curl(kept.addr, &[], &upstream.url("/mocked")), "418");
+        drop(kept);
+        let off = Running::start(dir.path(), &["-n", "--log-level", "warn"]);
+        assert_eq!(curl(off.addr, &[], &upstream.url("/mocked")), "200");
+    }
+
+    #[test]
+    fn mocks_file_replaces_the_plugins_own() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-mocks-file");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        std::fs::create_dir(dir.join("other")).expect("a folder");
+        std::fs::write(
+            dir.join("other/legal.json"),
+            r#"{ "mocks": [{
+  "request": { "url": "http://127.0.0.1:*/mocked" },
+  "response": { "statusCode": 451 }
+}] }"#,
+        )
+        .expect("write the other mocks");
+        let proxy = Running::start(
+            dir.path(),
+            &["--mocks-file", "other/legal.json", "--log-level", "warn"],
+        );
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/mocked")), "451");
+        drop(proxy);
+
+        // With holdoff's own config there is no MockResponsePlugin to give it to: said so.
+        let own = TempDir::new("dp-mocks-file-holdoff");
+        std::fs::write(own.join("holdoff.json"), "{}").expect("write holdoff.json");
+        let output = run_to_end(
+            own.path(),
+            &[
+                "--port",
+                "0",
+                "--timeout",
+                "1",
+                "--mocks-file",
+                "legal.json",
+            ],
+        );
+        assert_eq!(output.status.code(), Some(2), "{}", show(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("names the mocks file of a Dev Proxy config's MockResponsePlugin"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn allowed_errors_keeps_only_those_statuses() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-allowed");
+        write_errors_rc(dir.path());
+        let proxy = Running::start(dir.path(), &["-a", "503", "--log-level", "warn"]);
+        for i in 0..12 {
+            // A URL each: no request is a retry the judge would answer itself.
+            let status = curl(proxy.addr, &[], &upstream.url(&format!("/item/{i}")));
+            assert_eq!(status, "503", "request {i}");
+        }
+    }
+
+    #[test]
+    fn discover_turns_the_faults_off_and_watches_everything() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-discover");
+        write_errors_rc(dir.path());
+        let proxy = Running::start(dir.path(), &["--discover"]);
+        assert_eq!(curl(proxy.addr, &[], &upstream.url("/found")), "200");
+        assert_eq!(upstream.requests_to("/found").len(), 1);
+        let stderr = proxy.stop();
+        assert!(stderr.contains("--discover: URL discovery"), "{stderr}");
+        assert!(
+            stderr.contains("/found"),
+            "the request log names the URL: {stderr}"
+        );
+    }
+
+    #[test]
+    fn config_validate_takes_dash_c_as_dev_proxy_does() {
+        let dir = TempDir::new("dp-validate-c");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        let output = holdoff()
+            .args(["config", "validate", "-c", "devproxyrc.json"])
+            .current_dir(dir.path())
+            .output()
+            .expect("run holdoff");
+        assert!(output.status.success(), "{}", show(&output));
+        assert!(
+            String::from_utf8_lossy(&output.stdout)
+                .starts_with("devproxyrc.json: valid Dev Proxy configuration")
+        );
+    }
+}

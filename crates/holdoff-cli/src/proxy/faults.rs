@@ -82,8 +82,18 @@ impl Source {
     }
 
     /// Reads and compiles it; Dev Proxy's config also yields notes on what it could not map.
-    pub(crate) fn load(&self) -> Result<Loaded, String> {
+    pub(crate) fn load(&self, overrides: &Overrides) -> Result<Loaded, String> {
         let shown = |errors: ConfigProblems| errors.to_string();
+        if let Some(file) = &overrides.mocks_file
+            && !matches!(self, Source::DevProxy(_))
+        {
+            return Err(format!(
+                "--mocks-file {} names the mocks file of a Dev Proxy config's \
+                 MockResponsePlugin, and the faults come from {self}: put the mocks in its \
+                 `mocks` section, or run with the Dev Proxy config (-c devproxyrc.json)",
+                file.display()
+            ));
+        }
         match self {
             Source::File(path) => {
                 let compiled = compile::load_and_compile(path).map_err(shown)?;
@@ -97,7 +107,11 @@ impl Source {
                 None => Err(preset::unknown(name)),
             },
             Source::DevProxy(path) => {
-                let imported = crate::devproxy::import_and_compile(path).map_err(shown)?;
+                let mut import = holdoff_config::devproxy::ImportOptions::default();
+                if let Some(file) = &overrides.mocks_file {
+                    import = import.mocks_file(file);
+                }
+                let imported = crate::devproxy::import_and_compile(path, &import).map_err(shown)?;
                 Ok(Loaded::new(imported.compiled, Some(path), imported.notes))
             }
         }
@@ -110,7 +124,7 @@ pub(crate) fn from_options(
     options: &Options,
     cwd: &Path,
 ) -> Result<Option<(Source, Loaded)>, String> {
-    if options.pass_through {
+    if options.pass_through || options.dev_proxy.discover() {
         return Ok(None);
     }
     let source = Source::pick(
@@ -119,7 +133,7 @@ pub(crate) fn from_options(
         options.devproxy_config.as_deref(),
         cwd,
     );
-    let loaded = source.load()?;
+    let loaded = source.load(&Overrides::from_options(options, cwd))?;
     Ok(Some((source, loaded)))
 }
 
@@ -157,7 +171,7 @@ impl Loaded {
 }
 
 /// What the command line changes in any plan.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Overrides {
     /// `--failure-rate`.
     pub(crate) failure_rate: Option<Rate>,
@@ -165,10 +179,26 @@ pub(crate) struct Overrides {
     pub(crate) retry_after_form: Option<RetryAfterForm>,
     /// `--no-mocks`.
     pub(crate) no_mocks: bool,
+    /// `--allowed-errors`: the only statuses error rules may answer with (empty: any).
+    pub(crate) allowed_errors: Vec<u16>,
+    /// `--mocks-file`, absolute: read by a Dev Proxy config's MockResponsePlugin.
+    pub(crate) mocks_file: Option<PathBuf>,
 }
 
 impl Overrides {
-    pub(crate) fn apply(self, mut plan: FaultPlan) -> FaultPlan {
+    /// What `options` change, a relative `--mocks-file` taken from `cwd`.
+    pub(crate) fn from_options(options: &Options, cwd: &Path) -> Overrides {
+        let dev_proxy = &options.dev_proxy;
+        Overrides {
+            failure_rate: options.failure_rate,
+            retry_after_form: options.retry_after_form.map(Into::into),
+            no_mocks: dev_proxy.no_mocks(),
+            allowed_errors: dev_proxy.allowed_errors.clone(),
+            mocks_file: dev_proxy.mocks_file.as_ref().map(|file| cwd.join(file)),
+        }
+    }
+
+    pub(crate) fn apply(&self, mut plan: FaultPlan) -> FaultPlan {
         if let Some(rate) = self.failure_rate {
             plan = plan.with_failure_rate(rate);
         }
@@ -178,7 +208,7 @@ impl Overrides {
         if self.no_mocks {
             plan.mocks.clear();
         }
-        plan
+        plan.with_allowed_statuses(&self.allowed_errors)
     }
 }
 
@@ -211,7 +241,7 @@ pub(crate) async fn reload(
             continue;
         }
         seen = now;
-        match source.load() {
+        match source.load(&overrides) {
             Ok(loaded) => {
                 if loaded.compiled.state != state {
                     tracing::warn!(
@@ -298,7 +328,7 @@ mod tests {
     #[test]
     fn an_unknown_preset_lists_the_known_ones() {
         let err = Source::Preset("nope".into())
-            .load()
+            .load(&Overrides::default())
             .err()
             .unwrap_or_default();
         assert!(err.contains("there is no preset `nope`"), "{err}");
@@ -308,7 +338,7 @@ mod tests {
     #[test]
     fn the_default_preset_loads() {
         let loaded = Source::Preset(DEFAULT_PRESET.into())
-            .load()
+            .load(&Overrides::default())
             .unwrap_or_else(|err| panic!("{err}"));
         assert!(!loaded.compiled.plan.errors.is_empty());
         assert!(loaded.files.is_empty());

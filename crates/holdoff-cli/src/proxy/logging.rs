@@ -102,13 +102,18 @@ impl Level {
 }
 
 /// Installs the global subscriber at `level`; the lines go to `file` (created or truncated) if
-/// given, else to stderr.
+/// given, else to stderr, in colour when that is a terminal and `colour_allowed`.
 ///
 /// # Errors
 ///
 /// A message for the user when `level` is not a valid filter, `file` cannot be created, or
 /// logging cannot be set up.
-pub(super) fn init(level: &Level, output: Output, file: Option<&Path>) -> Result<Guard, String> {
+pub(super) fn init(
+    level: &Level,
+    output: Output,
+    file: Option<&Path>,
+    colour_allowed: bool,
+) -> Result<Guard, String> {
     let filter = level.env_filter()?;
     let sink: Box<dyn Write + Send> = match file {
         Some(path) => Box::new(File::create(path).map_err(|err| {
@@ -120,7 +125,7 @@ pub(super) fn init(level: &Level, output: Output, file: Option<&Path>) -> Result
         })?),
         None => Box::new(io::stderr()),
     };
-    let colour = file.is_none() && io::stderr().is_terminal();
+    let colour = colour_allowed && file.is_none() && io::stderr().is_terminal();
     let (queue, lines) = sync_channel(QUEUE);
     thread::Builder::new()
         .name("holdoff-log".to_owned())

@@ -82,16 +82,17 @@ pub(crate) fn prepare(
         })
         .unwrap_or_else(|| "info".to_owned());
     let level = logging::Level::parse(&level);
-    let logs = logging::init(&level, options.output, options.log_file.as_deref())
-        .map_err(Failure::Usage)?;
-    if options.record {
-        tracing::info!(
-            target: logging::NOTES,
-            "--record: holdoff records every request from the start, into its reports (and \
-             --events); the control API's /recording/stop and /recording/start pause and resume it"
-        );
+    let logs = logging::init(
+        &level,
+        options.output,
+        options.log_file.as_deref(),
+        options.dev_proxy.colour_allowed(),
+    )
+    .map_err(Failure::Usage)?;
+    for note in options.dev_proxy.notes() {
+        tracing::info!(target: logging::NOTES, "{note}");
     }
-    let settings = Settings::new(options, config, faults, level.is_off());
+    let settings = Settings::new(options, &cwd, config, faults, level.is_off());
     let prepared = Prepared {
         settings,
         recorder: Arc::new(recorder),

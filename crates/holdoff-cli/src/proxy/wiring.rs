@@ -4,7 +4,7 @@
 //! stages a preset and the flags give, which seed a run uses and what it logs are tested here
 //! without a network.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use holdoff_config::compile::StateConfig;
@@ -32,6 +32,8 @@ pub(super) struct Settings {
     fail_on_no_backoff: bool,
     seed: Option<u64>,
     overrides: Overrides,
+    /// Whether the config is reloaded when its files change (not with `--no-watch`).
+    watch_files: bool,
     output: Output,
     /// The log is off (`--log-level off`, Dev Proxy's `none`): no summaries on stderr either.
     quiet: bool,
@@ -56,6 +58,7 @@ impl Settings {
     /// URL patterns on the command line win; without any, the config file's.
     pub(super) fn new(
         options: &Options,
+        cwd: &Path,
         mut config: ProxyConfig,
         faults: Option<(Source, Loaded)>,
         quiet: bool,
@@ -66,6 +69,13 @@ impl Settings {
                 .and_then(|(_, loaded)| loaded.compiled.urls_to_watch.as_ref())
         {
             config.urls_to_watch = urls.clone();
+        }
+        // Dev Proxy's URL discovery watches every URL.
+        if options.dev_proxy.discover()
+            && config.urls_to_watch.is_empty()
+            && let Ok(everything) = "*".parse()
+        {
+            config.urls_to_watch = vec![everything];
         }
         let asked = options.config.is_some()
             || options.preset.is_some()
@@ -83,11 +93,8 @@ impl Settings {
             judge_min_backoff: options.judge_min_backoff,
             fail_on_no_backoff: options.judge_no_backoff == NoBackoffArg::Fail,
             seed: options.seed,
-            overrides: Overrides {
-                failure_rate: options.failure_rate,
-                retry_after_form: options.retry_after_form.map(Into::into),
-                no_mocks: options.no_mocks,
-            },
+            overrides: Overrides::from_options(options, cwd),
+            watch_files: !options.dev_proxy.no_watch(),
             output: options.output,
             quiet,
             control_port: options.control_port,
@@ -202,6 +209,7 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
         fail_on_no_backoff,
         seed,
         overrides,
+        watch_files,
         output,
         quiet,
         control_port,
@@ -246,7 +254,8 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
             state: compiled.state,
             reload: Reload {
                 source,
-                files,
+                // Nothing to watch: the reload task ends at once.
+                files: if watch_files { files } else { Vec::new() },
                 overrides,
             },
         }
@@ -312,7 +321,7 @@ mod tests {
             .options;
         let cwd = Path::new("/nonexistent-holdoff-dir");
         let loaded = faults::from_options(&options, cwd).unwrap_or_else(|err| panic!("{err}"));
-        Settings::new(&options, options.config(), loaded, false)
+        Settings::new(&options, cwd, options.config(), loaded, false)
     }
 
     /// A directory with `holdoff.json` holding `text`, and the file's path.

@@ -41,6 +41,10 @@ pub(super) struct Importer {
     /// which one answers), as (step, name).
     pub(super) order: Vec<(RawFaultStep, String)>,
     pub(super) retry_after_plugin: bool,
+    /// What the command line changes.
+    pub(super) options: super::ImportOptions,
+    /// Whether a MockResponsePlugin read `options.mocks_file`.
+    pub(super) mocks_file_read: bool,
 }
 
 /// An enabled plugin and its settings.
@@ -73,6 +77,8 @@ impl Importer {
             mocks: None,
             order: Vec::new(),
             retry_after_plugin: false,
+            options: super::ImportOptions::default(),
+            mocks_file_read: false,
         }
     }
 

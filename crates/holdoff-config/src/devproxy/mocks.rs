@@ -64,6 +64,13 @@ impl Importer {
             return;
         };
         let then = format!("{} mocks nothing", plugin.label);
+        // `--mocks-file` wins over the settings, as in Dev Proxy.
+        let given = self
+            .options
+            .mocks_file
+            .as_ref()
+            .map(|file| file.display().to_string());
+        self.mocks_file_read |= given.is_some();
         let Some(Data {
             file,
             value: data,
@@ -71,7 +78,7 @@ impl Importer {
         }) = self.data::<DpMocksFile>(
             (
                 &join(&plugin.at, "mocksFile"),
-                settings.mocks_file.as_deref(),
+                given.as_deref().or(settings.mocks_file.as_deref()),
                 DEFAULT_MOCKS_FILE,
             ),
             &then,

@@ -121,10 +121,49 @@ pub fn expand_path(path: &str) -> Result<std::path::PathBuf, String> {
 /// # Ok::<(), holdoff_config::compile::ConfigProblems>(())
 /// ```
 pub fn import(path: &Path) -> Result<Imported, ConfigProblems> {
+    import_with(path, &ImportOptions::default())
+}
+
+/// What Dev Proxy's command line changes in the plugins it loads, for [`import_with`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ImportOptions {
+    /// `--mocks-file`: MockResponsePlugin's mocks file, instead of the one its settings name.
+    pub mocks_file: Option<std::path::PathBuf>,
+}
+
+impl ImportOptions {
+    /// MockResponsePlugin reads `file` (Dev Proxy's `--mocks-file`). A relative path is taken
+    /// from the configuration's directory, as Dev Proxy takes it; give an absolute one to
+    /// name a file elsewhere.
+    #[must_use]
+    pub fn mocks_file(mut self, file: impl Into<std::path::PathBuf>) -> ImportOptions {
+        self.mocks_file = Some(file.into());
+        self
+    }
+}
+
+/// [`import`], with Dev Proxy's command-line options applied to the plugins they change. An
+/// option whose plugin the configuration does not enable changes nothing, and a note says so.
+///
+/// # Errors
+///
+/// As [`import`].
+pub fn import_with(path: &Path, options: &ImportOptions) -> Result<Imported, ConfigProblems> {
     let shown = path.display().to_string();
     let dir = path.parent().unwrap_or(Path::new("")).to_owned();
     let mut importer = Importer::new(shown.clone(), dir);
+    importer.options = options.clone();
     let mut doc = Doc::read(path, shown).map_err(ConfigProblems)?;
     importer.run(&mut doc);
+    if let Some(file) = &options.mocks_file
+        && !importer.mocks_file_read
+    {
+        importer.note(format!(
+            "--mocks-file {}: the config enables no MockResponsePlugin, so the file is not \
+             read (Dev Proxy would not take the option either)",
+            file.display()
+        ));
+    }
     importer.finish()
 }

@@ -467,4 +467,21 @@ impl FaultPlan {
         }
         self
     }
+
+    /// Only the error responses whose status is in `allowed` (Dev Proxy's `--allowed-errors`):
+    /// each error rule keeps those of its outcomes, network faults are dropped, and a rule
+    /// left with none is removed. An empty `allowed` changes nothing.
+    pub fn with_allowed_statuses(mut self, allowed: &[u16]) -> FaultPlan {
+        if allowed.is_empty() {
+            return self;
+        }
+        for rule in &mut self.errors {
+            rule.outcomes.retain(|outcome| match outcome {
+                FaultOutcome::Respond(response) => allowed.contains(&response.status.as_u16()),
+                FaultOutcome::Network(_) => false,
+            });
+        }
+        self.errors.retain(|rule| !rule.outcomes.is_empty());
+        self
+    }
 }
