@@ -3,11 +3,12 @@
 
 use std::env;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read as _, Write};
 use std::path::{Path, PathBuf};
 
 use holdoff_config::compile::{self, Compiled, ConfigProblems};
 use holdoff_config::devproxy as holdoff_devproxy;
+use holdoff_config::load::Format;
 use holdoff_config::{load, preset, schema};
 use holdoff_proxy::shared::OnFailure;
 
@@ -63,6 +64,16 @@ enum Action {
         #[arg(long)]
         list: bool,
     },
+    /// Write a starter configuration file (holdoff.json, or NAME): the `throttle` preset,
+    /// commented, to edit. An existing file is never overwritten: the new one gets a number,
+    /// as Dev Proxy's `config new` does.
+    New {
+        /// The file to write. Default: holdoff.json (holdoff.yaml with --format yaml).
+        name: Option<PathBuf>,
+        /// json (with comments) or yaml.
+        #[arg(long, value_enum)]
+        format: Option<NewFormat>,
+    },
     /// Download a sample from Dev Proxy's sample gallery into Dev Proxy's data folder
     /// (~dataFolder/configs/NAME), as `devproxy config get` does, and print the command that
     /// runs it.
@@ -94,6 +105,7 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
         } => print_preset(&name, out),
         Action::ImportDevproxy { file, out: target } => import(&file, target.as_deref(), out),
         Action::Get(args) => gallery::get(args, out),
+        Action::New { name, format } => new_file(name, format, out),
     }
 }
 
@@ -188,6 +200,83 @@ fn summary(compiled: &Compiled) -> String {
         )
     });
     format!("{}{shared}", compiled.plan)
+}
+
+/// The format `config new` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum NewFormat {
+    Json,
+    Yaml,
+}
+
+/// `config new`: the `throttle` preset as a file of its own, in a name not taken.
+fn new_file(
+    name: Option<PathBuf>,
+    format: Option<NewFormat>,
+    out: &mut impl Write,
+) -> Result<(), Failure> {
+    let from_name = name.as_deref().and_then(Format::from_path);
+    let format = match (format, from_name) {
+        (Some(format), _) => format,
+        (None, Some(Format::Yaml)) => NewFormat::Yaml,
+        (None, _) => NewFormat::Json,
+    };
+    let name = name.unwrap_or_else(|| match format {
+        NewFormat::Json => PathBuf::from("holdoff.json"),
+        NewFormat::Yaml => PathBuf::from("holdoff.yaml"),
+    });
+    if devproxy::is_devproxy_name(&name) {
+        return Err(Failure::Usage(format!(
+            "{} is Dev Proxy's name for its own config; `config new` writes holdoff's: name it \
+             holdoff.json (a Dev Proxy devproxyrc.json works with holdoff as it is)",
+            name.display()
+        )));
+    }
+    let preset = preset::text(STARTER).unwrap_or_default();
+    let text = match format {
+        NewFormat::Json => preset.to_owned(),
+        NewFormat::Yaml => {
+            let mut json = String::new();
+            json_comments::StripComments::new(preset.as_bytes())
+                .read_to_string(&mut json)
+                .map_err(|err| Failure::Runtime(format!("the preset does not read: {err}")))?;
+            let value: serde_json::Value = serde_json::from_str(&json)
+                .map_err(|err| Failure::Runtime(format!("the preset does not read: {err}")))?;
+            let yaml = serde_yaml_ng::to_string(&value)
+                .map_err(|err| Failure::Runtime(format!("cannot write YAML: {err}")))?;
+            format!(
+                "# holdoff configuration, from the `throttle` preset (`holdoff config preset \
+                 throttle` prints it with comments).\n{yaml}"
+            )
+        }
+    };
+    let target = free_name(&name);
+    fs::write(&target, text)
+        .map_err(|err| Failure::Runtime(format!("cannot write {}: {err}", target.display())))?;
+    writeln!(out, "Config file created at {}", target.display())?;
+    Ok(())
+}
+
+/// The preset `config new` starts from: the default of `holdoff proxy` and `run`.
+const STARTER: &str = "throttle";
+
+/// `name`, or `stem-1.ext`, `stem-2.ext`, … when taken.
+fn free_name(name: &Path) -> PathBuf {
+    let stem = name
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = name
+        .extension()
+        .map(|ext| format!(".{}", ext.to_string_lossy()))
+        .unwrap_or_default();
+    let mut candidate = name.to_owned();
+    let mut next = 1;
+    while candidate.exists() {
+        candidate = name.with_file_name(format!("{stem}-{next}{ext}"));
+        next += 1;
+    }
+    candidate
 }
 
 fn list_presets(out: &mut impl Write) -> Result<(), Failure> {

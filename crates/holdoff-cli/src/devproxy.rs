@@ -41,11 +41,7 @@ pub(crate) fn find_in(dir: &Path) -> Option<PathBuf> {
 /// `$schema` is one of Dev Proxy's. A file that cannot be read or parsed is not: holdoff's
 /// loader then says what is wrong with it.
 pub(crate) fn is_devproxy(path: &Path) -> bool {
-    let named = path
-        .file_name()
-        .and_then(|name| name.to_str())
-        .is_some_and(|name| name.to_ascii_lowercase().starts_with("devproxyrc"));
-    named
+    is_devproxy_name(path)
         || top_level(path).is_some_and(|doc| {
             doc.contains_key("plugins")
                 || doc
@@ -53,6 +49,13 @@ pub(crate) fn is_devproxy(path: &Path) -> bool {
                     .and_then(Value::as_str)
                     .is_some_and(|schema| schema.contains("dev-proxy"))
         })
+}
+
+/// Whether the file at `path` is named as Dev Proxy names its config (`devproxyrc.*`).
+pub(crate) fn is_devproxy_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| name.to_ascii_lowercase().starts_with("devproxyrc"))
 }
 
 /// The file's `logLevel`, if it sets one (as written: `information`, `Debug`, …).

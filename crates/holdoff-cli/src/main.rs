@@ -6,6 +6,7 @@
 //! ([`Failure::exit_code`]); the codes are in [`exit_codes`].
 #![forbid(unsafe_code)]
 
+mod background;
 mod ca;
 mod check;
 mod config;
@@ -14,6 +15,9 @@ mod devproxy;
 mod duration;
 mod exit_codes;
 mod explain;
+mod http;
+mod instances;
+mod jwt;
 mod proxy;
 mod report;
 mod run;
@@ -77,6 +81,18 @@ enum Command {
     /// delay, an HTTP-date, malformed hints, none, a used-up quota, a POST) through a proxy of
     /// its own, and fail (exit 3) if it retried too early in any.
     Check(Box<check::Args>),
+    /// Show the proxies `holdoff proxy --detach` runs in the background: where they listen
+    /// and log, and what they have seen so far; exit 1 when none runs.
+    Status(background::StatusArgs),
+    /// Stop the proxies `holdoff proxy --detach` runs, as Ctrl-C would: they write their
+    /// reports; exit with the verdict (0, 3 when a client retried early, 4 when no request
+    /// reached them).
+    Stop(background::StopArgs),
+    /// Print the log of the proxy `holdoff proxy --detach` runs.
+    Logs(background::LogsArgs),
+    /// Make a bearer token (JWT) for testing an API that wants one, as Dev Proxy's `jwt
+    /// create` does.
+    Jwt(jwt::Args),
 }
 
 impl Command {
@@ -90,6 +106,10 @@ impl Command {
             Command::Report(_) => "report",
             Command::Demo(_) => "demo",
             Command::Check(_) => "check",
+            Command::Status(_) => "status",
+            Command::Stop(_) => "stop",
+            Command::Logs(_) => "logs",
+            Command::Jwt(_) => "jwt",
         }
     }
 }
@@ -141,7 +161,7 @@ impl From<io::Error> for Failure {
 
 impl Failure {
     /// The exit code that reports this failure (see [`exit_codes`]).
-    fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
             // The reader went away (`holdoff explain 120 | head -1`): nothing left to say.
             Failure::Io(err) if err.kind() == io::ErrorKind::BrokenPipe => exit_codes::SUCCESS,
@@ -229,6 +249,10 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args, &mut stdout),
         Command::Demo(args) => demo::run(args, &mut stdout),
         Command::Check(args) => check::run(*args, &mut stdout),
+        Command::Status(args) => background::status(args, &mut stdout),
+        Command::Stop(args) => background::stop(args, &mut stdout),
+        Command::Logs(args) => background::logs(args, &mut stdout),
+        Command::Jwt(args) => jwt::run(args, &mut stdout),
     };
     let result = result.and_then(|()| Ok(stdout.flush()?));
     ExitCode::from(match result {

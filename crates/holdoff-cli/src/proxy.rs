@@ -137,6 +137,21 @@ pub(crate) struct Args {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = dev_proxy_options::parse_bool)]
     install_cert: Option<bool>,
 
+    /// Run in the background and return once listening (Dev Proxy's -d/--detach): `holdoff
+    /// status`, `holdoff logs` and `holdoff stop` find it; `stop` writes its reports and exits
+    /// with its verdict.
+    #[arg(short = 'd', long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = dev_proxy_options::parse_bool)]
+    detach: Option<bool>,
+
+    /// Exit with the verdict when stopped, as `holdoff run` does: 3 when a client retried
+    /// before its Retry-After, 4 when no request reached the proxy; else 0.
+    #[arg(long)]
+    fail_on_premature: bool,
+
+    /// Set by --detach on the proxy it starts: its log file.
+    #[arg(long = "_detached-child", hide = true, value_name = "LOG")]
+    detached_child: Option<PathBuf>,
+
     #[command(flatten)]
     options: Options,
 
@@ -149,8 +164,9 @@ pub(crate) struct Args {
 #[derive(Debug, clap::Args)]
 pub(crate) struct Options {
     /// Serve the control API on this loopback port (0 picks one; the log says which):
-    /// /status, /windows, /recording/start|stop, /ca.pem and /metrics.
-    #[arg(long, value_name = "PORT")]
+    /// /status, /windows, /recording/start|stop, /ca.pem and /metrics, and Dev Proxy's API
+    /// paths (/proxy…); --api-port is Dev Proxy's name for it.
+    #[arg(long, value_name = "PORT", visible_alias = "api-port")]
     pub(crate) control_port: Option<u16>,
 
     /// Serve Prometheus metrics (/metrics) on this loopback port (0 picks one).
@@ -530,11 +546,15 @@ pub(crate) fn run(
         // On stderr: stdout's first line is the address, for scripts.
         crate::ca::install(&dir, &mut io::stderr())?;
     }
+    if args.detach == Some(true) && args.detached_child.is_none() {
+        return crate::background::start(&argv, args.options.control_port.is_some(), out);
+    }
     let (mut prepared, logs) = session::prepare(&args.options, args.config())?;
     prepared.reproducible_as(session::reproducible_argv(argv));
     if let Some(seconds) = args.timeout {
         prepared.stop_when_idle(Duration::from_secs(seconds));
     }
+    prepared.stop_through_api();
     let runtime = session::runtime()?;
     let result = runtime.block_on(async {
         let signal = shutdown_signal()
@@ -545,6 +565,14 @@ pub(crate) fn run(
             writeln!(out, "{what} on http://{addr}/")?;
         }
         out.flush()?;
+        if let Some(log) = &args.detached_child {
+            crate::background::register(
+                log,
+                serving.local_addr(),
+                serving.endpoints(),
+                &serving.source(),
+            )?;
+        }
         if !args.options.env.is_empty() {
             tracing::warn!(
                 target: logging::NOTES,
@@ -559,14 +587,22 @@ pub(crate) fn run(
             }
         }
         let idle = serving.when_idle();
+        let asked = serving.stopped_through_api();
         let stop = async {
             tokio::select! {
                 () = signal => {}
                 () = idle => {}
+                () = asked => {}
             }
         };
         let stopped = serving.stop_when(stop).await;
-        stopped.report(None, &args.reports, &logs);
+        let report = stopped.report(None, &args.reports, &logs);
+        if args.detached_child.is_some() {
+            crate::background::ended(&report);
+        }
+        if args.fail_on_premature {
+            crate::report::judged(&report)?;
+        }
         Ok(())
     });
     // Every log line is out before the process exits.

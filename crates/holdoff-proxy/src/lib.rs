@@ -85,6 +85,7 @@ mod control;
 mod error;
 pub mod fault;
 pub mod judge;
+pub mod jwt;
 mod pipeline;
 mod proxy;
 pub mod report;

@@ -128,14 +128,8 @@ impl Gallery {
                      repository in GitHub's API, as {DEFAULT_GALLERY} does"
                 ))
             })?;
-        // reqwest is built without a crypto provider of its own; the process's default is
-        // this one, as for `holdoff demo`.
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("holdoff/", env!("CARGO_PKG_VERSION")))
-            .timeout(TIMEOUT)
-            .build()
-            .map_err(|err| Failure::Runtime(format!("cannot set up an HTTP client: {err}")))?;
+        let client = crate::http::client(TIMEOUT, crate::http::Route::Environment)
+            .map_err(Failure::Runtime)?;
         Ok(Gallery { base, client })
     }
 

@@ -81,6 +81,14 @@ impl Source {
         }
     }
 
+    /// The file it is read from, unless a preset.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        match self {
+            Source::File(path) | Source::DevProxy(path) => Some(path),
+            Source::Preset(_) => None,
+        }
+    }
+
     /// Reads and compiles it; Dev Proxy's config also yields notes on what it could not map.
     pub(crate) fn load(&self, overrides: &Overrides) -> Result<Loaded, String> {
         let shown = |errors: ConfigProblems| errors.to_string();

@@ -34,6 +34,9 @@ pub(crate) struct Serving {
     pub(super) recorder: Arc<Recorder>,
     pub(super) output: Output,
     pub(super) quiet: bool,
+    /// Cancelled by Dev Proxy's `POST /proxy/stopProxy` on the control API, when it may stop
+    /// this proxy.
+    pub(super) api_stop: Option<tokio_util::sync::CancellationToken>,
     /// `--timeout` and the stage that counts the requests.
     pub(super) idle: Option<(Duration, Arc<MetricsStage>)>,
     pub(super) clock: Arc<dyn Clock>,
@@ -46,6 +49,27 @@ impl Serving {
     /// Where it listens.
     pub(crate) fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()
+    }
+
+    /// Completes when the control API is asked to stop the proxy (`POST /proxy/stopProxy`);
+    /// never when it may not be.
+    pub(crate) fn stopped_through_api(&self) -> impl Future<Output = ()> + use<> {
+        let stop = self.api_stop.clone();
+        async move {
+            match stop {
+                Some(stop) => stop.cancelled().await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Where its faults come from, as the event log's start records it.
+    pub(crate) fn source(&self) -> String {
+        self.recorder
+            .report()
+            .source()
+            .unwrap_or("pass-through")
+            .to_owned()
     }
 
     /// The control API's and the metrics' addresses, when asked for: `("control API",

@@ -120,6 +120,12 @@ impl Prepared {
         self.settings.allow_no_traffic = allow;
     }
 
+    /// Lets Dev Proxy's `POST /proxy/stopProxy` stop the proxy
+    /// ([`Serving::stopped_through_api`]).
+    pub(crate) fn stop_through_api(&mut self) {
+        self.settings.api_stop = true;
+    }
+
     /// Stops serving after `timeout` without a request ([`Serving::when_idle`]).
     pub(crate) fn stop_when_idle(&mut self, timeout: Duration) {
         self.settings.idle_timeout = Some(timeout);

@@ -14,6 +14,7 @@ use holdoff_proxy::{Control, ErrorKind, MetricsStage, Pipeline, ProxyError, Prox
 use holdoff_proxy::{FaultStage, JudgeStage, Upstream, WindowBook};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::serving::{Serving, Stages};
 use super::shared_state::shared_store;
@@ -39,7 +40,10 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
         mut run,
         output,
         quiet,
+        api_stop,
+        config_file,
     } = wiring;
+    let api_stop = api_stop.then(CancellationToken::new);
     let port = config.listen.port();
     let upstream = config.upstream.clone();
     let watching = config.urls_to_watch.len();
@@ -105,6 +109,12 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
         if let Some(ca) = server.ca() {
             control = control.ca_pem(ca.cert_pem());
         }
+        if let Some(stop) = &api_stop {
+            control = control.stop_with(stop.clone());
+        }
+        if let Some(file) = &config_file {
+            control = control.config_file(file.display().to_string());
+        }
         for side in side_servers {
             let (what, port) = (side.what(), side.port());
             let listener = match TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await {
@@ -157,6 +167,7 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
         recorder,
         output,
         quiet,
+        api_stop,
         idle,
         clock,
     })

@@ -49,6 +49,9 @@ pub(super) struct Settings {
     pub(super) idle_timeout: Option<Duration>,
     /// `--watch-pids`, `--watch-process-names`.
     processes: Option<ProcessTree>,
+    /// Whether Dev Proxy's `POST /proxy/stopProxy` stops the proxy (`holdoff proxy`; not
+    /// `holdoff run`, whose proxy lives as long as its command).
+    pub(super) api_stop: bool,
 }
 
 impl Settings {
@@ -103,6 +106,7 @@ impl Settings {
             allow_no_traffic: false,
             idle_timeout: None,
             processes: ProcessTree::new(&options.watch_pids, &options.watch_process_names),
+            api_stop: false,
         }
     }
 }
@@ -127,6 +131,10 @@ pub(super) struct Wiring {
     pub(super) run: RunInfo,
     pub(super) output: Output,
     pub(super) quiet: bool,
+    /// See [`Settings`]' field of the name.
+    pub(super) api_stop: bool,
+    /// The config file the faults come from, if a file: what Dev Proxy's `GET /proxy` names.
+    pub(super) config_file: Option<PathBuf>,
 }
 
 /// The judge and the faults, with what they are built from.
@@ -218,6 +226,7 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
         allow_no_traffic,
         idle_timeout,
         processes,
+        api_stop,
     } = settings;
     let stages = faults.map(|(source, loaded)| {
         let Loaded {
@@ -283,6 +292,10 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
         allow_no_traffic,
         fail_on_no_backoff,
     };
+    let config_file = stages
+        .as_ref()
+        .and_then(|stages| stages.reload.source.path())
+        .map(Path::to_owned);
     Wiring {
         config,
         stages,
@@ -294,13 +307,13 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
         run,
         output,
         quiet,
+        api_stop,
+        config_file,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use clap::Parser;
     use holdoff_proxy::fault::{Rate, RetryAfterForm};
 

@@ -13,6 +13,8 @@ pub use holdoff_testkit::TempDir;
 pub struct Proxy {
     child: Child,
     pub addr: SocketAddr,
+    /// The rest of its stdout.
+    stdout: Option<BufReader<std::process::ChildStdout>>,
 }
 
 impl Proxy {
@@ -49,9 +51,8 @@ impl Proxy {
             .spawn()
             .expect("start holdoff proxy");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("read stdout");
+        let mut reader = BufReader::new(child.stdout.take().expect("piped"));
+        reader.read_line(&mut line).expect("read stdout");
         let Some(addr) = line
             .strip_prefix("listening on http://")
             .and_then(|rest| rest.trim_end().parse().ok())
@@ -62,7 +63,38 @@ impl Proxy {
                 String::from_utf8_lossy(&output.stderr)
             );
         };
-        Proxy { child, addr }
+        Proxy {
+            child,
+            addr,
+            stdout: Some(reader),
+        }
+    }
+
+    /// The URL on the next line of stdout that starts with `prefix` (`control API on `).
+    ///
+    /// # Panics
+    ///
+    /// If stdout ends first.
+    pub fn url_after(&mut self, prefix: &str) -> String {
+        let reader = self.stdout.as_mut().expect("stdout is read");
+        loop {
+            let mut line = String::new();
+            let read = reader.read_line(&mut line).expect("read stdout");
+            assert!(read > 0, "stdout ended before a line starting {prefix:?}");
+            if let Some(url) = line.trim_end().strip_prefix(prefix) {
+                return url.to_owned();
+            }
+        }
+    }
+
+    /// Waits for it to exit on its own: its exit code and stderr.
+    pub fn wait(&mut self) -> (Option<i32>, String) {
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        let code = self.child.wait().ok().and_then(|status| status.code());
+        (code, stderr)
     }
 
     /// The proxy's URL, `http://127.0.0.1:PORT`.
@@ -71,7 +103,12 @@ impl Proxy {
     }
 
     /// SIGTERM, then everything it wrote to stderr.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        self.stop_with_status().1
+    }
+
+    /// SIGTERM, then its exit code and everything it wrote to stderr.
+    pub fn stop_with_status(mut self) -> (Option<i32>, String) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -81,8 +118,8 @@ impl Proxy {
         if let Some(mut pipe) = self.child.stderr.take() {
             let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
         }
-        let _ = self.child.wait();
-        stderr
+        let code = self.child.wait().ok().and_then(|status| status.code());
+        (code, stderr)
     }
 }
 

@@ -1,5 +1,6 @@
 //! The control API and the metrics endpoint: [`Control`], whose docs list the endpoints.
 
+mod dev_proxy;
 mod server;
 
 use std::future::Future;
@@ -95,6 +96,10 @@ impl RecordingSwitch for AtomicBool {
 /// | `POST /recording/start`, `POST /recording/stop` | flip the recording switch; JSON `{"recording": true\|false}` |
 /// | `GET /ca.pem` | the interception CA's certificate (`application/x-pem-file`); `404` when there is none (reverse mode) |
 /// | `GET /metrics` | the Prometheus text exposition (`text/plain; version=0.0.4`) |
+/// | `GET /proxy`, `POST /proxy` | Dev Proxy's: JSON `{"recording", "configFile"}`; a `POST` with `{"recording": true\|false}` flips recording |
+/// | `POST /proxy/stopProxy` | Dev Proxy's: `202`, then the token given to [`Control::stop_with`] is cancelled |
+/// | `GET /proxy/rootCertificate?format=crt` | Dev Proxy's: the CA certificate (`application/x-x509-ca-cert`) |
+/// | `POST /proxy/jwtToken` | Dev Proxy's: `{"token": …}`, a JWT for [`crate::jwt::JwtOptions`] in the body |
 ///
 /// [`Control::serve_metrics`] answers `GET /metrics` (and `GET /`) only, for a listener of
 /// its own. `HEAD` is answered wherever `GET` is. Anything else gets `404` or `405` (with
@@ -135,6 +140,10 @@ pub struct Control {
     windows: Option<Arc<dyn OpenWindows>>,
     recording: Option<Arc<dyn RecordingSwitch>>,
     ca_pem: Option<Arc<str>>,
+    /// Cancelled by `POST /proxy/stopProxy`.
+    stop: Option<tokio_util::sync::CancellationToken>,
+    /// What `GET /proxy` says the config file is.
+    config_file: Option<Arc<str>>,
 }
 
 impl Control {
@@ -148,6 +157,8 @@ impl Control {
             windows: None,
             recording: None,
             ca_pem: None,
+            stop: None,
+            config_file: None,
         }
     }
 
@@ -179,6 +190,19 @@ impl Control {
     /// The CA certificate `GET /ca.pem` serves, in PEM (without it, `404`).
     pub fn ca_pem(mut self, pem: impl Into<Arc<str>>) -> Control {
         self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// The token `POST /proxy/stopProxy` cancels, to stop the proxy as Ctrl-C would (without
+    /// it, that path answers `404`).
+    pub fn stop_with(mut self, stop: tokio_util::sync::CancellationToken) -> Control {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The config file `GET /proxy` names (Dev Proxy's `configFile`).
+    pub fn config_file(mut self, file: impl Into<Arc<str>>) -> Control {
+        self.config_file = Some(file.into());
         self
     }
 

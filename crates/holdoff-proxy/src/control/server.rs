@@ -42,6 +42,13 @@ POST /recording/start  start recording events
 POST /recording/stop   stop recording events
 GET  /ca.pem           the interception CA certificate
 GET  /metrics          Prometheus metrics
+
+Dev Proxy's API paths:
+GET  /proxy                          {\"recording\", \"configFile\"}
+POST /proxy                          {\"recording\": true|false}
+POST /proxy/stopProxy                stop, as Ctrl-C (the reports are written)
+GET  /proxy/rootCertificate?format=crt  the CA certificate
+POST /proxy/jwtToken                 a bearer token: {\"name\", \"audiences\", \"roles\", ...}
 ";
 
 const METRICS_INDEX: &str = "holdoff metrics
@@ -60,7 +67,7 @@ pub(super) enum Routes {
     Metrics,
 }
 
-type Answer = Response<Full<Bytes>>;
+pub(super) type Answer = Response<Full<Bytes>>;
 
 /// Accepts and serves connections until `shutdown`, then lets requests in flight finish for
 /// at most [`GRACE`] and drops what is left.
@@ -113,8 +120,17 @@ async fn connection(
     stop: CancellationToken,
 ) {
     let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-        let answer = route(&control, routes, &request);
-        async move { Ok::<_, Infallible>(answer) }
+        let control = Arc::clone(&control);
+        async move {
+            let dev_proxy =
+                routes == Routes::All && super::dev_proxy::is_dev_proxy_path(request.uri().path());
+            let answer = match refusal(&request) {
+                Some(refused) => refused,
+                None if dev_proxy => super::dev_proxy::answer(&control, request).await,
+                None => route(&control, routes, &request),
+            };
+            Ok::<_, Infallible>(answer)
+        }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -133,14 +149,26 @@ async fn connection(
     }
 }
 
-/// The answer to one request.
-fn route<B>(control: &Control, routes: Routes, request: &Request<B>) -> Answer {
+/// Why a request is refused before it is read: a `Host` that is not loopback (DNS
+/// rebinding), or a `POST` with an `Origin` (a web page's form).
+fn refusal<B>(request: &Request<B>) -> Option<Answer> {
     if !loopback_host(request) {
-        return text(
+        return Some(text(
             StatusCode::FORBIDDEN,
             "refused: the Host is not a loopback address; use http://127.0.0.1:<port>/\n",
-        );
+        ));
     }
+    if request.method() == Method::POST && request.headers().contains_key(ORIGIN) {
+        return Some(text(
+            StatusCode::FORBIDDEN,
+            "refused: a request with an Origin comes from a web page; use curl or a script\n",
+        ));
+    }
+    None
+}
+
+/// The answer to one request (once [`refusal`] has none).
+fn route<B>(control: &Control, routes: Routes, request: &Request<B>) -> Answer {
     let path = request.uri().path();
     let (allowed, get) = match (routes, path) {
         (_, "/" | "/metrics") | (Routes::All, "/status" | "/windows" | "/ca.pem") => {
@@ -169,12 +197,6 @@ fn route<B>(control: &Control, routes: Routes, request: &Request<B>) -> Answer {
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static(allowed));
         return answer;
-    }
-    if !get && request.headers().contains_key(ORIGIN) {
-        return text(
-            StatusCode::FORBIDDEN,
-            "refused: a request with an Origin comes from a web page; use curl or a script\n",
-        );
     }
     match (routes, path) {
         (Routes::All, "/") => text(StatusCode::OK, INDEX),
@@ -216,7 +238,11 @@ fn loopback_host<B>(request: &Request<B>) -> bool {
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-fn with_type(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Answer {
+pub(super) fn with_type(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Answer {
     let mut answer = Response::new(Full::new(body.into()));
     *answer.status_mut() = status;
     answer
@@ -230,10 +256,14 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Answer {
 }
 
 fn json(value: &impl Serialize) -> Answer {
+    json_with(StatusCode::OK, value)
+}
+
+pub(super) fn json_with(status: StatusCode, value: &impl Serialize) -> Answer {
     match serde_json::to_vec_pretty(value) {
         Ok(mut body) => {
             body.push(b'\n');
-            with_type(StatusCode::OK, "application/json", body)
+            with_type(status, "application/json", body)
         }
         Err(err) => text(
             StatusCode::INTERNAL_SERVER_ERROR,

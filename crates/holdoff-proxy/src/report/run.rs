@@ -275,6 +275,12 @@ impl Report {
         self.seed
     }
 
+    /// Where the run's faults came from (`preset throttle`, a config file, `pass-through`),
+    /// if its start was recorded.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
     /// The exit status of the command the run ran, if any.
     pub fn exit_code(&self) -> Option<i32> {
         self.exit_code
