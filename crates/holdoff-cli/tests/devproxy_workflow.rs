@@ -673,3 +673,82 @@ mod dev_proxys_command_line {
         );
     }
 }
+
+/// The plugins' behaviour that Dev Proxy users rely on (issue 35, part 3), with real clients.
+mod dev_proxys_plugins {
+    use super::*;
+
+    #[test]
+    fn nth_mocks_fail_twice_then_succeed_as_in_dev_proxy() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-nth");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        std::fs::write(
+            dir.join("mocks.json"),
+            r#"{ "mocks": [
+  { "request": { "url": "http://127.0.0.1:*/flaky", "nth": 1 },
+    "response": { "statusCode": 429, "headers": [{ "name": "Retry-After", "value": "0" }] } },
+  { "request": { "url": "http://127.0.0.1:*/flaky", "nth": 2 },
+    "response": { "statusCode": 503, "headers": [{ "name": "Retry-After", "value": "0" }] } },
+  { "request": { "url": "http://127.0.0.1:*/flaky" }, "response": { "statusCode": 200 } }
+] }"#,
+        )
+        .expect("write the mocks");
+        let proxy = Running::start(dir.path(), &["--log-level", "warn"]);
+        let statuses: Vec<String> = (0..4)
+            .map(|_| curl(proxy.addr, &[], &upstream.url("/flaky")))
+            .collect();
+        assert_eq!(statuses, ["429", "503", "200", "200"]);
+    }
+
+    #[test]
+    fn a_reset_fault_is_a_tcp_reset_for_curl_and_a_raw_socket() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("reset-rst");
+        std::fs::write(
+            dir.join("holdoff.json"),
+            r#"{ "errors": { "rate": 100, "errors": [{
+  "request": { "url": "http://127.0.0.1:*/*" }, "responses": [{ "network": "reset" }]
+}] } }"#,
+        )
+        .expect("write holdoff.json");
+        let proxy = Running::start(
+            dir.path(),
+            &["-u", "http://127.0.0.1:*/*", "--log-level", "warn"],
+        );
+        // curl: 56, "Recv failure: Connection reset by peer" (a clean close would be 52).
+        let output = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-x",
+                &format!("http://{}", proxy.addr),
+            ])
+            .arg(upstream.url("/reset"))
+            .output()
+            .expect("curl");
+        assert_eq!(output.status.code(), Some(56), "{}", show(&output));
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("reset by peer"),
+            "{}",
+            show(&output)
+        );
+        // A raw socket reads ECONNRESET.
+        use std::io::Write as _;
+        let mut socket = std::net::TcpStream::connect(proxy.addr).expect("connect");
+        let url = upstream.url("/reset");
+        write!(socket, "GET {url} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").expect("write");
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("a timeout");
+        let mut received = Vec::new();
+        let err = socket
+            .read_to_end(&mut received)
+            .expect_err("no clean close");
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+        assert!(received.is_empty());
+    }
+}

@@ -361,10 +361,11 @@ mod mocks_latency_and_plugins_left_out {
                  only; the import says `method: GET`: `mocks[0]`, `mocks[1]`.",
                 "mocks/mocks/mocks.json: 1 response has no statusCode; Dev Proxy answers 200 \
                  then, and so does the import: `mocks[1]`.",
-                "mocks/mocks/mocks.json: Dev Proxy counts `nth` per URL across the mocks that \
-                 share it, and only the requests a mock answered; holdoff counts the requests \
-                 each mock matches. A mock with nth followed by one without, for the same URL, \
-                 behaves the same in both.",
+                "mocks/mocks/mocks.json: `nth` numbers the requests of a URL across the mocks \
+                 that share it, as in Dev Proxy (nth 1, nth 2, then one without: the first \
+                 request, the second, then the rest). Dev Proxy numbers only the requests a \
+                 mock answered, holdoff every one that reaches them: a lone `nth: 2` answers \
+                 the second request here, and none in Dev Proxy.",
                 "mocks/mocks/mocks.json: holdoff does not fill in `@request.body.…` \
                  placeholders; they are sent as written: `mocks[3]`.",
                 "CachingGuidancePlugin is not supported by holdoff; its section `caching` was \

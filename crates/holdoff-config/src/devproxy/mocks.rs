@@ -143,10 +143,11 @@ impl Importer {
         }
         if nth {
             self.note(format!(
-                "{file}: Dev Proxy counts `nth` per URL across the mocks that share it, and \
-                 only the requests a mock answered; holdoff counts the requests each mock \
-                 matches. A mock with nth followed by one without, for the same URL, behaves \
-                 the same in both."
+                "{file}: `nth` numbers the requests of a URL across the mocks that share it, \
+                 as in Dev Proxy (nth 1, nth 2, then one without: the first request, the \
+                 second, then the rest). Dev Proxy numbers only the requests a mock answered, \
+                 holdoff every one that reaches them: a lone `nth: 2` answers the second \
+                 request here, and none in Dev Proxy."
             ));
         }
         if !placeholders.is_empty() {

@@ -19,8 +19,8 @@ pub struct RawRequestMatch {
     /// Text the request body must contain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_fragment: Option<String>,
-    /// Mocks only: answer only the Nth matching request (counted from 1), and let the others
-    /// through.
+    /// Mocks only: answer only the Nth request to this URL pattern (counted from 1 across the
+    /// mocks that share the pattern, as Dev Proxy counts), and let the others through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub nth: Option<u64>,

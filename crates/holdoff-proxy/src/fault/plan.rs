@@ -295,7 +295,8 @@ pub struct LatencyRule {
 pub struct MockRule {
     /// Which requests.
     pub request: RequestMatch,
-    /// Answer only the Nth match (from 1); the others pass on.
+    /// Answer only the Nth request (from 1) that reaches the mocks of this URL pattern,
+    /// numbered across the mocks that share it, as Dev Proxy numbers them; the others pass on.
     pub nth: Option<u64>,
     /// The answer.
     pub response: FaultOutcome,
@@ -380,8 +381,8 @@ pub enum FaultOutcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NetworkFault {
-    /// Drop the request without an answer: the connection is closed (HTTP/1.1) or the stream
-    /// reset (HTTP/2).
+    /// Drop the request without an answer: the connection is reset, with a TCP RST
+    /// (HTTP/1.1), or the stream (HTTP/2).
     Reset,
     /// Hold the request without an answer until the client gives up, or `for` has passed
     /// (then as `Reset`).

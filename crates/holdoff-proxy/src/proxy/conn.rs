@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use http::uri::Authority;
 use tokio::sync::OwnedSemaphorePermit;
@@ -31,6 +31,10 @@ pub(crate) struct Conn {
     pub(crate) h2: bool,
     /// How many requests on it have reached the proxy.
     pub(crate) calls: AtomicU64,
+    /// Raised when a stage drops one of its HTTP/1 requests without an answer (a `reset`
+    /// fault): the TCP connection, the tunnel's for one inside a tunnel, then closes with a
+    /// reset (RST), which clients see as `ECONNRESET`, not with a FIN.
+    pub(crate) reset: Arc<AtomicBool>,
     /// Held for as long as the connection, or a tunnel made of it, lives.
     _slot: Arc<Slot>,
 }
@@ -54,6 +58,7 @@ impl Conn {
             affinity: Affinity::default(),
             h2,
             calls: AtomicU64::new(0),
+            reset: Arc::new(AtomicBool::new(false)),
             _slot: Arc::new(slot),
         }
     }
@@ -70,6 +75,7 @@ impl Conn {
             affinity: Affinity::default(),
             h2,
             calls: AtomicU64::new(0),
+            reset: Arc::clone(&self.reset),
             _slot: Arc::clone(&self._slot),
         }
     }

@@ -233,6 +233,11 @@ fn respond<R>(
             Decision::Abort => {
                 std::mem::forget(unanswered);
                 shared.stats.aborted();
+                let conn = go.inbound.conn();
+                if !conn.h2 {
+                    // HTTP/2 resets the stream alone; HTTP/1 the connection, with an RST.
+                    conn.reset.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 log(
                     shared,
                     &Line::from_meta(&go.meta),

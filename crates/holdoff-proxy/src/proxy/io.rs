@@ -321,9 +321,10 @@ impl Drop for ClientIo {
         let Some(stream) = self.stream.take() else {
             return;
         };
-        if self.send_timeout.expired {
+        if self.send_timeout.expired || self.conn.reset.load(Ordering::Relaxed) {
             // Reset: what the kernel holds for a client that reads nothing is freed now, not
-            // after its retransmission timers give up.
+            // after its retransmission timers give up; and a `reset` fault is the RST that
+            // clients and toxiproxy users expect, not a clean close.
             let _ = stream.set_zero_linger();
             return;
         }

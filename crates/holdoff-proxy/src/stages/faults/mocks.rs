@@ -1,6 +1,5 @@
-//! The mocks step: the first mock that matches answers, counting `nth`.
-
-use std::sync::atomic::Ordering;
+//! The mocks step: the first mock that matches answers, numbering requests for `nth` as
+//! Dev Proxy does (see `MockNumbers`).
 
 use holdoff::clock::Clock;
 use http::{Request, StatusCode};
@@ -23,17 +22,15 @@ impl Inner {
         read: &Read,
     ) -> Flow {
         let plan = &armed.plan;
+        let numbers = &armed.mock_numbers;
+        let mut taken = numbers.for_request();
         for (index, mock) in plan.mocks.iter().enumerate() {
-            if !(mock.request.head_matches(&meta.method, url)
-                && mock.request.body_matches(read.body()))
-            {
+            if !mock.request.head_matches(&meta.method, url) {
                 continue;
             }
-            if let Some(nth) = mock.nth {
-                let seen = armed.mock_hits[index].fetch_add(1, Ordering::Relaxed) + 1;
-                if seen != nth {
-                    continue;
-                }
+            let number = mock.nth.map(|_| numbers.number(index, &mut taken));
+            if !mock.request.body_matches(read.body()) || number != mock.nth {
+                continue;
             }
             return match &mock.response {
                 FaultOutcome::Respond(response) => {

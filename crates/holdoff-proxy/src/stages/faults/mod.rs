@@ -34,7 +34,7 @@ use counts::{Counters, Kind};
 use limits::{counter_name, same_counter};
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -104,12 +104,68 @@ struct Armed {
     limiters: Box<[Arc<RateLimiter>]>,
     /// One per rate-limit rule, in order: its counters' name in a shared store.
     counter_names: Box<[String]>,
-    /// Matches so far, one per mock, in order (for `nth`).
-    mock_hits: Box<[AtomicU64]>,
+    /// The mocks' `nth` numbering: see [`MockNumbers`].
+    mock_numbers: MockNumbers,
     /// The token budgets' windows.
     budgets: llm::Budgets,
     /// Whether the plan does nothing at all.
     idle: bool,
+}
+
+/// How `nth` numbers requests, as Dev Proxy does: per URL pattern, across the mocks that
+/// share it, so that `nth: 1`, `nth: 2` and an un-numbered mock on one URL answer the first
+/// request, the second, then every other ("fail twice, then succeed"). A request is numbered
+/// once per pattern, when it reaches the first of its mocks whose method and URL match.
+struct MockNumbers {
+    /// Each mock's pattern, as an index into `counts`.
+    group: Box<[usize]>,
+    /// Requests numbered so far, one per pattern.
+    counts: Box<[AtomicU64]>,
+    /// Whether any mock has an `nth`: without one nothing is numbered.
+    any: bool,
+}
+
+impl MockNumbers {
+    fn new(mocks: &[crate::fault::MockRule]) -> MockNumbers {
+        let mut patterns: Vec<&str> = Vec::new();
+        let group = mocks
+            .iter()
+            .map(|mock| {
+                let pattern = mock.request.url.as_str();
+                patterns
+                    .iter()
+                    .position(|known| *known == pattern)
+                    .unwrap_or_else(|| {
+                        patterns.push(pattern);
+                        patterns.len() - 1
+                    })
+            })
+            .collect();
+        MockNumbers {
+            group,
+            counts: patterns.iter().map(|_| AtomicU64::new(0)).collect(),
+            any: mocks.iter().any(|mock| mock.nth.is_some()),
+        }
+    }
+
+    /// A request's numbers, one per pattern, taken as its mocks are reached.
+    fn for_request(&self) -> Vec<u64> {
+        if self.any {
+            vec![0; self.counts.len()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The request's number under the pattern of mock `index` (from 1), numbering it now
+    /// if this is the first of that pattern's mocks it reaches.
+    fn number(&self, index: usize, taken: &mut [u64]) -> u64 {
+        let group = self.group[index];
+        if taken[group] == 0 {
+            taken[group] = self.counts[group].fetch_add(1, Ordering::Relaxed) + 1;
+        }
+        taken[group]
+    }
 }
 
 /// What a request leaves for its response, as its [`Notes`] note.
@@ -333,14 +389,14 @@ impl Armed {
             })
             .collect();
         let counter_names = plan.rate_limits.iter().map(counter_name).collect();
-        let mock_hits = plan.mocks.iter().map(|_| AtomicU64::new(0)).collect();
+        let mock_numbers = MockNumbers::new(&plan.mocks);
         let budgets = llm::Budgets::new(&plan, previous);
         let idle = plan.is_empty();
         Armed {
             plan,
             limiters,
             counter_names,
-            mock_hits,
+            mock_numbers,
             budgets,
             idle,
         }

@@ -342,6 +342,39 @@ mod mocks {
         assert_eq!(answered(&driver.get("http://api.test/other")), None);
     }
 
+    /// A mock of `status` for the same URL as [`mock`]'s.
+    fn mock_with(nth: Option<u64>, status: StatusCode) -> MockRule {
+        let mut mock = mock(nth);
+        if let FaultOutcome::Respond(response) = &mut mock.response {
+            response.status = status;
+        }
+        mock
+    }
+
+    #[test]
+    fn nth_numbers_the_requests_of_a_url_across_its_mocks_as_dev_proxy_does() {
+        // Dev Proxy's "fail twice, then succeed": 429, 503, then the un-numbered 200.
+        let mut plan = FaultPlan::default();
+        plan.mocks
+            .push(mock_with(Some(1), StatusCode::TOO_MANY_REQUESTS));
+        plan.mocks
+            .push(mock_with(Some(2), StatusCode::SERVICE_UNAVAILABLE));
+        plan.mocks.push(mock_with(None, StatusCode::OK));
+        let mut driver = Driver::new(plan, 1);
+        let statuses: Vec<_> = (0..4)
+            .map(|_| answered(&driver.get("http://api.test/mocked")))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                Some(StatusCode::TOO_MANY_REQUESTS),
+                Some(StatusCode::SERVICE_UNAVAILABLE),
+                Some(StatusCode::OK),
+                Some(StatusCode::OK)
+            ]
+        );
+    }
+
     #[test]
     fn replacing_the_plan_restarts_nth() {
         let plan = || {
