@@ -703,6 +703,40 @@ mod dev_proxys_plugins {
     }
 
     #[test]
+    fn a_mock_mirrors_the_request_body_as_dev_proxy_does() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-mirror");
+        write_rc(dir.path(), "devproxyrc.json", "");
+        std::fs::write(
+            dir.join("mocks.json"),
+            r#"{ "mocks": [{
+  "request": { "url": "http://127.0.0.1:*/users", "method": "POST" },
+  "response": { "statusCode": 201,
+    "headers": [{ "name": "content-type", "value": "application/json" }],
+    "body": { "id": 42, "name": "@request.body.name", "city": "@request.body.address.city" } }
+}] }"#,
+        )
+        .expect("write the mocks");
+        let proxy = Running::start(dir.path(), &["--log-level", "warn"]);
+        let output = std::process::Command::new("curl")
+            .args(["-sS", "-x", &format!("http://{}", proxy.addr)])
+            .args(["-H", "content-type: application/json"])
+            .args(["-d", r#"{"name": "Ada", "address": {"city": "London"}}"#])
+            .arg(upstream.url("/users"))
+            .output()
+            .expect("curl");
+        assert!(output.status.success(), "{}", show(&output));
+        let body: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|err| panic!("{err}: {}", show(&output)));
+        assert_eq!(
+            body,
+            serde_json::json!({ "id": 42, "name": "Ada", "city": "London" })
+        );
+        assert!(upstream.requests_to("/users").is_empty());
+    }
+
+    #[test]
     fn a_reset_fault_is_a_tcp_reset_for_curl_and_a_raw_socket() {
         let rt = runtime();
         let upstream = rt.block_on(TestServer::start());

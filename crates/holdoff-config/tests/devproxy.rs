@@ -366,8 +366,6 @@ mod mocks_latency_and_plugins_left_out {
                  request, the second, then the rest). Dev Proxy numbers only the requests a \
                  mock answered, holdoff every one that reaches them: a lone `nth: 2` answers \
                  the second request here, and none in Dev Proxy.",
-                "mocks/mocks/mocks.json: holdoff does not fill in `@request.body.…` \
-                 placeholders; they are sent as written: `mocks[3]`.",
                 "CachingGuidancePlugin is not supported by holdoff; its section `caching` was \
                  ignored: it only logs advice about the requests it sees, and changes no \
                  traffic.",

@@ -2,7 +2,6 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::data::Data;
 use super::doc::Doc;
@@ -88,8 +87,7 @@ impl Importer {
         };
 
         let mut mocks = Vec::with_capacity(data.mocks.len());
-        let (mut get, mut defaulted, mut nth, mut placeholders) =
-            (Vec::new(), Vec::new(), false, Vec::new());
+        let (mut get, mut defaulted, mut nth) = (Vec::new(), Vec::new(), false);
         let (mut framing, mut missing) = (0, Vec::new());
         for (i, mock) in data.mocks.into_iter().enumerate() {
             let at = index("mocks", i);
@@ -100,9 +98,6 @@ impl Importer {
                 defaulted.push(at.clone());
             }
             nth |= mock.request.nth.is_some();
-            if mock.response.body.as_ref().is_some_and(has_placeholder) {
-                placeholders.push(at);
-            }
             let carried = raw_response(mock.response, DEFAULT_OK_STATUS, &self.body_files(&base));
             framing += carried.framing;
             let response = carried.response;
@@ -150,13 +145,6 @@ impl Importer {
                  request here, and none in Dev Proxy."
             ));
         }
-        if !placeholders.is_empty() {
-            self.note(format!(
-                "{file}: holdoff does not fill in `@request.body.…` placeholders; they are sent \
-                 as written: {}.",
-                backquoted(&placeholders)
-            ));
-        }
         self.scope_note(plugin, "its mocks");
         self.answers(plugin);
         let block = settings.block_unmocked_requests;
@@ -178,35 +166,6 @@ impl Importer {
                     block_unmocked: block,
                 });
             }
-        }
-    }
-}
-
-/// Whether a mock body has a string Dev Proxy replaces with a value of the request's body.
-fn has_placeholder(body: &Value) -> bool {
-    match body {
-        Value::String(text) => text
-            .get(..14)
-            .is_some_and(|prefix| prefix.eq_ignore_ascii_case("@request.body.")),
-        Value::Array(items) => items.iter().any(has_placeholder),
-        Value::Object(map) => map.values().any(has_placeholder),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    mod has_placeholder {
-        use super::*;
-
-        #[test]
-        fn finds_request_body_placeholders_anywhere() {
-            assert!(has_placeholder(
-                &serde_json::json!({"user": {"name": "@request.body.name"}})
-            ));
-            assert!(!has_placeholder(&serde_json::json!({"name": "@body.json"})));
         }
     }
 }

@@ -35,9 +35,26 @@ impl Inner {
             return match &mock.response {
                 FaultOutcome::Respond(response) => {
                     let wall = self.clock.wall_now();
-                    let rendered = self
+                    let mut rendered = self
                         .rng
                         .with(|rng| response.render(plan.retry_after_form, rng, wall));
+                    if numbers.mirrors[index]
+                        && let Some(sent) = read.body()
+                    {
+                        let content_type = request
+                            .headers()
+                            .get(http::header::CONTENT_TYPE)
+                            .and_then(|value| value.to_str().ok());
+                        if let Some(filled) =
+                            super::mirror::fill(&response.body, sent, content_type)
+                        {
+                            rendered
+                                .response
+                                .headers_mut()
+                                .remove(http::header::CONTENT_LENGTH);
+                            *rendered.response.body_mut() = filled;
+                        }
+                    }
                     self.record(
                         Kind::Mocked,
                         meta,

@@ -25,6 +25,7 @@ mod errors;
 mod latency;
 mod limits;
 mod llm;
+mod mirror;
 mod mocks;
 #[cfg(test)]
 mod tests;
@@ -123,6 +124,8 @@ struct MockNumbers {
     counts: Box<[AtomicU64]>,
     /// Whether any mock has an `nth`: without one nothing is numbered.
     any: bool,
+    /// Whether each mock's body mirrors the request's (`@request.body.…`; see `mirror`).
+    mirrors: Box<[bool]>,
 }
 
 impl MockNumbers {
@@ -145,6 +148,10 @@ impl MockNumbers {
             group,
             counts: patterns.iter().map(|_| AtomicU64::new(0)).collect(),
             any: mocks.iter().any(|mock| mock.nth.is_some()),
+            mirrors: mocks
+                .iter()
+                .map(|mock| mirror::mirrors(&mock.response))
+                .collect(),
         }
     }
 
@@ -466,12 +473,12 @@ impl Inner {
             let flow = match step {
                 FaultStep::Auth => self.auth(armed, request, meta, url),
                 FaultStep::Mocks => {
+                    let mirrors = &armed.mock_numbers.mirrors;
                     let wants_body = matches!(read, Read::Unread)
-                        && armed
-                            .plan
-                            .mocks
-                            .iter()
-                            .any(|mock| mock.request.needs_body(&meta.method, url));
+                        && armed.plan.mocks.iter().enumerate().any(|(index, mock)| {
+                            mock.request.needs_body(&meta.method, url)
+                                || mirrors[index] && mock.request.head_matches(&meta.method, url)
+                        });
                     if wants_body {
                         return self.read_body(armed, request, meta, url, Step::At(position));
                     }
