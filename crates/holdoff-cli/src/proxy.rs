@@ -26,6 +26,7 @@
 mod dev_proxy_options;
 mod faults;
 pub(crate) mod logging;
+mod mock_request;
 mod process_tree;
 mod reproduce;
 mod serving;

@@ -104,7 +104,7 @@ fn dev_proxys_api_paths_answer_as_dev_proxys_do() {
     assert_eq!(token.split('.').count(), 3, "{token}");
 
     let (status, body) = call("POST", &format!("{api}proxy/mockRequest"), None);
-    assert_eq!(status, 501, "{body}");
+    assert_eq!(status, 404, "{body}");
     assert!(
         json(&body)["detail"]
             .as_str()
@@ -198,4 +198,62 @@ fn config_new_writes_a_starter_that_validates_and_never_overwrites() {
         let valid = holdoff(&["config", "validate", file]);
         assert!(valid.status.success(), "{file}: {}", show(&valid));
     }
+}
+
+#[test]
+fn mock_request_plugin_sends_its_request_when_the_api_asks() {
+    let rt = support::runtime();
+    let app = rt.block_on(holdoff_testkit::TestServer::start());
+    let dir = TempDir::new("mock-request");
+    std::fs::write(
+        dir.join("devproxyrc.json"),
+        r#"{
+  "plugins": [
+    { "name": "MockRequestPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "mockRequestPlugin" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "mockRequestPlugin": { "mockFile": "mock-request.json" }
+}"#,
+    )
+    .expect("write the Dev Proxy file");
+    std::fs::write(
+        dir.join("mock-request.json"),
+        format!(
+            r#"{{ "request": {{
+  "url": "{}",
+  "headers": [{{ "name": "x-signature", "value": "sha256=abc" }}],
+  "body": {{ "event": "order.created", "id": 7 }}
+}} }}"#,
+            app.url("/webhook")
+        ),
+    )
+    .expect("write the mock request");
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("holdoff"));
+    command
+        .args(["proxy", "--port", "0", "--api-port", "0"])
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .stdin(Stdio::null());
+    let mut proxy = Proxy::spawn(&mut command);
+    let api = proxy.url_after("control API on ");
+    let (status, body) = call("POST", &format!("{api}proxy/mockRequest"), None);
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(
+        json(&body),
+        serde_json::json!({ "sent": true, "status": 200 })
+    );
+    let sent = app.requests_to("/webhook");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].method, http::Method::POST);
+    assert_eq!(sent[0].header("x-signature"), Some("sha256=abc"));
+    assert_eq!(sent[0].header("content-type"), Some("application/json"));
+    assert_eq!(
+        json(&String::from_utf8_lossy(&sent[0].body)),
+        serde_json::json!({ "event": "order.created", "id": 7 })
+    );
+    let stderr = proxy.stop();
+    assert!(
+        stderr.contains("MockRequestPlugin: its request (POST "),
+        "{stderr}"
+    );
 }

@@ -42,6 +42,7 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
         quiet,
         api_stop,
         config_file,
+        mock_request,
     } = wiring;
     let api_stop = api_stop.then(CancellationToken::new);
     let port = config.listen.port();
@@ -114,6 +115,9 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
         }
         if let Some(file) = &config_file {
             control = control.config_file(file.display().to_string());
+        }
+        if let Some(request) = mock_request {
+            control = control.mock_request(Arc::new(super::mock_request::Sender::new(request)));
         }
         for side in side_servers {
             let (what, port) = (side.what(), side.port());

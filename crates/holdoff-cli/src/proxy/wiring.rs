@@ -135,6 +135,8 @@ pub(super) struct Wiring {
     pub(super) api_stop: bool,
     /// The config file the faults come from, if a file: what Dev Proxy's `GET /proxy` names.
     pub(super) config_file: Option<PathBuf>,
+    /// The config's `mockRequest`: what `POST /proxy/mockRequest` sends.
+    pub(super) mock_request: Option<holdoff_config::compile::MockRequest>,
 }
 
 /// The judge and the faults, with what they are built from.
@@ -228,12 +230,14 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
         processes,
         api_stop,
     } = settings;
+    let mut mock_request = None;
     let stages = faults.map(|(source, loaded)| {
         let Loaded {
-            compiled,
+            mut compiled,
             files,
             notes,
         } = loaded;
+        mock_request = compiled.mock_request.take();
         let penalty = match judge_penalty {
             Some(PenaltyArg::None) => Penalty::None,
             Some(PenaltyArg::Sliding) => Penalty::Sliding,
@@ -309,6 +313,7 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
         quiet,
         api_stop,
         config_file,
+        mock_request,
     }
 }
 

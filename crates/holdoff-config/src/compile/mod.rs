@@ -12,6 +12,7 @@ mod judge;
 mod latency;
 mod llm_rate_limits;
 mod matching;
+mod mock_request;
 mod mocks;
 mod order;
 mod rate_limits;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub use data_files::MAX_DATA_FILE_BYTES;
 pub use errors::{DEFAULT_DYNAMIC_RANGE, DEFAULT_ERROR_RATE};
+pub use mock_request::MockRequest;
 pub use state::{DEFAULT_STATE_HOLD, DEFAULT_STATE_PREFIX, DEFAULT_STATE_TIMEOUT, StateConfig};
 
 use crate::error::index;
@@ -55,6 +57,8 @@ pub struct Compiled {
     /// What is valid but likely not meant, e.g. a static `Retry-After` that clients cannot
     /// read: `key.path: what and why`, for `config validate` and the proxy's start.
     pub warnings: Vec<String>,
+    /// `mockRequest`, if the file sets it.
+    pub mock_request: Option<MockRequest>,
 }
 
 /// Checks and compiles `raw`, read from `file`; relative paths in it (the errors and mocks
@@ -188,6 +192,10 @@ impl Compiler {
             plan.order = self.order(at, order);
         }
         let state = raw.state.as_ref().and_then(|state| self.state(at, state));
+        let mock_request = raw
+            .mock_request
+            .as_ref()
+            .and_then(|request| self.mock_request(at, request));
         Compiled {
             plan,
             urls_to_watch,
@@ -197,6 +205,7 @@ impl Compiler {
             data_files: Vec::new(),
             state,
             warnings: Vec::new(),
+            mock_request,
         }
     }
 

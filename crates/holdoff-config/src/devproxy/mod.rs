@@ -45,6 +45,7 @@ mod importer;
 mod keys;
 mod latency;
 mod llm_rate_limit;
+mod mock_request;
 mod mocks;
 mod order;
 mod plugins;

@@ -17,7 +17,7 @@ pub(super) struct Mapped {
 }
 
 /// Every plugin the import maps: the one place each is named.
-const MAPPED: [Mapped; 9] = [
+const MAPPED: [Mapped; 10] = [
     Mapped {
         name: "AuthPlugin",
         step: Some(RawFaultStep::Auth),
@@ -62,6 +62,11 @@ const MAPPED: [Mapped; 9] = [
         name: "RetryAfterPlugin",
         step: None,
         import: Importer::retry_after_plugin,
+    },
+    Mapped {
+        name: "MockRequestPlugin",
+        step: None,
+        import: Importer::mock_request_plugin,
     },
 ];
 

@@ -19,6 +19,7 @@ mod errors;
 mod judge;
 mod latency;
 mod llm_rate_limits;
+mod mock_request;
 mod mocks;
 mod order;
 mod rate_limits;
@@ -34,6 +35,7 @@ pub use errors::{RawErrorRule, RawErrors, RawErrorsFile};
 pub use judge::{RawJudge, RawPenalty, RawRetryAfterForm};
 pub use latency::RawLatency;
 pub use llm_rate_limits::RawLlmRateLimit;
+pub use mock_request::RawMockRequest;
 pub use mocks::{RawMock, RawMocks, RawMocksFile};
 pub use order::RawFaultStep;
 pub use rate_limits::{RawAlgorithm, RawHeaderStyle, RawRateLimit, RawResetFormat, RawScope};
@@ -119,4 +121,9 @@ pub struct RawConfig {
     /// replicas share them. Default: in this proxy's memory only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<RawState>,
+
+    /// A request the proxy sends when asked (`POST /proxy/mockRequest` on the control API),
+    /// as Dev Proxy's MockRequestPlugin does: e.g. a webhook's call to the app under test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mock_request: Option<RawMockRequest>,
 }

@@ -1,7 +1,7 @@
 //! Dev Proxy's API paths on the control API, for scripts written against Dev Proxy's
 //! `--api-port`: `GET`/`POST /proxy` (recording on and off), `POST /proxy/stopProxy`,
 //! `GET /proxy/rootCertificate?format=crt`, `POST /proxy/jwtToken`, and
-//! `POST /proxy/mockRequest`. JSON keys are read in any case, as ASP.NET reads them, and
+//! `POST /proxy/mockRequest` (the request a [`super::MockRequestSender`] sends). JSON keys are read in any case, as ASP.NET reads them, and
 //! written in camelCase, as Dev Proxy writes them; refusals are RFC 9457 problem details,
 //! as Dev Proxy's.
 
@@ -76,13 +76,32 @@ where
         ("/proxy/rootCertificate", _) => root_certificate(control, &query),
         ("/proxy/stopProxy", _) => stop(control),
         ("/proxy/jwtToken", _) => jwt_token(&body),
-        _ => problem(
-            StatusCode::NOT_IMPLEMENTED,
-            "Not Implemented",
-            "holdoff has no MockRequestPlugin: it sends no requests of its own; send the \
-             webhook's request from your test instead",
-        ),
+        _ => mock_request(control).await,
     }
+}
+
+/// `POST /proxy/mockRequest`: sends the configured request, and says how it went (`202`, as
+/// Dev Proxy answers, whatever its target said).
+async fn mock_request(control: &Control) -> Answer {
+    let Some(sender) = &control.mock_request else {
+        return problem(
+            StatusCode::NOT_FOUND,
+            "Not Found",
+            "no mock request is configured: set `mockRequest` in a holdoff config, or enable \
+             Dev Proxy's MockRequestPlugin with its mock-request.json",
+        );
+    };
+    let answer = match sender.send().await {
+        Ok(status) => {
+            tracing::info!("sent the mock request; its target answered {status}");
+            json!({ "sent": true, "status": status })
+        }
+        Err(error) => {
+            tracing::warn!("the mock request could not be sent: {error}");
+            json!({ "sent": false, "error": error })
+        }
+    };
+    json_with(StatusCode::ACCEPTED, &answer)
 }
 
 /// Dev Proxy's `ProxyInfo`: whether it records, and its config file.

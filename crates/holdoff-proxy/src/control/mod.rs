@@ -22,6 +22,14 @@ pub trait RecordingSwitch: Send + Sync + 'static {
     fn set(&self, on: bool);
 }
 
+/// Sends the request Dev Proxy's MockRequestPlugin would, when `POST /proxy/mockRequest`
+/// asks: e.g. a webhook's call to the app under test. The proxy's caller sends it, with a
+/// client of its choice.
+pub trait MockRequestSender: Send + Sync + 'static {
+    /// Sends it: the status its target answered, or why it could not be sent.
+    fn send(&self) -> std::pin::Pin<Box<dyn Future<Output = Result<u16, String>> + Send + '_>>;
+}
+
 /// The event recorder is a switch: off, it records no throttles and no verdicts.
 impl RecordingSwitch for crate::report::Recorder {
     fn is_on(&self) -> bool {
@@ -100,6 +108,7 @@ impl RecordingSwitch for AtomicBool {
 /// | `POST /proxy/stopProxy` | Dev Proxy's: `202`, then the token given to [`Control::stop_with`] is cancelled |
 /// | `GET /proxy/rootCertificate?format=crt` | Dev Proxy's: the CA certificate (`application/x-x509-ca-cert`) |
 /// | `POST /proxy/jwtToken` | Dev Proxy's: `{"token": …}`, a JWT for [`crate::jwt::JwtOptions`] in the body |
+/// | `POST /proxy/mockRequest` | Dev Proxy's: sends the [`MockRequestSender`]'s request; `202` with `{"sent": true, "status": …}` or `{"sent": false, "error": …}` |
 ///
 /// [`Control::serve_metrics`] answers `GET /metrics` (and `GET /`) only, for a listener of
 /// its own. `HEAD` is answered wherever `GET` is. Anything else gets `404` or `405` (with
@@ -144,6 +153,8 @@ pub struct Control {
     stop: Option<tokio_util::sync::CancellationToken>,
     /// What `GET /proxy` says the config file is.
     config_file: Option<Arc<str>>,
+    /// What `POST /proxy/mockRequest` sends.
+    mock_request: Option<Arc<dyn MockRequestSender>>,
 }
 
 impl Control {
@@ -159,6 +170,7 @@ impl Control {
             ca_pem: None,
             stop: None,
             config_file: None,
+            mock_request: None,
         }
     }
 
@@ -203,6 +215,12 @@ impl Control {
     /// The config file `GET /proxy` names (Dev Proxy's `configFile`).
     pub fn config_file(mut self, file: impl Into<Arc<str>>) -> Control {
         self.config_file = Some(file.into());
+        self
+    }
+
+    /// What `POST /proxy/mockRequest` sends (without it, that path answers `404`).
+    pub fn mock_request(mut self, sender: Arc<dyn MockRequestSender>) -> Control {
+        self.mock_request = Some(sender);
         self
     }
 

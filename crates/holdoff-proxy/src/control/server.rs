@@ -49,6 +49,7 @@ POST /proxy                          {\"recording\": true|false}
 POST /proxy/stopProxy                stop, as Ctrl-C (the reports are written)
 GET  /proxy/rootCertificate?format=crt  the CA certificate
 POST /proxy/jwtToken                 a bearer token: {\"name\", \"audiences\", \"roles\", ...}
+POST /proxy/mockRequest              send the configured mock request (a webhook's call)
 ";
 
 const METRICS_INDEX: &str = "holdoff metrics
