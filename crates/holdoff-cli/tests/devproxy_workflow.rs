@@ -4,6 +4,10 @@
 
 mod support;
 
+#[path = "real_clients/clients.rs"]
+#[allow(dead_code)]
+mod clients;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -784,5 +788,64 @@ mod dev_proxys_plugins {
             .expect_err("no clean close");
         assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
         assert!(received.is_empty());
+    }
+}
+
+/// Dev Proxy's OpenAIMockResponsePlugin, answered from a fixed text: openai-python, streamed
+/// and not, gets chat completions with usage, and nothing reaches the upstream.
+mod openai_mock_responses {
+    use super::*;
+
+    const CLIENT: &str = r#"
+import sys
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="test", max_retries=0)
+reply = client.chat.completions.create(
+    model="gpt-4o-mini", messages=[{"role": "user", "content": "Hello there"}])
+print(reply.choices[0].message.content, reply.usage.total_tokens)
+stream = client.chat.completions.create(
+    model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], stream=True)
+print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
+"#;
+
+    #[test]
+    fn openai_python_gets_answers_without_a_model_or_an_upstream() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-openai-mock");
+        std::fs::write(
+            dir.join("devproxyrc.json"),
+            r#"{
+  "plugins": [
+    { "name": "OpenAIMockResponsePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "languageModel": { "enabled": true }
+}"#,
+        )
+        .expect("write the Dev Proxy file");
+        let proxy = Running::start(dir.path(), &[]);
+        let output = std::process::Command::new(crate::clients::python())
+            .args(["-c", CLIENT, upstream.url("").trim_end_matches('/')])
+            .env("HTTP_PROXY", format!("http://{}", proxy.addr))
+            .env("NO_PROXY", "")
+            .output()
+            .expect("run openai-python");
+        let stderr = proxy.stop();
+        assert!(
+            output.status.success(),
+            "{}\nproxy:\n{stderr}",
+            show(&output)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "This is a mock response from holdoff. 13\nThis is a mock response from holdoff.\n"
+        );
+        assert!(upstream.requests().is_empty());
+        assert!(
+            stderr.contains("OpenAIMockResponsePlugin: holdoff answers OpenAI's chat completions"),
+            "{stderr}"
+        );
     }
 }

@@ -10,6 +10,7 @@ mod data_files;
 mod errors;
 mod judge;
 mod latency;
+mod llm_mocks;
 mod llm_rate_limits;
 mod matching;
 mod mock_request;
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub use data_files::MAX_DATA_FILE_BYTES;
 pub use errors::{DEFAULT_DYNAMIC_RANGE, DEFAULT_ERROR_RATE};
+pub use llm_mocks::DEFAULT_LLM_TEXT;
 pub use mock_request::MockRequest;
 pub use state::{DEFAULT_STATE_HOLD, DEFAULT_STATE_PREFIX, DEFAULT_STATE_TIMEOUT, StateConfig};
 
@@ -187,6 +189,7 @@ impl Compiler {
             plan.block_unmocked = mocks.block_unmocked.unwrap_or(false);
             self.mocks(at, mocks, &shared, &mut plan.mocks);
         }
+        self.llm_mocks(at, &raw.llm_mocks, &mut plan.mocks);
         self.crud_apis(at, &raw.crud_apis, &mut plan.crud_apis);
         if let Some(order) = &raw.order {
             plan.order = self.order(at, order);

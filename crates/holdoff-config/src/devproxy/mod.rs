@@ -44,6 +44,7 @@ mod graph;
 mod importer;
 mod keys;
 mod latency;
+mod llm_mocks;
 mod llm_rate_limit;
 mod mock_request;
 mod mocks;

@@ -17,7 +17,7 @@ pub(super) struct Mapped {
 }
 
 /// Every plugin the import maps: the one place each is named.
-const MAPPED: [Mapped; 10] = [
+const MAPPED: [Mapped; 11] = [
     Mapped {
         name: "AuthPlugin",
         step: Some(RawFaultStep::Auth),
@@ -64,6 +64,11 @@ const MAPPED: [Mapped; 10] = [
         import: Importer::retry_after_plugin,
     },
     Mapped {
+        name: "OpenAIMockResponsePlugin",
+        step: Some(RawFaultStep::Mocks),
+        import: Importer::llm_mocks_plugin,
+    },
+    Mapped {
         name: "MockRequestPlugin",
         step: None,
         import: Importer::mock_request_plugin,
@@ -81,7 +86,7 @@ pub(super) fn unsupported(name: &str) -> &'static str {
         "LanguageModelFailurePlugin" => {
             "holdoff does not make language-model answers go wrong, it fails requests"
         }
-        "GraphMockResponsePlugin" | "EntraMockResponsePlugin" | "OpenAIMockResponsePlugin" => {
+        "GraphMockResponsePlugin" | "EntraMockResponsePlugin" => {
             "it builds its responses in code; MockResponsePlugin's mocks can stand in"
         }
         name if name.ends_with("GuidancePlugin") => {

@@ -18,6 +18,7 @@ mod crud_apis;
 mod errors;
 mod judge;
 mod latency;
+mod llm_mocks;
 mod llm_rate_limits;
 mod mock_request;
 mod mocks;
@@ -34,6 +35,7 @@ pub use crud_apis::{RawCrudAction, RawCrudActionKind, RawCrudApi};
 pub use errors::{RawErrorRule, RawErrors, RawErrorsFile};
 pub use judge::{RawJudge, RawPenalty, RawRetryAfterForm};
 pub use latency::RawLatency;
+pub use llm_mocks::RawLlmMock;
 pub use llm_rate_limits::RawLlmRateLimit;
 pub use mock_request::RawMockRequest;
 pub use mocks::{RawMock, RawMocks, RawMocksFile};
@@ -94,6 +96,12 @@ pub struct RawConfig {
     /// Fixed responses for matching requests (Dev Proxy's MockResponsePlugin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mocks: Option<RawMocks>,
+
+    /// Language-model API calls answered from a fixed text, without a model (Dev Proxy's
+    /// OpenAIMockResponsePlugin): chat completions, completions and responses, after the
+    /// `mocks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub llm_mocks: Vec<RawLlmMock>,
 
     /// In-memory REST APIs over a JSON array (Dev Proxy's CrudApiPlugin): each answers the
     /// requests its actions match from its own copy of the data, which lives as long as the

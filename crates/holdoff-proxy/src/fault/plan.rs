@@ -375,6 +375,10 @@ pub enum FaultOutcome {
     Respond(ErrorResponse),
     /// A network fault.
     Network(NetworkFault),
+    /// Mocks only: a language model's answer to an OpenAI-style call (chat completions,
+    /// completions, responses), from a fixed text; a request that is no such call is not
+    /// answered (Dev Proxy's OpenAIMockResponsePlugin, without the local model).
+    LanguageModel(super::LanguageModelReply),
 }
 
 /// A network fault.
@@ -479,7 +483,7 @@ impl FaultPlan {
         for rule in &mut self.errors {
             rule.outcomes.retain(|outcome| match outcome {
                 FaultOutcome::Respond(response) => allowed.contains(&response.status.as_u16()),
-                FaultOutcome::Network(_) => false,
+                FaultOutcome::Network(_) | FaultOutcome::LanguageModel(_) => false,
             });
         }
         self.errors.retain(|rule| !rule.outcomes.is_empty());

@@ -52,6 +52,8 @@ impl Inner {
             Some(match rule.outcomes.get(pick)? {
                 FaultOutcome::Respond(response) => Ok(response.render(form, rng, wall)),
                 FaultOutcome::Network(fault) => Err(*fault),
+                // Mocks only: an error rule never holds one.
+                FaultOutcome::LanguageModel(_) => return None,
             })
         });
         match failure {

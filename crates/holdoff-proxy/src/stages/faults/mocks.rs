@@ -32,7 +32,29 @@ impl Inner {
             if !mock.request.body_matches(read.body()) || number != mock.nth {
                 continue;
             }
+            if let FaultOutcome::LanguageModel(reply) = &mock.response {
+                let created = self
+                    .clock
+                    .wall_now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs();
+                let id = self.rng.with(rand::Rng::random::<u32>);
+                let Some((content_type, body)) = read
+                    .body()
+                    .and_then(|sent| reply.answer(sent, created, u64::from(id)))
+                else {
+                    continue;
+                };
+                self.record(Kind::Mocked, meta, Some(StatusCode::OK), None);
+                let response = http::Response::builder()
+                    .header(http::header::CONTENT_TYPE, content_type)
+                    .body(Body::full(body))
+                    .unwrap_or_default();
+                return Flow::answer(request, response);
+            }
             return match &mock.response {
+                FaultOutcome::LanguageModel(_) => Flow::Next(request),
                 FaultOutcome::Respond(response) => {
                     let wall = self.clock.wall_now();
                     let mut rendered = self

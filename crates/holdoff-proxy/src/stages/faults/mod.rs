@@ -48,7 +48,7 @@ use crate::fault::FaultRng;
 use crate::fault::body::{self, Slowed, Truncated};
 use crate::fault::ratelimit::RateLimiter;
 use crate::fault::{ErrorResponse, HeaderTemplate};
-use crate::fault::{FaultPlan, FaultStep, NetworkFault, RateLimitRule};
+use crate::fault::{FaultOutcome, FaultPlan, FaultStep, NetworkFault, RateLimitRule};
 use crate::proxy::reply::Refusal;
 use crate::shared::SharedStore;
 use crate::{Action, Body, Notes, RequestMeta, Stage};
@@ -476,8 +476,10 @@ impl Inner {
                     let mirrors = &armed.mock_numbers.mirrors;
                     let wants_body = matches!(read, Read::Unread)
                         && armed.plan.mocks.iter().enumerate().any(|(index, mock)| {
+                            let answers_from_body = mirrors[index]
+                                || matches!(mock.response, FaultOutcome::LanguageModel(_));
                             mock.request.needs_body(&meta.method, url)
-                                || mirrors[index] && mock.request.head_matches(&meta.method, url)
+                                || answers_from_body && mock.request.head_matches(&meta.method, url)
                         });
                     if wants_body {
                         return self.read_body(armed, request, meta, url, Step::At(position));
