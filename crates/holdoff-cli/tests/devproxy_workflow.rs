@@ -849,3 +849,126 @@ print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.
         );
     }
 }
+
+/// Dev Proxy's GraphMockResponsePlugin: its mocks file served as MockResponsePlugin's, and a
+/// Graph JSON batch answered request by request.
+mod graph_mocks {
+    use super::*;
+
+    #[test]
+    fn serves_its_mocks_and_answers_a_batch_request_by_request() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-graph-mocks");
+        std::fs::write(
+            dir.join("devproxyrc.json"),
+            r#"{
+  "plugins": [
+    { "name": "GraphMockResponsePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "mocksPlugin" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "mocksPlugin": { "mocksFile": "graph-mocks.json" }
+}"#,
+        )
+        .expect("write the Dev Proxy file");
+        std::fs::write(
+            dir.join("graph-mocks.json"),
+            r#"{ "mocks": [
+  { "request": { "url": "http://127.0.0.1:*/v1.0/me" },
+    "response": { "body": { "displayName": "Megan Bowen" } } },
+  { "request": { "url": "http://127.0.0.1:*/v1.0/users/*" },
+    "response": { "statusCode": 429, "headers": [{ "name": "Retry-After", "value": "3" }],
+                  "body": { "error": { "code": "TooManyRequests" } } } }
+] }"#,
+        )
+        .expect("write the mocks");
+        let proxy = Running::start(dir.path(), &["--log-level", "warn"]);
+        let curl = |args: &[&str], path: &str| {
+            let output = std::process::Command::new("curl")
+                .args(["-sS", "-x", &format!("http://{}", proxy.addr)])
+                .args(args)
+                .arg(upstream.url(path))
+                .output()
+                .expect("curl");
+            assert!(output.status.success(), "{}", show(&output));
+            serde_json::from_slice::<serde_json::Value>(&output.stdout)
+                .unwrap_or_else(|err| panic!("{err}: {}", show(&output)))
+        };
+        assert_eq!(
+            curl(&[], "/v1.0/me"),
+            serde_json::json!({ "displayName": "Megan Bowen" })
+        );
+        let batch = r#"{ "requests": [
+  { "id": "1", "method": "GET", "url": "/me" },
+  { "id": "2", "method": "GET", "url": "/users/7" },
+  { "id": "3", "method": "GET", "url": "/groups" }
+] }"#;
+        let answer = curl(
+            &["-H", "content-type: application/json", "-d", batch],
+            "/v1.0/$batch",
+        );
+        let responses = answer["responses"].as_array().expect("responses");
+        let status = |i: usize| (responses[i]["id"].clone(), responses[i]["status"].clone());
+        assert_eq!(status(0), (serde_json::json!("1"), serde_json::json!(200)));
+        assert_eq!(responses[0]["body"]["displayName"], "Megan Bowen");
+        assert_eq!(status(1), (serde_json::json!("2"), serde_json::json!(429)));
+        assert_eq!(responses[1]["headers"]["retry-after"], "3");
+        assert_eq!(status(2), (serde_json::json!("3"), serde_json::json!(502)));
+        assert_eq!(responses[2]["body"]["error"]["code"], "BadGateway");
+        assert!(upstream.requests().is_empty());
+    }
+
+    #[test]
+    fn graph_random_errors_fail_a_batch_request_by_request() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        let dir = TempDir::new("dp-graph-batch-errors");
+        std::fs::write(
+            dir.join("devproxyrc.json"),
+            r#"{
+  "plugins": [
+    { "name": "GraphRandomErrorPlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "graphRandomErrorsPlugin" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "graphRandomErrorsPlugin": { "rate": 100, "allowedErrors": [429], "retryAfterInSeconds": 4 }
+}"#,
+        )
+        .expect("write the Dev Proxy file");
+        let proxy = Running::start(dir.path(), &["--log-level", "warn"]);
+        let batch = r#"{ "requests": [
+  { "id": "1", "method": "GET", "url": "/me" },
+  { "id": "2", "method": "POST", "url": "/me/sendMail", "body": {}, "headers": { "content-type": "application/json" } },
+  { "id": "3", "method": "GET", "url": "/me/manager", "dependsOn": ["1"] }
+] }"#;
+        let output = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-w",
+                "\n%{http_code}",
+                "-x",
+                &format!("http://{}", proxy.addr),
+            ])
+            .args(["-H", "content-type: application/json", "-d", batch])
+            .arg(upstream.url("/v1.0/$batch"))
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').expect("a status line");
+        assert_eq!(status, "200", "{}", show(&output));
+        let answer: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|err| panic!("{err}: {body}"));
+        let statuses: Vec<_> = answer["responses"]
+            .as_array()
+            .expect("responses")
+            .iter()
+            .map(|response| response["status"].as_u64().unwrap_or(0))
+            .collect();
+        assert_eq!(statuses, [429, 429, 424]);
+        assert_eq!(answer["responses"][0]["headers"]["retry-after"], "4");
+        assert_eq!(
+            answer["responses"][0]["body"]["error"]["code"],
+            "Too Many Requests"
+        );
+        assert!(upstream.requests().is_empty());
+    }
+}

@@ -178,6 +178,7 @@ impl Compiler {
         plan.retry_after_form = response::retry_after_form(raw.retry_after_form);
         if let Some(errors) = &raw.errors {
             self.errors(at, errors, &shared, &mut plan.errors);
+            plan.batch_errors = errors.answer_batches.unwrap_or(false);
         }
         self.auth(at, &raw.auth, &mut plan.auth);
         self.rate_limits(at, &raw.rate_limits, &shared, &mut plan.rate_limits);
@@ -187,6 +188,7 @@ impl Compiler {
         }
         if let Some(mocks) = &raw.mocks {
             plan.block_unmocked = mocks.block_unmocked.unwrap_or(false);
+            plan.batch_mocks = mocks.answer_batches.unwrap_or(false);
             self.mocks(at, mocks, &shared, &mut plan.mocks);
         }
         self.llm_mocks(at, &raw.llm_mocks, &mut plan.mocks);

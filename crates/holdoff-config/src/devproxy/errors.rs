@@ -245,6 +245,9 @@ impl Importer {
             }
             errors.errors.extend(set.rules);
         }
+        if self.graph_errors {
+            errors.answer_batches = Some(true);
+        }
         self.config.errors = Some(errors);
     }
 }

@@ -51,6 +51,7 @@ impl Importer {
         let Some(settings) = self.settings::<DpGraphErrorsPlugin>(doc, plugin, unknown) else {
             return;
         };
+        self.graph_errors = true;
         let Some(rate) = self.error_rate(plugin, settings.rate) else {
             return;
         };

@@ -45,6 +45,9 @@ pub(super) struct Importer {
     pub(super) options: super::ImportOptions,
     /// Whether a MockResponsePlugin read `options.mocks_file`.
     pub(super) mocks_file_read: bool,
+    /// Whether a GraphRandomErrorPlugin is enabled: its errors fail Graph's JSON batches
+    /// request by request.
+    pub(super) graph_errors: bool,
 }
 
 /// An enabled plugin and its settings.
@@ -79,6 +82,7 @@ impl Importer {
             retry_after_plugin: false,
             options: super::ImportOptions::default(),
             mocks_file_read: false,
+            graph_errors: false,
         }
     }
 

@@ -164,8 +164,23 @@ impl Importer {
                     mocks,
                     file: None,
                     block_unmocked: block,
+                    answer_batches: None,
                 });
             }
+        }
+    }
+
+    /// GraphMockResponsePlugin: MockResponsePlugin's mocks file and settings, and Graph's
+    /// JSON batches answered request by request from them.
+    pub(super) fn graph_mocks_plugin(
+        &mut self,
+        doc: &mut Doc,
+        plugin: &Plugin<'_>,
+        unknown: &mut Vec<String>,
+    ) {
+        self.mocks_plugin(doc, plugin, unknown);
+        if let Some(mocks) = &mut self.mocks {
+            mocks.answer_batches = Some(true);
         }
     }
 }

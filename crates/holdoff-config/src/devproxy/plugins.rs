@@ -17,7 +17,7 @@ pub(super) struct Mapped {
 }
 
 /// Every plugin the import maps: the one place each is named.
-const MAPPED: [Mapped; 11] = [
+const MAPPED: [Mapped; 12] = [
     Mapped {
         name: "AuthPlugin",
         step: Some(RawFaultStep::Auth),
@@ -64,6 +64,11 @@ const MAPPED: [Mapped; 11] = [
         import: Importer::retry_after_plugin,
     },
     Mapped {
+        name: "GraphMockResponsePlugin",
+        step: Some(RawFaultStep::Mocks),
+        import: Importer::graph_mocks_plugin,
+    },
+    Mapped {
         name: "OpenAIMockResponsePlugin",
         step: Some(RawFaultStep::Mocks),
         import: Importer::llm_mocks_plugin,
@@ -86,7 +91,7 @@ pub(super) fn unsupported(name: &str) -> &'static str {
         "LanguageModelFailurePlugin" => {
             "holdoff does not make language-model answers go wrong, it fails requests"
         }
-        "GraphMockResponsePlugin" | "EntraMockResponsePlugin" => {
+        "EntraMockResponsePlugin" => {
             "it builds its responses in code; MockResponsePlugin's mocks can stand in"
         }
         name if name.ends_with("GuidancePlugin") => {

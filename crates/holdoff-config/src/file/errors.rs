@@ -24,6 +24,11 @@ pub struct RawErrors {
     /// work as they are), relative to this file. Reloaded when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// A rule that fails a Microsoft Graph JSON batch (`POST …/$batch`) fails each request in
+    /// it with an error of the rule that matches that request, the batch answered `200`, as
+    /// Dev Proxy's GraphRandomErrorPlugin does. Default false: the batch fails as a whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_batches: Option<bool>,
 }
 
 /// A data file of error rules: `{"errors": [...]}`.

@@ -19,6 +19,11 @@ pub struct RawMocks {
     /// Answer watched requests no mock matches with `502` instead of forwarding them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_unmocked: Option<bool>,
+    /// Answer Microsoft Graph JSON batches (`POST …/$batch`) request by request from these
+    /// mocks, each request's answer its mock's (chosen as if it were sent alone) or `502`
+    /// when none matches, as Dev Proxy's GraphMockResponsePlugin does. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_batches: Option<bool>,
 }
 
 /// A data file of mocks: `{"mocks": [...]}`.

@@ -36,6 +36,13 @@ pub struct FaultPlan {
     pub mocks: Vec<MockRule>,
     /// Watched requests no mock matches get `502` instead of going upstream.
     pub block_unmocked: bool,
+    /// Microsoft Graph JSON batches (`POST …/$batch`) are answered request by request from
+    /// the mocks, each request's answer its mock's or `502` (Dev Proxy's
+    /// GraphMockResponsePlugin).
+    pub batch_mocks: bool,
+    /// An error rule that fails a Microsoft Graph JSON batch fails each request in it, the
+    /// batch answered `200` (Dev Proxy's GraphRandomErrorPlugin).
+    pub batch_errors: bool,
     /// REST APIs over in-memory data, the first with an action matching answers. Their data
     /// is shared by the plan's clones.
     pub crud_apis: Vec<CrudApi>,

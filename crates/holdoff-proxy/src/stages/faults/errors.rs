@@ -24,6 +24,17 @@ impl Inner {
         position: usize,
     ) -> Flow {
         let plan = &armed.plan;
+        let batch = plan.batch_errors && super::batch::is_batch(&meta.method, url);
+        if batch
+            && matches!(read, Read::Unread)
+            && plan
+                .errors
+                .iter()
+                .any(|rule| rule.request.head_matches(&meta.method, url))
+        {
+            let reading = self.read_body(armed, request, meta, url, Step::At(position));
+            return Flow::Done(reading);
+        }
         let mut chosen = None;
         for rule in &plan.errors {
             if !rule.request.head_matches(&meta.method, url) {
@@ -44,6 +55,19 @@ impl Inner {
         };
         let wall = self.clock.wall_now();
         let form = plan.retry_after_form;
+        if batch && let Some(sent) = read.body() {
+            if !self.rng.with(|rng| rule.rate.fails(rng.random())) {
+                return Flow::Next(request);
+            }
+            if let Some(answer) = super::batch::fail(armed, url, sent, rule, &self.rng, wall) {
+                self.record(Kind::Error, meta, Some(http::StatusCode::OK), None);
+                let response = http::Response::builder()
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(Body::full(answer))
+                    .unwrap_or_default();
+                return Flow::answer(request, response);
+            }
+        }
         let failure = self.rng.with(|rng| {
             if !rule.rate.fails(rng.random()) {
                 return None;

@@ -22,6 +22,19 @@ impl Inner {
         read: &Read,
     ) -> Flow {
         let plan = &armed.plan;
+        if plan.batch_mocks
+            && super::batch::is_batch(&meta.method, url)
+            && let Some(sent) = read.body()
+            && let Some(batch) =
+                super::batch::answer(armed, url, sent, &self.rng, self.clock.wall_now())
+        {
+            self.record(Kind::Mocked, meta, Some(StatusCode::OK), None);
+            let response = http::Response::builder()
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Body::full(batch))
+                .unwrap_or_default();
+            return Flow::answer(request, response);
+        }
         let numbers = &armed.mock_numbers;
         let mut taken = numbers.for_request();
         for (index, mock) in plan.mocks.iter().enumerate() {

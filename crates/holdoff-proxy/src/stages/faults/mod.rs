@@ -19,6 +19,7 @@
 //! `counts.rs` counts what was injected.
 
 mod auth;
+mod batch;
 mod counts;
 mod crud;
 mod errors;
@@ -474,13 +475,16 @@ impl Inner {
                 FaultStep::Auth => self.auth(armed, request, meta, url),
                 FaultStep::Mocks => {
                     let mirrors = &armed.mock_numbers.mirrors;
+                    let batch = armed.plan.batch_mocks && batch::is_batch(&meta.method, url);
                     let wants_body = matches!(read, Read::Unread)
-                        && armed.plan.mocks.iter().enumerate().any(|(index, mock)| {
-                            let answers_from_body = mirrors[index]
-                                || matches!(mock.response, FaultOutcome::LanguageModel(_));
-                            mock.request.needs_body(&meta.method, url)
-                                || answers_from_body && mock.request.head_matches(&meta.method, url)
-                        });
+                        && (batch
+                            || armed.plan.mocks.iter().enumerate().any(|(index, mock)| {
+                                let answers_from_body = mirrors[index]
+                                    || matches!(mock.response, FaultOutcome::LanguageModel(_));
+                                mock.request.needs_body(&meta.method, url)
+                                    || answers_from_body
+                                        && mock.request.head_matches(&meta.method, url)
+                            }));
                     if wants_body {
                         return self.read_body(armed, request, meta, url, Step::At(position));
                     }
