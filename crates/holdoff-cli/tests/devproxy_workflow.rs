@@ -850,6 +850,77 @@ print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.
     }
 }
 
+/// Dev Proxy's LanguageModelFailurePlugin: openai-python's chat completion reaches the
+/// upstream with an instruction to fail added.
+mod language_model_failures {
+    use super::*;
+
+    const CLIENT: &str = r#"
+import sys
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="test", max_retries=0)
+reply = client.chat.completions.create(
+    model="gpt-4o-mini", messages=[{"role": "user", "content": "What is the capital of France?"}])
+print(reply.choices[0].message.content)
+"#;
+
+    #[test]
+    fn the_call_is_forwarded_with_an_instruction_to_fail() {
+        let rt = runtime();
+        let upstream = rt.block_on(TestServer::start());
+        upstream.set_default(
+            "/v1/chat/completions",
+            holdoff_testkit::Reply::ok("").json(&serde_json::json!({
+                "id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+                "choices": [{ "index": 0, "finish_reason": "stop",
+                              "message": { "role": "assistant", "content": "Lyon." } }],
+                "usage": { "prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2 }
+            })),
+        );
+        let dir = TempDir::new("dp-llm-failure");
+        std::fs::write(
+            dir.join("devproxyrc.json"),
+            r#"{
+  "plugins": [
+    { "name": "LanguageModelFailurePlugin", "enabled": true, "pluginPath": "~appFolder/plugins/DevProxy.Plugins.dll", "configSection": "lmFailures" }
+  ],
+  "urlsToWatch": ["http://127.0.0.1:*/*"],
+  "lmFailures": { "failures": ["Hallucination"] }
+}"#,
+        )
+        .expect("write the Dev Proxy file");
+        let proxy = Running::start(dir.path(), &[]);
+        let output = std::process::Command::new(crate::clients::python())
+            .args(["-c", CLIENT, upstream.url("").trim_end_matches('/')])
+            .env("HTTP_PROXY", format!("http://{}", proxy.addr))
+            .env("NO_PROXY", "")
+            .output()
+            .expect("run openai-python");
+        let stderr = proxy.stop();
+        assert!(
+            output.status.success(),
+            "{}\nproxy:\n{stderr}",
+            show(&output)
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "Lyon.\n");
+        let sent = upstream.requests_to("/v1/chat/completions");
+        assert_eq!(sent.len(), 1);
+        let body: serde_json::Value = serde_json::from_slice(&sent[0].body).expect("JSON");
+        let messages = body["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 2, "{body}");
+        assert_eq!(messages[1]["role"], "system");
+        assert!(
+            messages[1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("made up"),
+            "{body}"
+        );
+        assert!(stderr.contains("1 language-model failures"), "{stderr}");
+    }
+}
+
 /// Dev Proxy's GraphMockResponsePlugin: its mocks file served as MockResponsePlugin's, and a
 /// Graph JSON batch answered request by request.
 mod graph_mocks {

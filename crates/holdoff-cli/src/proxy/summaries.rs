@@ -13,7 +13,7 @@ use super::logging::Guard;
 pub(super) fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &Guard) {
     let line = format!(
         "holdoff faults: {}, {} rate-limited, {} mocked, {} delayed, {}, {}, {} truncated, {} \
-         slowed (seed {seed}).",
+         slowed{} (seed {seed}).",
         plural(counts.errors, "error response", "error responses"),
         counts.rate_limited,
         counts.mocked,
@@ -21,7 +21,11 @@ pub(super) fn report_faults(counts: &FaultCounts, seed: u64, output: Output, log
         plural(counts.resets, "reset", "resets"),
         plural(counts.hangs, "hang", "hangs"),
         counts.truncated,
-        counts.slowed
+        counts.slowed,
+        match counts.llm_failures {
+            0 => String::new(),
+            n => format!(", {n} language-model failures"),
+        }
     );
     match output {
         Output::Text => {
@@ -38,6 +42,7 @@ pub(super) fn report_faults(counts: &FaultCounts, seed: u64, output: Output, log
             hangs = counts.hangs,
             truncated = counts.truncated,
             slowed = counts.slowed,
+            llm_failures = counts.llm_failures,
             seed,
             "{line}"
         ),

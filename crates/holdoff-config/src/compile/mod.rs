@@ -10,6 +10,7 @@ mod data_files;
 mod errors;
 mod judge;
 mod latency;
+mod llm_failures;
 mod llm_mocks;
 mod llm_rate_limits;
 mod matching;
@@ -192,6 +193,7 @@ impl Compiler {
             self.mocks(at, mocks, &shared, &mut plan.mocks);
         }
         self.llm_mocks(at, &raw.llm_mocks, &mut plan.mocks);
+        self.llm_failures(at, &raw.llm_failures, &mut plan.llm_failures);
         self.crud_apis(at, &raw.crud_apis, &mut plan.crud_apis);
         if let Some(order) = &raw.order {
             plan.order = self.order(at, order);

@@ -1,4 +1,5 @@
-//! OpenAIMockResponsePlugin: holdoff's `llmMocks`, one per URL the plugin watches.
+//! OpenAIMockResponsePlugin and LanguageModelFailurePlugin: holdoff's `llmMocks` and
+//! `llmFailures`, one per URL the plugin watches.
 
 use super::doc::Doc;
 use super::importer::{Importer, Plugin};
@@ -27,5 +28,40 @@ impl Importer {
             });
         }
         self.answers(plugin);
+    }
+}
+
+/// LanguageModelFailurePlugin's settings.
+#[derive(Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct DpLlmFailurePlugin {
+    #[serde(rename = "$schema")]
+    _schema: Option<super::keys::Unread>,
+    failures: Option<Vec<String>>,
+}
+
+impl Importer {
+    /// LanguageModelFailurePlugin: `llmFailures`, one per URL the plugin watches, with its
+    /// `failures` (every kind when it names none, as in Dev Proxy).
+    pub(super) fn llm_failure_plugin(
+        &mut self,
+        doc: &mut Doc,
+        plugin: &Plugin<'_>,
+        unknown: &mut Vec<String>,
+    ) {
+        let Some(settings) = self.settings::<DpLlmFailurePlugin>(doc, plugin, unknown) else {
+            return;
+        };
+        self.note(format!(
+            "{}: holdoff adds its own instruction for each kind of failure to the call (Dev \
+             Proxy reads its prompt files); the model's answer is the upstream's.",
+            plugin.label
+        ));
+        for url in plugin.urls {
+            self.config.llm_failures.push(crate::file::RawLlmFailure {
+                url: url.clone(),
+                failures: settings.failures.clone().unwrap_or_default(),
+            });
+        }
     }
 }

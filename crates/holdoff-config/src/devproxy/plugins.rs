@@ -17,7 +17,7 @@ pub(super) struct Mapped {
 }
 
 /// Every plugin the import maps: the one place each is named.
-const MAPPED: [Mapped; 12] = [
+const MAPPED: [Mapped; 13] = [
     Mapped {
         name: "AuthPlugin",
         step: Some(RawFaultStep::Auth),
@@ -74,6 +74,11 @@ const MAPPED: [Mapped; 12] = [
         import: Importer::llm_mocks_plugin,
     },
     Mapped {
+        name: "LanguageModelFailurePlugin",
+        step: None,
+        import: Importer::llm_failure_plugin,
+    },
+    Mapped {
         name: "MockRequestPlugin",
         step: None,
         import: Importer::mock_request_plugin,
@@ -88,9 +93,6 @@ pub(super) fn mapped(name: &str) -> Option<&'static Mapped> {
 /// Why holdoff has no counterpart to the plugin.
 pub(super) fn unsupported(name: &str) -> &'static str {
     match name {
-        "LanguageModelFailurePlugin" => {
-            "holdoff does not make language-model answers go wrong, it fails requests"
-        }
         "EntraMockResponsePlugin" => {
             "it builds its responses in code; MockResponsePlugin's mocks can stand in"
         }

@@ -18,6 +18,7 @@ mod crud_apis;
 mod errors;
 mod judge;
 mod latency;
+mod llm_failures;
 mod llm_mocks;
 mod llm_rate_limits;
 mod mock_request;
@@ -35,6 +36,7 @@ pub use crud_apis::{RawCrudAction, RawCrudActionKind, RawCrudApi};
 pub use errors::{RawErrorRule, RawErrors, RawErrorsFile};
 pub use judge::{RawJudge, RawPenalty, RawRetryAfterForm};
 pub use latency::RawLatency;
+pub use llm_failures::RawLlmFailure;
 pub use llm_mocks::RawLlmMock;
 pub use llm_rate_limits::RawLlmRateLimit;
 pub use mock_request::RawMockRequest;
@@ -102,6 +104,11 @@ pub struct RawConfig {
     /// `mocks`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub llm_mocks: Vec<RawLlmMock>,
+
+    /// Language-model calls forwarded with an instruction to fail in some way (Dev Proxy's
+    /// LanguageModelFailurePlugin), once every other fault has let them through.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub llm_failures: Vec<RawLlmFailure>,
 
     /// In-memory REST APIs over a JSON array (Dev Proxy's CrudApiPlugin): each answers the
     /// requests its actions match from its own copy of the data, which lives as long as the

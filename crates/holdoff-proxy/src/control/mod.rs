@@ -120,7 +120,7 @@ impl RecordingSwitch for AtomicBool {
 ///   `intercepted`, `reverse`.
 /// - `holdoff_responses_total{class}`: responses by `1xx` … `5xx`.
 /// - `holdoff_faults_total{kind}`: injected faults by `error`, `rate_limited`, `mock`,
-///   `latency`, `reset`, `hang`, `truncate`, `slow_body` (with a fault stage).
+///   `latency`, `reset`, `hang`, `truncate`, `slow_body`, `llm_failure` (with a fault stage).
 /// - `holdoff_retries_total{verdict}`: `premature` and `compliant` retries (with a judge).
 /// - `holdoff_open_windows`: windows open now (with a judge).
 /// - `holdoff_response_seconds{source}`: a histogram of response times, from the request

@@ -10,6 +10,7 @@ mod auth;
 pub(crate) mod body;
 mod crud;
 mod error;
+mod llm_failure;
 mod llm_reply;
 mod plan;
 pub(crate) mod ratelimit;
@@ -21,6 +22,7 @@ pub use auth::{AuthCheck, AuthRule, BearerCheck, KeyIn, KeyParameter};
 pub use crud::{CrudAction, CrudActionKind, CrudApi};
 pub(crate) use error::Rendered;
 pub use error::{ErrorResponse, HeaderTemplate, Rate, RetryAfterForm};
+pub use llm_failure::{LlmFailureRule, failure_names};
 pub use llm_reply::LanguageModelReply;
 pub use plan::{
     ErrorRule, FaultOrder, FaultOutcome, FaultPlan, FaultStep, LatencyRule, LlmRateLimitRule,

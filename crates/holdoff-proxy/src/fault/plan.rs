@@ -54,6 +54,10 @@ pub struct FaultPlan {
     pub llm_rate_limits: Vec<LlmRateLimitRule>,
     /// Error rules, first match decides.
     pub errors: Vec<ErrorRule>,
+    /// Language-model calls forwarded with an instruction to fail in some way (Dev Proxy's
+    /// LanguageModelFailurePlugin), after every step has let them through; the first rule
+    /// whose request matches decides.
+    pub llm_failures: Vec<super::LlmFailureRule>,
 }
 
 /// What the plan does, in one line, every kind of fault it holds named: `2 error rules (50%),
@@ -92,6 +96,7 @@ impl FaultPlan {
     pub fn is_empty(&self) -> bool {
         self.latency.is_none()
             && !self.block_unmocked
+            && self.llm_failures.is_empty()
             && FaultStep::ALL.iter().all(|&step| !self.acts_at(step))
     }
 }
@@ -135,6 +140,11 @@ impl fmt::Display for FaultPlan {
                 _ => {}
             }
             parts.push(part);
+        }
+        match self.llm_failures.len() {
+            0 => {}
+            1 => parts.push("1 language-model failure rule".to_owned()),
+            n => parts.push(format!("{n} language-model failure rules")),
         }
         if let Some(rule) = &self.latency {
             parts.push(format!(

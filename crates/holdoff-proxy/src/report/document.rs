@@ -562,6 +562,7 @@ fn faults_line(f: &crate::FaultCounts) -> String {
         (f.hangs, "hangs"),
         (f.truncated, "truncated"),
         (f.slowed, "slowed"),
+        (f.llm_failures, "language-model failures"),
     ];
     let parts: Vec<String> = kinds
         .iter()

@@ -218,7 +218,7 @@ impl Scrape {
 }
 
 /// The faults by `kind` label, as the fault stage logs them.
-pub(crate) fn fault_kinds(counts: FaultCounts) -> [(&'static str, u64); 8] {
+pub(crate) fn fault_kinds(counts: FaultCounts) -> [(&'static str, u64); 9] {
     let FaultCounts {
         errors,
         rate_limited,
@@ -228,6 +228,7 @@ pub(crate) fn fault_kinds(counts: FaultCounts) -> [(&'static str, u64); 8] {
         hangs,
         truncated,
         slowed,
+        llm_failures,
     } = counts;
     [
         ("error", errors),
@@ -238,6 +239,7 @@ pub(crate) fn fault_kinds(counts: FaultCounts) -> [(&'static str, u64); 8] {
         ("hang", hangs),
         ("truncate", truncated),
         ("slow_body", slowed),
+        ("llm_failure", llm_failures),
     ]
 }
 

@@ -24,6 +24,8 @@ pub struct FaultCounts {
     pub truncated: u64,
     /// Responses slowed down.
     pub slowed: u64,
+    /// Language-model calls forwarded with an instruction to fail.
+    pub llm_failures: u64,
 }
 
 /// The kinds of fault, as logged (`kind`) and counted.
@@ -39,6 +41,7 @@ pub(super) enum Kind {
     Hang,
     Truncate,
     Slow,
+    LlmFailure,
 }
 
 impl Kind {
@@ -54,6 +57,7 @@ impl Kind {
             Kind::Hang => "hang",
             Kind::Truncate => "truncate",
             Kind::Slow => "slow_body",
+            Kind::LlmFailure => "llm_failure",
         }
     }
 }
@@ -69,6 +73,7 @@ pub(super) struct Counters {
     hangs: AtomicU64,
     truncated: AtomicU64,
     slowed: AtomicU64,
+    llm_failures: AtomicU64,
 }
 
 impl Counters {
@@ -83,6 +88,7 @@ impl Counters {
             Kind::Hang => &self.hangs,
             Kind::Truncate => &self.truncated,
             Kind::Slow => &self.slowed,
+            Kind::LlmFailure => &self.llm_failures,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -99,6 +105,7 @@ impl Counters {
             hangs: load(&self.hangs),
             truncated: load(&self.truncated),
             slowed: load(&self.slowed),
+            llm_failures: load(&self.llm_failures),
         }
     }
 }

@@ -522,6 +522,42 @@ impl Inner {
                 Flow::Done(action) => return action,
             };
         }
+        self.llm_failure(armed, request, meta, url, &read, order.steps().len())
+    }
+
+    /// Forwards a language-model call with an instruction to fail, if a rule matches it
+    /// (read first, then resumed past the last step); else as it is.
+    fn llm_failure(
+        self: &Arc<Self>,
+        armed: &Arc<Armed>,
+        mut request: Request<Body>,
+        meta: &RequestMeta,
+        url: &str,
+        read: &Read,
+        past_the_end: usize,
+    ) -> Action {
+        let Some(rule) = armed
+            .plan
+            .llm_failures
+            .iter()
+            .find(|rule| rule.request.head_matches(&meta.method, url))
+        else {
+            return Action::Continue(request);
+        };
+        if matches!(read, Read::Unread) {
+            return self.read_body(armed, request, meta, url, Step::At(past_the_end));
+        }
+        let pick = self.rng.with(rand::Rng::random::<u32>) as usize;
+        if let Some((name, corrupted)) = read.body().and_then(|sent| rule.corrupt(sent, pick)) {
+            self.record(Kind::LlmFailure, meta, None, None);
+            tracing::debug!(target: "holdoff::fault", failure = name, "language-model failure");
+            // Sent whole now, with its new length.
+            request.headers_mut().remove(header::TRANSFER_ENCODING);
+            request
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(corrupted.len()));
+            *request.body_mut() = Body::full(corrupted);
+        }
         Action::Continue(request)
     }
 
