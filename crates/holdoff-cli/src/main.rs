@@ -37,9 +37,10 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 /// Honour HTTP Retry-After exactly as RFC 9110 defines it.
 ///
-/// `holdoff OPTIONS…` with no command is `holdoff proxy OPTIONS…`, as `devproxy OPTIONS…` runs
-/// Dev Proxy: `holdoff --config-file "~dataFolder/configs/NAME/devproxyrc.json"` works as
-/// written.
+/// `holdoff OPTIONS…` with no command (or `holdoff` alone) is `holdoff proxy OPTIONS…`, as
+/// `devproxy OPTIONS…` runs Dev Proxy: `holdoff --config-file
+/// "~dataFolder/configs/NAME/devproxyrc.json"` works as written. `holdoff --help` lists the
+/// commands; `holdoff demo` shows what holdoff does, in one command.
 #[derive(Debug, Parser)]
 #[command(
     name = "holdoff",
@@ -222,14 +223,15 @@ impl Failure {
     }
 }
 
-/// The command line with `proxy` put in when it starts with an option other than help or the
-/// version: Dev Proxy's command line has the proxy's options at its top level
-/// (`devproxy --config-file FILE`), and its users type them so.
+/// The command line with `proxy` put in when it is empty or starts with an option other than
+/// help or the version: Dev Proxy's command line has the proxy's options at its top level
+/// (`devproxy --config-file FILE`, or `devproxy` alone), and its users type them so.
 fn with_default_command(mut args: Vec<OsString>) -> Vec<OsString> {
     let first = args.get(1).and_then(|arg| arg.to_str());
     let is_option = first.is_some_and(|arg| arg.starts_with('-') && arg != "-");
     let asks_about_holdoff = matches!(first, Some("-h" | "--help" | "-V" | "--version"));
-    if is_option && !asks_about_holdoff {
+    // Nothing at all is `devproxy` alone: the proxy, with the config it finds.
+    if (args.len() == 1 || is_option) && !asks_about_holdoff {
         args.insert(1, OsString::from("proxy"));
     }
     args
@@ -287,9 +289,12 @@ mod tests {
                 with_default_command(line(&["holdoff", "-c", "rc.json", "--port", "0"])),
                 line(&["holdoff", "proxy", "-c", "rc.json", "--port", "0"])
             );
+            assert_eq!(
+                with_default_command(line(&["holdoff"])),
+                line(&["holdoff", "proxy"])
+            );
             for unchanged in [
-                &["holdoff"][..],
-                &["holdoff", "--help"],
+                &["holdoff", "--help"][..],
                 &["holdoff", "-V"],
                 &["holdoff", "run", "--", "curl"],
                 &["holdoff", "config", "get", "x"],
