@@ -37,14 +37,18 @@ impl Scenario {
             )],
             Hint::Delay(seconds) => vec![("Retry-After".to_owned(), seconds.to_string())],
         };
+        // `nth` numbers the requests across the mocks of one URL (as Dev Proxy does): the
+        // throttles answer the first, second, … request, then the success answers the rest.
         let mut mocks = match self.repeat {
-            Repeat::Once => vec![self.mock(first, true)],
+            Repeat::Once => vec![self.mock(first, Some(1))],
             Repeat::Then(value) => vec![
-                self.mock(first, true),
-                self.mock(vec![("Retry-After".to_owned(), value.to_owned())], true),
+                self.mock(first, Some(1)),
+                self.mock(vec![("Retry-After".to_owned(), value.to_owned())], Some(2)),
             ],
-            Repeat::Times(times) => (0..times).map(|_| self.mock(first.clone(), true)).collect(),
-            Repeat::Always => vec![self.mock(first, false)],
+            Repeat::Times(times) => (1..=u64::from(times))
+                .map(|nth| self.mock(first.clone(), Some(nth)))
+                .collect(),
+            Repeat::Always => vec![self.mock(first, None)],
         };
         if self.rule == Rule::Redirect {
             // The redirect's target is answered by the proxy, before the throttle's mock can
@@ -68,15 +72,15 @@ impl Scenario {
         json!({ "retryAfterForm": form, "mocks": { "mocks": mocks } })
     }
 
-    /// A mock answering the first request that reaches it (every one, unless `first`) with
-    /// the scenario's status and `headers` (and [`Scenario::also`]).
-    fn mock(&self, mut headers: Vec<(String, String)>, first: bool) -> Value {
+    /// A mock answering the `nth` request that reaches the mocks (every one, without `nth`)
+    /// with the scenario's status and `headers` (and [`Scenario::also`]).
+    fn mock(&self, mut headers: Vec<(String, String)>, nth: Option<u64>) -> Value {
         for (name, value) in self.also {
             headers.push(((*name).to_owned(), (*value).to_owned()));
         }
-        let mut request = match first {
-            true => json!({ "url": "*", "nth": 1 }),
-            false => json!({ "url": "*" }),
+        let mut request = match nth {
+            Some(nth) => json!({ "url": "*", "nth": nth }),
+            None => json!({ "url": "*" }),
         };
         if let Some(method) = self.method {
             request["method"] = json!(method);
@@ -171,7 +175,7 @@ mod tests {
             let config = Scenario::find("second-throttle").unwrap().config(&setup());
             let mocks = &config["mocks"]["mocks"];
             assert_eq!(mocks[0]["response"]["headers"][0]["value"], "1");
-            assert_eq!(mocks[1]["request"]["nth"], 1);
+            assert_eq!(mocks[1]["request"]["nth"], 2);
             assert_eq!(mocks[1]["response"]["headers"][0]["value"], "3");
         }
 
@@ -180,7 +184,11 @@ mod tests {
             let config = Scenario::find("backoff").unwrap().config(&setup());
             let mocks = config["mocks"]["mocks"].as_array().unwrap();
             assert_eq!(mocks.len(), 3);
-            assert!(mocks.iter().all(|mock| mock["request"]["nth"] == 1));
+            let numbers: Vec<_> = mocks
+                .iter()
+                .map(|mock| mock["request"]["nth"].clone())
+                .collect();
+            assert_eq!(numbers, [json!(1), json!(2), json!(3)]);
             let config = Scenario::find("persistent").unwrap().config(&setup());
             let mocks = config["mocks"]["mocks"].as_array().unwrap();
             assert_eq!(mocks.len(), 1);
