@@ -12,7 +12,7 @@ use http_body_util::{BodyExt as _, Limited};
 use serde_json::{Map, Value, json};
 
 use super::Control;
-use super::server::{Answer, json_with, with_type};
+use super::answer::{Answer, json_with, with_type};
 use crate::jwt::{self, JwtOptions};
 
 /// The most a request body may hold.

@@ -1,5 +1,6 @@
 //! The control API and the metrics endpoint: [`Control`], whose docs list the endpoints.
 
+mod answer;
 mod dev_proxy;
 mod server;
 

@@ -7,12 +7,10 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use holdoff::Receipt;
 use holdoff::clock::{Clock, TokioClock};
-use http::header::{ALLOW, CONTENT_TYPE, HOST, ORIGIN};
-use http::{HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http::header::{ALLOW, HOST, ORIGIN};
+use http::{HeaderValue, Method, Request, StatusCode};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -22,6 +20,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::Control;
+use super::answer::{Answer, json, text, with_type};
 use crate::WindowInfo;
 use crate::shared::OnFailure;
 use crate::stages::fault_kinds;
@@ -68,7 +67,6 @@ pub(super) enum Routes {
     Metrics,
 }
 
-pub(super) type Answer = Response<Full<Bytes>>;
 
 /// Accepts and serves connections until `shutdown`, then lets requests in flight finish for
 /// at most [`GRACE`] and drops what is left.
@@ -237,40 +235,6 @@ fn loopback_host<B>(request: &Request<B>) -> bool {
         .unwrap_or(name);
     name.eq_ignore_ascii_case("localhost")
         || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-pub(super) fn with_type(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Bytes>,
-) -> Answer {
-    let mut answer = Response::new(Full::new(body.into()));
-    *answer.status_mut() = status;
-    answer
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    answer
-}
-
-fn text(status: StatusCode, body: impl Into<Bytes>) -> Answer {
-    with_type(status, "text/plain; charset=utf-8", body)
-}
-
-fn json(value: &impl Serialize) -> Answer {
-    json_with(StatusCode::OK, value)
-}
-
-pub(super) fn json_with(status: StatusCode, value: &impl Serialize) -> Answer {
-    match serde_json::to_vec_pretty(value) {
-        Ok(mut body) => {
-            body.push(b'\n');
-            with_type(status, "application/json", body)
-        }
-        Err(err) => text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("failed to write JSON: {err}\n"),
-        ),
-    }
 }
 
 /// `GET /status`.

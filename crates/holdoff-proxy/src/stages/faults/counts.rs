@@ -24,8 +24,14 @@ pub struct FaultCounts {
     pub truncated: u64,
     /// Responses slowed down.
     pub slowed: u64,
-    /// Language-model calls forwarded with an instruction to fail.
+    /// Language-model calls forwarded with an instruction to fail. Left out of JSON when 0,
+    /// so that event logs and reports from runs without any read as before.
+    #[serde(skip_serializing_if = "is_zero")]
     pub llm_failures: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 /// The kinds of fault, as logged (`kind`) and counted.
