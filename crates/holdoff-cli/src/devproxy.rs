@@ -5,7 +5,6 @@
 //! The import itself (plugins, errors and mocks files) is `holdoff_config::devproxy`'s;
 //! this is only what the CLI needs before it chooses to import.
 
-use std::fs;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
@@ -94,9 +93,11 @@ pub(crate) fn import_and_compile(
 
 /// The top-level object of the file (JSON with comments, or YAML), if it reads as one.
 fn top_level(path: &Path) -> Option<Map<String, Value>> {
-    let text = fs::read_to_string(path).ok()?;
+    // Guarded: a FIFO or /dev/zero given as a config must not hang or fill the memory.
+    let text = holdoff_config::load::read_text(path).ok()?;
     let format = Format::from_path(path).unwrap_or_else(|| Format::sniff(&text));
     let value: Value = match format {
+        Format::Yaml if holdoff_config::load::yaml_too_deep(&text) => return None,
         Format::Yaml => serde_yaml_ng::from_str(&text).ok()?,
         _ => {
             let mut json = String::with_capacity(text.len());

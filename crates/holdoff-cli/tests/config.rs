@@ -305,3 +305,54 @@ mod import_devproxy {
         assert!(stderr.starts_with("holdoff: devproxyrc.json"), "{stderr}");
     }
 }
+
+/// Files no configuration is (issue 37): refused at once, never read, never a hang.
+mod hostile_files {
+    fn holdoff_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+        assert_cmd::Command::cargo_bin("holdoff")
+            .expect("the holdoff binary")
+            .args(args)
+            .current_dir(dir)
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .expect("run holdoff")
+    }
+
+    #[test]
+    fn dev_zero_and_a_fifo_are_refused_as_not_regular_files() {
+        let dir = holdoff_testkit::TempDir::new("hostile-cli");
+        let zero = holdoff_in(dir.path(), &["config", "validate", "/dev/zero"]);
+        assert_eq!(zero.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&zero.stderr).contains("is a device, not a regular file"),
+            "{zero:?}"
+        );
+        let proxy = holdoff_in(dir.path(), &["-c", "/dev/zero", "--port", "0"]);
+        assert_eq!(proxy.status.code(), Some(2), "{proxy:?}");
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join("holdoff.json"))
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        // Named: refused. (Looking for a config in the folder, holdoff takes only files.)
+        let fifo = holdoff_in(dir.path(), &["config", "validate", "holdoff.json"]);
+        assert_eq!(fifo.status.code(), Some(1), "{fifo:?}");
+        assert!(
+            String::from_utf8_lossy(&fifo.stderr).contains("named pipe (FIFO)"),
+            "{fifo:?}"
+        );
+    }
+
+    #[test]
+    fn deep_yaml_is_refused_at_once() {
+        let dir = holdoff_testkit::TempDir::new("hostile-yaml");
+        let deep = format!("x: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        std::fs::write(dir.join("deep.yaml"), deep).expect("write");
+        let output = holdoff_in(dir.path(), &["config", "validate", "deep.yaml"]);
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("nested more than 64 levels deep"),
+            "{output:?}"
+        );
+    }
+}

@@ -91,10 +91,27 @@ impl std::error::Error for ConfigProblems {}
 
 /// `parent.key`, or `key` at the root.
 pub(crate) fn key(parent: &str, key: &str) -> String {
+    let key = cut(key);
     if parent.is_empty() {
-        key.to_owned()
+        key.into_owned()
     } else {
         format!("{parent}.{key}")
+    }
+}
+
+/// The most characters of a file's text that a message quotes.
+const QUOTED: usize = 60;
+
+/// `text` as a message quotes it: whole when short, else its start, an ellipsis and its
+/// length, so that a huge key or value in a file never makes a huge message.
+pub(crate) fn cut(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(QUOTED) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((end, _)) => std::borrow::Cow::Owned(format!(
+            "{}… ({} characters)",
+            &text[..end],
+            text.chars().count()
+        )),
     }
 }
 

@@ -27,6 +27,7 @@ pub mod compile;
 pub mod devproxy;
 mod error;
 pub mod file;
+mod files;
 mod jsonc;
 pub mod load;
 pub mod preset;

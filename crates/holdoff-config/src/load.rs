@@ -6,7 +6,6 @@
 //! and, where the parser knows it, the line and column. The values themselves are checked by
 //! [`compile`](crate::compile).
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -117,14 +116,26 @@ pub fn find_in(dir: &Path) -> Option<PathBuf> {
 
 /// Reads the file at `path` as a `T`, naming it `file` in errors.
 pub(crate) fn read_as<T: DeserializeOwned>(path: &Path, file: &str) -> Result<T, ConfigProblems> {
-    let text = fs::read_to_string(path).map_err(|err| {
-        ConfigProblems::one(FileError::new(
-            file,
-            "",
-            format!("cannot read the file: {err}"),
-        ))
-    })?;
+    let text = read_text(path)
+        .map_err(|message| ConfigProblems::one(FileError::new(file, "", message)))?;
     parse_for_path(&text, path, file)
+}
+
+/// The text of the configuration file at `path`, if it is a regular file of at most 16 MiB in
+/// UTF-8: a named pipe would
+/// block the read, and a device such as `/dev/zero` never ends.
+///
+/// # Errors
+///
+/// A message saying what the file is instead, or why it cannot be read.
+pub fn read_text(path: &Path) -> Result<String, String> {
+    let bytes = crate::files::read_regular(path, "the file")?;
+    String::from_utf8(bytes).map_err(|err| {
+        format!(
+            "cannot read the file: it is not UTF-8 text (byte {} is not); save it as UTF-8",
+            err.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// Parses the text of the file at `path` as a `T`, in the format its extension names or, for
@@ -202,7 +213,22 @@ fn json_error(err: &serde_json::Error, path: String, file: &str) -> FileError {
     }
 }
 
+/// The deepest a YAML file may nest: a configuration nests a few levels, and the parser takes
+/// time that grows with the square of the depth.
+const MAX_YAML_DEPTH: usize = 64;
+
 fn parse_yaml<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, FileError> {
+    if let Some(line) = too_deep(text, MAX_YAML_DEPTH) {
+        return Err(FileError {
+            file: file.to_owned(),
+            path: String::new(),
+            message: format!(
+                "nested more than {MAX_YAML_DEPTH} levels deep: a holdoff configuration nests a \
+                 few; is this the file you meant?"
+            ),
+            line: Some((line, 1)),
+        });
+    }
     let de = serde_yaml_ng::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|err| {
         let path = key_path(err.path());
@@ -230,6 +256,53 @@ fn parse_yaml<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, FileErro
             line: location,
         }
     })
+}
+
+/// Whether `text`, read as YAML, nests deeper than any configuration does (and deeper than
+/// the YAML parser reads quickly): such a file is refused before it is parsed.
+pub fn yaml_too_deep(text: &str) -> bool {
+    too_deep(text, MAX_YAML_DEPTH).is_some()
+}
+
+/// The first line (from 1) at which `text`, read as YAML, nests deeper than `max`: by its
+/// flow brackets (`[`, `{`, outside quotes and comments), or by its block structure (lines
+/// indented deeper than the line before). A quick look, not a parse: it may count a bracket
+/// in a plain scalar, which only ever errs towards a lower depth limit on odd files.
+fn too_deep(text: &str, max: usize) -> Option<usize> {
+    let mut flow = 0usize;
+    let mut indents: Vec<usize> = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start_matches(' ');
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        while indents.last().is_some_and(|&top| top >= indent) {
+            indents.pop();
+        }
+        indents.push(indent);
+        let mut quote = None;
+        for c in trimmed.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => {
+                    flow += 1;
+                    if flow + indents.len() > max {
+                        return Some(number + 1);
+                    }
+                }
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if flow + indents.len() > max {
+            return Some(number + 1);
+        }
+    }
+    None
 }
 
 /// `errors.errors[0].responses[1].statusCode`; empty for the root.
@@ -312,8 +385,13 @@ fn backticked(text: &str) -> Vec<&str> {
 }
 
 fn unknown(what: &str, given: &str, allowed: &[&str], lead: &str) -> String {
-    let mut message = format!("unknown {what} `{given}`");
-    if let Some(near) = closest(given, allowed) {
+    let mut message = format!("unknown {what} `{}`", crate::error::cut(given));
+    // No slip of the keyboard is several times longer than a name: no search then.
+    let longest = allowed.iter().map(|name| name.len()).max().unwrap_or(0);
+    let near = (given.len() <= 2 * longest + 2)
+        .then(|| closest(given, allowed))
+        .flatten();
+    if let Some(near) = near {
         message.push_str(&format!(" (did you mean `{near}`?)"));
     }
     if allowed.is_empty() {
@@ -482,6 +560,60 @@ mod tests {
         #[test]
         fn finds_nothing_in_an_empty_place() {
             assert_eq!(find_in(Path::new("/nonexistent/holdoff")), None);
+        }
+    }
+
+    mod hostile_files {
+        use super::*;
+
+        #[test]
+        fn deep_yaml_is_refused_before_the_parser_sees_it() {
+            let flow = format!("x: {}{}", "[".repeat(20_000), "]".repeat(20_000));
+            assert_eq!(too_deep(&flow, MAX_YAML_DEPTH), Some(1));
+            let block: String = (0..100)
+                .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+                .collect();
+            assert_eq!(too_deep(&block, MAX_YAML_DEPTH), Some(65));
+            let err = parse(&flow, Format::Yaml, "deep.yaml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("deep.yaml:1:1: nested more than 64 levels deep"),
+                "{err}"
+            );
+            // Brackets in quotes or comments are text, and real files pass.
+            assert_eq!(too_deep("a: \"[[[[\"  # [[[[\nb: [1, [2]]\n", 3), None);
+            assert!(!yaml_too_deep(
+                "errors:\n  errors:\n    - request: { url: \"*\" }\n"
+            ));
+        }
+
+        #[test]
+        fn a_huge_unknown_key_makes_a_short_message_at_once() {
+            let key = "k".repeat(1_000_000);
+            let err = parse(&format!("{{\"{key}\": 1}}"), Format::Json, "holdoff.json")
+                .unwrap_err()
+                .to_string();
+            assert!(err.len() < 1_000, "{} bytes", err.len());
+            assert!(err.contains("… (1000000 characters)"), "{err}");
+        }
+
+        #[test]
+        fn a_fifo_a_device_and_a_directory_are_refused_unread() {
+            let dir = holdoff_testkit::TempDir::new("hostile-config");
+            let err = read_text(Path::new("/dev/zero")).unwrap_err();
+            assert!(err.contains("is a device, not a regular file"), "{err}");
+            let err = read_text(dir.path()).unwrap_err();
+            assert!(err.contains("is a directory"), "{err}");
+            #[cfg(unix)]
+            {
+                let fifo = dir.join("holdoff.json");
+                let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+                if made.is_ok_and(|status| status.success()) {
+                    let err = read_text(&fifo).unwrap_err();
+                    assert!(err.contains("named pipe (FIFO)"), "{err}");
+                }
+            }
         }
     }
 }

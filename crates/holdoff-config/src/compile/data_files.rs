@@ -2,8 +2,7 @@
 //! origin, and `@file` bodies, which must stay under the configuration's folder. Each is read
 //! whole, within a size limit, and listed so the caller can watch it.
 
-use std::fs::{self, File};
-use std::io::Read;
+use std::fs;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -11,9 +10,8 @@ use serde::de::DeserializeOwned;
 use super::{Compiler, WrittenIn};
 use crate::load;
 
-/// The most a data file (errors, mocks, `@file` body) may hold: each is read whole, and a
-/// body is kept in memory.
-pub const MAX_DATA_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub use crate::files::MAX_DATA_FILE_BYTES;
+use crate::files::read_regular;
 
 impl Compiler {
     /// Lists `path` among the data files read, once, as an absolute path.
@@ -109,76 +107,12 @@ pub(super) fn read_body_file(file: &Path, root: Option<&Path>) -> Result<Vec<u8>
         }
     }
     // The resolved path: what was checked is what is opened.
-    read_regular(&resolved, file, "body")
+    read_regular(&resolved, &format!("the body file {}", file.display()))
 }
 
 /// Reads the data file `file` whole; `what` (`errors`, `mocks`) names it in the error.
 fn read_data_file(file: &Path, what: &str) -> Result<Vec<u8>, String> {
-    read_regular(file, file, what)
-}
-
-/// Reads `file` whole, if it is a regular file of at most [`MAX_DATA_FILE_BYTES`]; the error,
-/// a message fit after the key path, calls it the `what` file `shown`.
-///
-/// A named pipe would block the open until something writes to it, and a device such as
-/// `/dev/zero` never ends: the type is checked before the file is opened, and again on the
-/// opened file, and no more than the limit is read whatever size the file claims.
-fn read_regular(file: &Path, shown: &Path, what: &str) -> Result<Vec<u8>, String> {
-    let shown = shown.display();
-    let cannot = |err: std::io::Error| format!("cannot read the {what} file {shown}: {err}");
-    let not_regular = |kind: &str| {
-        format!("the {what} file {shown} is {kind}, not a regular file: name a regular file")
-    };
-    let too_large = || {
-        format!(
-            "the {what} file {shown} is larger than {} MiB, the most holdoff reads from one: \
-             make it smaller",
-            MAX_DATA_FILE_BYTES / (1024 * 1024)
-        )
-    };
-    let before = fs::metadata(file).map_err(cannot)?;
-    if !before.is_file() {
-        return Err(not_regular(file_kind(&before)));
-    }
-    if before.len() > MAX_DATA_FILE_BYTES {
-        return Err(too_large());
-    }
-    let opened = File::open(file).map_err(cannot)?;
-    let metadata = opened.metadata().map_err(cannot)?;
-    if !metadata.is_file() {
-        return Err(not_regular(file_kind(&metadata)));
-    }
-    let mut bytes = Vec::new();
-    opened
-        .take(MAX_DATA_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if u64::try_from(bytes.len()).map_or(true, |read| read > MAX_DATA_FILE_BYTES) {
-        return Err(too_large());
-    }
-    Ok(bytes)
-}
-
-/// What a file that is not a regular file is, in words.
-fn file_kind(metadata: &fs::Metadata) -> &'static str {
-    let kind = metadata.file_type();
-    if kind.is_dir() {
-        return "a directory";
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if kind.is_fifo() {
-            return "a named pipe (FIFO)";
-        }
-        if kind.is_socket() {
-            return "a socket";
-        }
-        if kind.is_block_device() || kind.is_char_device() {
-            return "a device";
-        }
-    }
-    "of another kind"
+    read_regular(file, &format!("the {what} file {}", file.display()))
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Reading one of Dev Proxy's files: JSON with comments and trailing commas, or YAML; its keys
 //! checked against the serde type that reads it (see `keys`).
 
-use std::fs;
 use std::path::Path;
 
 use schemars::JsonSchema;
@@ -31,13 +30,8 @@ impl Doc {
     /// Reads `path`: YAML by its extension, as Dev Proxy decides, else JSON with comments and
     /// trailing commas.
     pub(super) fn read(path: &Path, file: String) -> Result<Doc, Vec<FileError>> {
-        let text = fs::read_to_string(path).map_err(|err| {
-            vec![FileError::new(
-                &file,
-                "",
-                format!("cannot read the file: {err}"),
-            )]
-        })?;
+        let text = crate::load::read_text(path)
+            .map_err(|message| vec![FileError::new(&file, "", message)])?;
         if Format::from_path(path) == Some(Format::Yaml) {
             let mut yaml: serde_yaml_ng::Value =
                 parse_as(&text, Format::Yaml, &file).map_err(|errors| errors.0)?;

@@ -46,4 +46,3 @@ pub(super) fn json_with(status: StatusCode, value: &impl Serialize) -> Answer {
         ),
     }
 }
-

@@ -67,7 +67,6 @@ pub(super) enum Routes {
     Metrics,
 }
 
-
 /// Accepts and serves connections until `shutdown`, then lets requests in flight finish for
 /// at most [`GRACE`] and drops what is left.
 pub(super) async fn serve(
