@@ -276,3 +276,40 @@ fn a_client_that_does_not_trust_the_ca_is_seen_counted_and_never_a_pass() {
     assert_eq!(report["interception_failures"], 1, "{report:#}");
     assert!(upstream.requests().is_empty());
 }
+
+/// Two holdoff proxies on one machine (issue 37): a tunnel from one to the other is refused,
+/// so that CONNECTs written into it cannot nest from one proxy to the other without end.
+#[test]
+fn a_tunnel_to_another_holdoff_proxy_is_refused_as_a_loop() {
+    let home = support::TempDir::new("two-proxies");
+    let start = || {
+        support::Proxy::spawn(
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+                .args([
+                    "proxy",
+                    "--port",
+                    "0",
+                    "--pass-through",
+                    "--log-level",
+                    "warn",
+                ])
+                .env("HOME", home.path())
+                .stdin(std::process::Stdio::null()),
+        )
+    };
+    let (first, second) = (start(), start());
+    let output = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_connect}", "-p", "-x"])
+        .arg(first.url())
+        .arg(format!("{}/anything", second.url()))
+        .output()
+        .expect("curl");
+    // The CONNECT's own status, as curl saw it.
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "508", "{output:?}");
+    let stderr = first.stop();
+    assert!(
+        stderr.contains("is another holdoff proxy on this machine"),
+        "{stderr}"
+    );
+    drop(second);
+}

@@ -216,6 +216,14 @@ async fn handle<T: ServeTunnel>(
     Response::new(Body::empty())
 }
 
+/// Why a tunnel's target is refused as a loop.
+enum Loop {
+    /// It is this proxy.
+    Itself(SocketAddr),
+    /// It is another holdoff proxy on this machine, this pid.
+    Other(u32),
+}
+
 /// Connects to a tunnel's target, within the upstream timeout; or the answer that says why not.
 /// A name is looked up first, and refused if it leads back to the proxy.
 pub(crate) async fn connect_upstream(
@@ -226,13 +234,36 @@ pub(crate) async fn connect_upstream(
     let connect = async {
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(target).await?.collect();
         if let Some(own) = addrs.iter().find_map(|addr| shared.own.reached_by(*addr)) {
-            return Ok(Err(own));
+            return Ok(Err(Loop::Itself(own)));
+        }
+        // Another holdoff proxy on this machine: tunnels between the two would nest without
+        // end, one `CONNECT` a level, from a single write.
+        if let Some(addr) = addrs
+            .iter()
+            .find(|addr| addr.ip().to_canonical().is_loopback())
+        {
+            let port = addr.port();
+            let other =
+                tokio::task::spawn_blocking(move || super::process::other_instance_listening(port))
+                    .await
+                    .ok()
+                    .flatten();
+            if let Some(pid) = other {
+                return Ok(Err(Loop::Other(pid)));
+            }
         }
         TcpStream::connect(&addrs[..]).await.map(Ok)
     };
     match tokio::time::timeout(shared.upstream_timeout, connect).await {
         Ok(Ok(Ok(stream))) => Ok(stream),
-        Ok(Ok(Err(own))) => Err(to_itself(target, own)),
+        Ok(Ok(Err(Loop::Itself(own)))) => Err(to_itself(target, own)),
+        Ok(Ok(Err(Loop::Other(pid)))) => Err(Refusal::new(
+            StatusCode::LOOP_DETECTED,
+            format!(
+                "{target} is another holdoff proxy on this machine (pid {pid}): tunnels between \
+                 two proxies chain without end; point the client at one of them"
+            ),
+        )),
         Ok(Err(err)) => Err(Refusal::new(
             StatusCode::BAD_GATEWAY,
             format!("could not connect to {target}: {err}"),

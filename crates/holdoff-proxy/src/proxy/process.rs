@@ -57,6 +57,48 @@ pub(crate) fn pid_of(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
         .map(|(pid, _)| pid)
 }
 
+/// The pid of another process of this very program (another holdoff) listening on `port` of
+/// this machine's loopback, if there is one: a tunnel to it from this proxy would carry the
+/// client's next `CONNECT` back here, and then there, without end (Linux; `None` elsewhere, or
+/// when it cannot be told).
+pub(crate) fn other_instance_listening(port: u16) -> Option<u32> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let proc = Path::new("/proc");
+    let inode = listening_inode(proc, port).ok().flatten()?;
+    let pid = holder(proc, inode).ok().flatten()?;
+    if pid == std::process::id() {
+        return None;
+    }
+    let exe = |pid: &str| fs::canonicalize(proc.join(pid).join("exe")).ok();
+    let (theirs, ours) = (exe(&pid.to_string())?, exe("self")?);
+    (theirs == ours).then_some(pid)
+}
+
+/// The inode of a socket listening on `port` at a loopback or wildcard address.
+fn listening_inode(proc: &Path, port: u16) -> io::Result<Option<u64>> {
+    for table in ["net/tcp", "net/tcp6"] {
+        let Ok(file) = fs::File::open(proc.join(table)) else {
+            continue;
+        };
+        for line in BufReader::new(file).lines() {
+            let Some(row) = parse_row(&line?) else {
+                continue;
+            };
+            let ip = row.local.ip().to_canonical();
+            if row.listening
+                && row.local.port() == port
+                && (ip.is_loopback() || ip.is_unspecified())
+                && row.inode != 0
+            {
+                return Ok(Some(row.inode));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Loopback, including an IPv4-mapped IPv6 loopback address.
 fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
@@ -195,6 +237,8 @@ fn holds(proc: &Path, pid: u32, target: &str) -> bool {
 struct Row {
     local: SocketAddr,
     remote: SocketAddr,
+    /// Whether the socket listens (`st` 0A).
+    listening: bool,
     inode: u64,
 }
 
@@ -205,11 +249,13 @@ fn parse_row(line: &str) -> Option<Row> {
     let _slot = fields.next().filter(|slot| slot.ends_with(':'))?;
     let local = parse_address(fields.next()?)?;
     let remote = parse_address(fields.next()?)?;
-    // st, tx_queue:rx_queue, tr:tm->when, retrnsmt, uid, timeout.
-    let inode = fields.nth(6)?.parse().ok()?;
+    let listening = fields.next()? == "0A";
+    // tx_queue:rx_queue, tr:tm->when, retrnsmt, uid, timeout.
+    let inode = fields.nth(5)?.parse().ok()?;
     Some(Row {
         local,
         remote,
+        listening,
         inode,
     })
 }
@@ -259,9 +305,17 @@ mod tests {
                 Some(Row {
                     local: "127.0.0.1:40014".parse().unwrap(),
                     remote: "127.0.0.1:8000".parse().unwrap(),
+                    listening: false,
                     inode: 4_242_424,
                 })
             );
+            // A listening socket: state 0A, no remote.
+            let listening = "   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 \
+                             00000000  1000        0 99 1 0000000000000000 100 0 0 10 0";
+            let row = parse_row(listening).expect("a row");
+            assert!(row.listening);
+            assert_eq!(row.local, "127.0.0.1:8000".parse().unwrap());
+            assert_eq!(row.inode, 99);
         }
 
         #[cfg(target_endian = "little")]
@@ -275,6 +329,7 @@ mod tests {
                 Some(Row {
                     local: "[::1]:54321".parse().unwrap(),
                     remote: "[::ffff:127.0.0.1]:8000".parse().unwrap(),
+                    listening: false,
                     inode: 77,
                 })
             );
