@@ -269,6 +269,12 @@ pub(crate) struct Options {
     #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse)]
     judge_min_backoff: Duration,
 
+    /// The most judge windows open at once: past it, opening one drops the oldest, and the
+    /// reports count them as not judged. Bounds the memory a flood of long hints on distinct
+    /// URLs can take (85 to 175 bytes a window).
+    #[arg(long, value_name = "N", default_value_t = holdoff_proxy::judge::DEFAULT_MAX_WINDOWS, value_parser = parse_max_windows)]
+    pub(crate) judge_max_windows: usize,
+
     /// What a retry sooner than --judge-min-backoff after a 429 or 503 with no hint at all
     /// does to the run: warn (the default: RFC 9110 sets no wait without a hint), or fail it
     #[arg(long, value_name = "WHAT", value_enum, default_value_t = NoBackoffArg::Warn)]
@@ -283,7 +289,7 @@ pub(crate) struct Options {
 
     /// Forward everything untouched: no faults and no judge (for comparing against other
     /// proxies, or finding out whether holdoff is what breaks a client).
-    #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty", "judge_min_backoff", "judge_no_backoff"])]
+    #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty", "judge_min_backoff", "judge_no_backoff", "judge_max_windows"])]
     pass_through: bool,
 
     /// The faults to inject, from a holdoff config file (JSON with comments, or YAML), or a Dev
@@ -403,6 +409,13 @@ fn parse_config_path(s: &str) -> Result<PathBuf, String> {
             path.display()
         )),
         _ => Ok(path),
+    }
+}
+
+fn parse_max_windows(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("expected a whole number of windows, at least 1".to_owned()),
     }
 }
 

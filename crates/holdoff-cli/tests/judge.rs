@@ -59,3 +59,39 @@ fn curl_retry_honours_retry_after_and_is_compliant() {
         "{stderr}"
     );
 }
+
+/// Issue 37: long hints on many distinct URLs fill the judge no further than its cap; the
+/// windows dropped are counted as not judged in the summary and the JSON report.
+#[test]
+fn windows_past_the_cap_are_dropped_and_reported_as_not_judged() {
+    let rt = support::runtime();
+    let upstream = rt.block_on(holdoff_testkit::TestServer::start());
+    let dir = support::TempDir::new("max-windows");
+    let report = dir.join("report.json");
+    let report_arg = report.display().to_string();
+    let proxy = support::Proxy::start(&[
+        "--preset",
+        "throttle",
+        "-f",
+        "100",
+        "-u",
+        "http://127.0.0.1:*/*",
+        "--judge-max-windows",
+        "32",
+        "--report-json",
+        &report_arg,
+    ]);
+    for i in 0..100 {
+        let status = support::curl(proxy.addr, &[], &upstream.url(&format!("/item/{i}")));
+        assert_eq!(status, "429", "request {i}");
+    }
+    let stderr = proxy.stop();
+    let json = support::json_report(&report);
+    let evicted = json["evicted_windows"].as_u64().unwrap_or(0);
+    // 32 windows, a quarter more a shard for keys that crowd one: at most 64 open.
+    assert!(evicted >= 36, "{evicted} evicted: {json:#}");
+    assert!(
+        stderr.contains(&format!("not judged: {evicted} judge windows were evicted")),
+        "{stderr}"
+    );
+}

@@ -208,6 +208,10 @@ impl Stopped {
             faults: counts,
             exit_code,
             interception_failures: self.summary.interception_failures,
+            evicted_windows: self
+                .stages
+                .as_ref()
+                .map_or(0, |stages| stages.judge.judge().evicted()),
         });
         counts
     }

@@ -189,13 +189,16 @@ fn build_stages(
         key,
         penalty,
         min_backoff,
+        max_windows,
         plan,
         seed,
         state,
         reload,
         log,
     } = wired;
-    let judge = Judge::new(key, clock.now()).penalty(penalty);
+    let judge = Judge::new(key, clock.now())
+        .penalty(penalty)
+        .max_windows(max_windows);
     // The recorder counts the verdicts; the stage keeps none of its own.
     let mut judge = JudgeStage::new(Arc::new(judge), Arc::clone(clock))
         .keep_events(0)

@@ -28,6 +28,7 @@ pub(super) struct Settings {
     judge_key: Option<KeyMode>,
     judge_penalty: Option<PenaltyArg>,
     judge_min_backoff: Duration,
+    judge_max_windows: usize,
     /// Whether a retry without backoff after a hint-less throttle fails the run.
     fail_on_no_backoff: bool,
     seed: Option<u64>,
@@ -94,6 +95,7 @@ impl Settings {
             judge_key: options.judge_key.clone(),
             judge_penalty: options.judge_penalty,
             judge_min_backoff: options.judge_min_backoff,
+            judge_max_windows: options.judge_max_windows,
             fail_on_no_backoff: options.judge_no_backoff == NoBackoffArg::Fail,
             seed: options.seed,
             overrides: Overrides::from_options(options, cwd),
@@ -147,6 +149,8 @@ pub(super) struct StagesWiring {
     /// `--judge-penalty`, else the config's, else the default.
     pub(super) penalty: Penalty,
     pub(super) min_backoff: Duration,
+    /// `--judge-max-windows`.
+    pub(super) max_windows: usize,
     /// The config's plan, with the command line's overrides.
     pub(super) plan: FaultPlan,
     /// `--seed`, else the config's, else the one drawn.
@@ -216,6 +220,7 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
         judge_key,
         judge_penalty,
         judge_min_backoff,
+        judge_max_windows,
         fail_on_no_backoff,
         seed,
         overrides,
@@ -254,6 +259,7 @@ pub(super) fn wire(settings: Settings, command: Option<Vec<String>>, drawn: u64)
             key: judge_key.or(compiled.judge_key).unwrap_or_default(),
             penalty,
             min_backoff: judge_min_backoff,
+            max_windows: judge_max_windows,
             log: FaultsLog {
                 found,
                 notes: notes

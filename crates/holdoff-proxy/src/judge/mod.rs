@@ -140,6 +140,27 @@ const PREMATURE: usize = 0;
 const COMPLIANT: usize = 1;
 const TOO_SOON: usize = 2;
 
+/// A shard's part of a cap of `max` windows: its share and a quarter more, at least one.
+fn per_shard(max: usize) -> usize {
+    max.div_ceil(SHARDS).saturating_mul(5).div_ceil(4).max(1)
+}
+
+/// Drops the oldest eighth (at least one) of a full shard's windows, by when they opened:
+/// their clients have had the longest to come back. Returns how many.
+fn drop_oldest(shard: &mut HashMap<WindowKey, Window>) -> usize {
+    let count = (shard.len() / 8).max(1);
+    let mut opened: Vec<u64> = shard.values().map(|window| window.opened).collect();
+    let (_, cutoff, _) = opened.select_nth_unstable(count - 1);
+    let cutoff = *cutoff;
+    let mut left = count;
+    shard.retain(|_, window| {
+        let drop = left > 0 && window.opened <= cutoff;
+        left -= usize::from(drop);
+        !drop
+    });
+    count - left
+}
+
 /// Judges retries against the windows that hints open. Share it behind an `Arc`.
 #[derive(Debug)]
 pub struct Judge {
@@ -149,9 +170,17 @@ pub struct Judge {
     hasher: KeyHasher,
     epoch: Instant,
     shards: Box<[Mutex<HashMap<WindowKey, Window>>]>,
+    /// The most windows a shard holds: the cap on open windows over the shards.
+    per_shard: usize,
+    /// Windows dropped to stay under the cap before they were judged or retained long
+    /// enough: retries under them go unjudged, and the reports say how many.
+    evicted: AtomicU64,
     /// Verdicts so far, for metrics: `[premature, compliant, too soon]`.
     verdicts: [AtomicU64; 3],
 }
+
+/// The default cap on open windows: at 85 to 175 bytes a window, under 200 MB.
+pub const DEFAULT_MAX_WINDOWS: usize = 1_000_000;
 
 impl Judge {
     /// A judge keying windows by `mode`. `epoch` is any instant no later than the first one
@@ -164,8 +193,25 @@ impl Judge {
             hasher: KeyHasher::new(),
             epoch,
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            per_shard: per_shard(DEFAULT_MAX_WINDOWS),
+            evicted: AtomicU64::new(0),
             verdicts: Default::default(),
         }
+    }
+
+    /// About `max` windows open at most: each shard holds its share and a quarter more, so
+    /// that keys crowding one shard do not drop windows before `max` are open. Past it,
+    /// opening one drops the oldest of its shard's, an eighth at a time, counted by
+    /// [`Judge::evicted`]. A flood of long hints on distinct URLs then costs bounded memory,
+    /// and the reports say how many windows went unjudged.
+    pub fn max_windows(mut self, max: usize) -> Judge {
+        self.per_shard = per_shard(max);
+        self
+    }
+
+    /// How many windows were dropped to stay under [`Judge::max_windows`].
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
     }
 
     /// What a premature retry does to its window.
@@ -291,6 +337,10 @@ impl Judge {
             .shard(key)
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if shard.len() >= self.per_shard && !shard.contains_key(&key) {
+            let dropped = drop_oldest(&mut shard);
+            self.evicted.fetch_add(dropped as u64, Ordering::Relaxed);
+        }
         shard
             .entry(key)
             .and_modify(|w| {
@@ -671,6 +721,34 @@ mod tests {
 
     mod evict {
         use super::*;
+
+        #[test]
+        fn a_full_judge_drops_its_oldest_windows_and_counts_them() {
+            let t0 = holdoff::clock::SystemClock.now();
+            let judge = Judge::new(KeyMode::default(), t0).max_windows(64);
+            let year = Duration::from_secs(365 * 24 * 3600);
+            let keys: Vec<WindowKey> = (0..2_000)
+                .map(|i| judge.key(&parts(&format!("client-{i}"))))
+                .collect();
+            for (i, key) in keys.iter().enumerate() {
+                let at = t0 + Duration::from_millis(i as u64);
+                judge.open(*key, at, at + year);
+            }
+            let open = judge.open_windows();
+            assert!(open <= 96, "{open} windows open: 3 a shard at most");
+            assert_eq!(judge.evicted() as usize + open, keys.len());
+            // The newest is still judged; the oldest went, unjudged.
+            let now = t0 + Duration::from_secs(1);
+            assert!(matches!(
+                judge.check(keys[keys.len() - 1], now),
+                Check::Premature { .. }
+            ));
+            assert_eq!(judge.check(keys[0], now), Check::Open);
+            // Reopening a window that is there drops nothing.
+            let before = judge.evicted();
+            judge.open(keys[keys.len() - 1], now, now + year);
+            assert_eq!(judge.evicted(), before);
+        }
 
         #[test]
         fn drops_only_windows_past_their_retention() {

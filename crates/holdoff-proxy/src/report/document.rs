@@ -256,6 +256,11 @@ impl Report {
                 self.interception_failures,
             ))));
         }
+        if self.evicted_windows > 0 {
+            blocks.push(Block::Notice(Text::marked(&super::outcome::evicted(
+                self.evicted_windows,
+            ))));
+        }
         let paragraph = |s: &str| Block::Paragraph(Text::plain(s));
         match Case::of(self) {
             Case::NotTested { allowed: false } => {

@@ -142,6 +142,10 @@ pub enum Event {
         /// never reached the proxy, so the run cannot pass. Left out when 0.
         #[serde(default, skip_serializing_if = "is_zero")]
         interception_failures: u64,
+        /// Judge windows dropped at the cap on open windows before they were judged: retries
+        /// under them went unjudged. Left out when 0.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        evicted_windows: u64,
     },
 }
 
@@ -307,6 +311,7 @@ mod tests {
                     faults,
                     exit_code: None,
                     interception_failures: 2,
+                    evicted_windows: 3,
                 },
             ] {
                 let line = serde_json::to_string(&event).unwrap();

@@ -137,6 +137,19 @@ impl Case {
 }
 
 /// Why a run with failed interceptions is not a pass, for the reports: `failures` of them.
+/// What every report says of windows dropped at the cap: not judged, and why.
+pub(crate) fn evicted(windows: u64) -> String {
+    let windows = count(
+        usize::try_from(windows).unwrap_or(usize::MAX),
+        "judge window was",
+        "judge windows were",
+    );
+    format!(
+        "not judged: {windows} evicted at the cap on open windows (--judge-max-windows), \
+         oldest first; retries under them were neither passed nor failed"
+    )
+}
+
 pub(crate) fn unintercepted(failures: u64) -> String {
     let connections = count(
         usize::try_from(failures).unwrap_or(usize::MAX),

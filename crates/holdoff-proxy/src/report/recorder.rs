@@ -181,6 +181,7 @@ impl Recorder {
             faults,
             exit_code,
             interception_failures: 0,
+            evicted_windows: 0,
         });
     }
 

@@ -53,6 +53,10 @@ pub struct Report {
     /// Intercepted tunnels whose TLS handshake with the client failed. Left out when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub(super) interception_failures: u64,
+    /// Judge windows dropped at the cap on open windows: retries under them went unjudged.
+    /// Left out when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(super) evicted_windows: u64,
     pub(super) faults: Option<FaultCounts>,
     pub(super) lateness: Option<Lateness>,
     pub(super) herds: Vec<Herd>,
@@ -114,6 +118,7 @@ impl Report {
             judge_key: None,
             exit_code: None,
             interception_failures: 0,
+            evicted_windows: 0,
             faults: None,
             lateness: None,
             herds: Vec::new(),
@@ -196,6 +201,11 @@ impl Report {
     /// How many intercepted tunnels failed their TLS handshake with the client.
     pub fn interception_failures(&self) -> u64 {
         self.interception_failures
+    }
+
+    /// Judge windows dropped at the cap on open windows before they were judged.
+    pub fn evicted_windows(&self) -> u64 {
+        self.evicted_windows
     }
 
     /// How many retries were premature.

@@ -28,6 +28,9 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
     if report.interception_failures > 0 {
         writeln!(out, "  {}", unintercepted(report.interception_failures))?;
     }
+    if report.evicted_windows > 0 {
+        writeln!(out, "  {}", super::outcome::evicted(report.evicted_windows))?;
+    }
     if Case::of(report) == (Case::NotTested { allowed: false }) {
         writeln!(
             out,

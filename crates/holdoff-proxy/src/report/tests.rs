@@ -136,6 +136,7 @@ fn run(requests: u64, fail_on_no_backoff: bool, events: Vec<Event>) -> Vec<Event
         faults: FaultCounts::default(),
         exit_code: Some(0),
         interception_failures: 0,
+        evicted_windows: 0,
     });
     all
 }

@@ -225,6 +225,7 @@ impl Tally {
                 faults,
                 exit_code,
                 interception_failures,
+                evicted_windows,
             } => {
                 let r = &mut self.report;
                 r.seen(*at);
@@ -233,6 +234,7 @@ impl Tally {
                 r.faults = Some(*faults);
                 r.exit_code = *exit_code;
                 r.interception_failures = *interception_failures;
+                r.evicted_windows = *evicted_windows;
                 r.complete = true;
             }
         }
