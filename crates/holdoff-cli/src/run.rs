@@ -495,12 +495,31 @@ impl Signals {
         })
     }
 
-    /// Waits for `child` to exit, passing on every signal holdoff receives meanwhile.
+    /// Waits for `child` to exit, passing on every signal holdoff receives meanwhile; a
+    /// command still running [`KILL_GRACE`] after it was asked to stop is killed (SIGKILL),
+    /// so that holdoff always ends, writes its reports, and leaves no command behind.
     async fn forward_until_exit(&mut self, child: &mut Child) -> io::Result<ExitStatus> {
+        use holdoff::clock::{Clock, TokioClock};
         use rustix::process::Signal;
+        let mut kill_at = None;
         loop {
+            let grace = async {
+                match kill_at {
+                    Some(at) => TokioClock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             let signal = tokio::select! {
                 status = child.wait() => return status,
+                () = grace => {
+                    tracing::warn!(
+                        "the command did not exit within {} s of being asked to stop: killing it \
+                         (SIGKILL)",
+                        KILL_GRACE.as_secs()
+                    );
+                    kill_at = None;
+                    Signal::KILL
+                }
                 Some(()) = self.interrupt.recv() => {
                     // Ctrl-C in a terminal goes to its whole foreground process group, the
                     // command included: a second SIGINT would make many programs skip their
@@ -522,13 +541,23 @@ impl Signals {
             else {
                 continue;
             };
-            tracing::info!("passing {signal:?} on to the command (pid {pid:?})");
+            if signal != Signal::KILL {
+                tracing::info!("passing {signal:?} on to the command (pid {pid:?})");
+                if kill_at.is_none() {
+                    kill_at = Some(TokioClock.now() + KILL_GRACE);
+                }
+            }
             if let Err(err) = rustix::process::kill_process(pid, signal) {
                 tracing::warn!("failed to pass {signal:?} on to the command: {err}");
             }
         }
     }
 }
+
+/// How long a command asked to stop (SIGINT, SIGTERM, SIGHUP passed on) has before it is
+/// killed.
+#[cfg(unix)]
+const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether holdoff runs in the foreground of a terminal, where the terminal signals the whole
 /// process group.

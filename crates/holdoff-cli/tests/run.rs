@@ -331,6 +331,49 @@ fn sigterm_is_passed_on_to_the_command() {
     assert_eq!(output.status.code(), Some(42), "{}", show(&output));
 }
 
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace_and_the_run_still_ends() {
+    let dir = TempDir::new("run-sigterm-ignored");
+    let report = dir.path().join("report.json");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args([
+            "run",
+            "--log-level",
+            "warn",
+            "--allow-no-traffic",
+            "--report-json",
+        ])
+        .arg(&report)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            r#"trap '' TERM; echo ready; while :; do sleep 1; done"#,
+        ])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start holdoff run");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("read the command's stdout");
+    assert_eq!(line, "ready\n");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    // The command ignores SIGTERM: 5 s later it is killed, and holdoff ends with its reports.
+    let output = child.wait_with_output().expect("wait for holdoff");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("killing it (SIGKILL)"), "{}", show(&output));
+    assert!(report.is_file(), "{}", show(&output));
+    assert_ne!(output.status.code(), Some(0), "{}", show(&output));
+}
+
 /// A test CA's certificate file and an HTTPS upstream on loopback whose certificate it
 /// signed, answering every request `200 hello`.
 struct TlsUpstream {

@@ -210,8 +210,10 @@ fn proxy_url(events: &Path) -> Option<String> {
         })
 }
 
-/// How long a command stopped at the time limit has to exit before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long a scenario's `holdoff run` stopped at the time limit has to exit before it is
+/// killed: longer than the 5 s `holdoff run` gives its command before killing it, so that the
+/// run ends on its own and records what it saw.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// How long a command has, at least, to send its first request: starting up is not what is
 /// checked, and a busy machine starting a dozen proxies and clients at once is slow at it.
