@@ -61,6 +61,8 @@ Exit status:
   2    a usage error (e.g. an unknown scenario)
   126  the command was found but could not be run (not executable)
   127  the command was not found
+  130, 143  stopped by SIGINT or SIGTERM: every scenario running was stopped and judged on what
+       it did, the reports asked for were written, and the others did not run
 
 Examples:
   holdoff check --list
@@ -262,12 +264,26 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         parallel: args.parallel,
         setup,
         sampler,
+        stop: tokio_util::sync::CancellationToken::new(),
+        stopped_by: std::sync::atomic::AtomicU8::new(0),
     });
     let jobs = args.jobs.map_or_else(default_jobs, usize::from);
+    let listening = runtime.block_on(async { stop_on_signal(&shared) });
     let results = runtime.block_on(suite::run(&shared, &chosen, jobs, out));
+    drop(listening);
+    let stopped_by = shared.stopped_by.load(std::sync::atomic::Ordering::Relaxed);
     drop(shared);
     drop(runtime);
     let rows = results?;
+    if stopped_by != 0 {
+        eprintln!(
+            "holdoff: stopped by {}: {} of {} scenarios were judged on what the client did \
+             until then; the others did not run",
+            if stopped_by == 2 { "SIGINT" } else { "SIGTERM" },
+            rows.len(),
+            chosen.len()
+        );
+    }
     let command = report::command_line(&args.command);
     let reports: [(&Option<PathBuf>, &str, Render); 3] = [
         (&args.json, "JSON", report::json),
@@ -291,6 +307,10 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
     };
     if count(Verdict::Fail) > 0 {
         return Err(Failure::Premature);
+    }
+    // Stopped: what ran was judged and reported; the check as a whole did not finish.
+    if stopped_by != 0 {
+        return Err(Failure::Command(128 + stopped_by));
     }
     if count(Verdict::NotApplicable) == rows.len() {
         eprintln!("holdoff: {NO_TRAFFIC}");
@@ -329,6 +349,40 @@ pub(crate) struct Shared {
     setup: Setup,
     /// The machine's scheduling lateness, sampled the whole time.
     sampler: Sampler,
+    /// Cancelled by SIGINT or SIGTERM: every scenario running is stopped and judged on what
+    /// it did, and none starts.
+    stop: tokio_util::sync::CancellationToken,
+    /// The signal that stopped the check, as its number (0: none).
+    stopped_by: std::sync::atomic::AtomicU8,
+}
+
+/// Listens for SIGINT and SIGTERM for as long as the returned task lives: the first stops
+/// every scenario (see [`Shared::stop`]), so that the check ends on its own, judges what it
+/// saw, writes its reports and removes its temporary folder, rather than dying with its
+/// clients and proxies left running.
+fn stop_on_signal(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt()).ok()?;
+        let mut terminate = signal(SignalKind::terminate()).ok()?;
+        let shared = Arc::clone(shared);
+        Some(tokio::spawn(async move {
+            let number = tokio::select! {
+                _ = interrupt.recv() => 2,
+                _ = terminate.recv() => 15,
+            };
+            shared
+                .stopped_by
+                .store(number, std::sync::atomic::Ordering::Relaxed);
+            shared.stop.cancel();
+        }))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = shared;
+        None
+    }
 }
 
 /// How many scenarios run at once without `--jobs`: twice the CPUs, 4 at least.
@@ -380,7 +434,7 @@ pub(crate) async fn run_scenario(
     let hint = scenario.hint_secs(&shared.setup);
     let copies: Vec<_> = spawned
         .into_iter()
-        .map(|one| tokio::spawn(finish(scenario, hint, one, limit)))
+        .map(|one| tokio::spawn(finish(scenario, hint, one, limit, shared.stop.clone())))
         .collect();
     let mut outcomes = Vec::new();
     let mut elapsed = Duration::ZERO;

@@ -1035,3 +1035,58 @@ fn reverse_mode_wants_an_http_url() {
         "{stderr}"
     );
 }
+
+/// Issue 37: SIGTERM to `holdoff check` outside a terminal stops every scenario, judges what
+/// each did until then, writes the JSON report, removes its temporary folder and exits 143.
+#[test]
+fn sigterm_stops_every_scenario_writes_what_was_measured_and_cleans_up() {
+    let dir = TempDir::new("check-sigterm");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).expect("a TMPDIR");
+    let json = dir.path().join("check.json");
+    let child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .arg("check")
+        .arg("--json")
+        .arg(&json)
+        .args(["-j", "2", "--", "sh", "-c", "sleep 30"])
+        .env("TMPDIR", &tmp)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start holdoff check");
+    // Its scenarios' proxies and clients are running once their folders appear.
+    let running = |tmp: &std::path::Path| {
+        std::fs::read_dir(tmp)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| std::fs::read_dir(entry.path()).is_ok_and(|mut d| d.next().is_some()))
+    };
+    for _ in 0..300 {
+        if running(&tmp) {
+            break;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(50));
+    }
+    assert!(running(&tmp), "no scenario started");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    let output = child.wait_with_output().expect("wait for holdoff check");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("holdoff: stopped by SIGTERM: "), "{stderr}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON")).expect("JSON");
+    let judged = report["scenarios"].as_array().map_or(0, Vec::len);
+    assert!(judged >= 1, "{report:#}");
+    assert_eq!(
+        std::fs::read_dir(&tmp).expect("TMPDIR").count(),
+        0,
+        "the temporary folder is removed"
+    );
+}

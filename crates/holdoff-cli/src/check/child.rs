@@ -233,6 +233,7 @@ pub(super) async fn finish(
     hint: Option<u64>,
     mut spawned: Spawned,
     limit: Duration,
+    stop: tokio_util::sync::CancellationToken,
 ) -> Result<(Outcome, Duration), Failure> {
     let clock = TokioClock;
     let started = clock.now();
@@ -249,7 +250,12 @@ pub(super) async fn finish(
                     deadline = clock.now() + limit;
                 }
             }
-            () = clock.sleep_until(deadline) => {
+            () = async {
+                tokio::select! {
+                    () = clock.sleep_until(deadline) => {}
+                    () = stop.cancelled() => {}
+                }
+            } => {
                 timed_out = true;
                 terminate(&spawned.child);
                 let grace = clock.now() + STOP_GRACE;
@@ -315,6 +321,8 @@ pub(super) async fn finish(
     match own {
         Some((Some(127), 0)) => return Err(Failure::NotFound(said())),
         Some((Some(126), 0)) => return Err(Failure::CannotExecute(said())),
+        // Stopped by a signal as it started: judged on what it recorded, if anything.
+        None if stop.is_cancelled() => {}
         // No end recorded: the proxy could not start (stderr says why), or was killed.
         None => return Err(Failure::Runtime(said())),
         _ => {}

@@ -34,8 +34,15 @@ pub(crate) async fn run(
         .map(|scenario| {
             let (shared, slots, scenario) = (Arc::clone(shared), Arc::clone(&slots), *scenario);
             tokio::spawn(async move {
-                let _slot = slots.acquire_owned().await;
-                run_scenario(&shared, scenario, 0).await
+                // Stopped (a signal) before its turn: it does not run.
+                let _slot = tokio::select! {
+                    slot = slots.acquire_owned() => slot,
+                    () = shared.stop.cancelled() => return Ok(None),
+                };
+                if shared.stop.is_cancelled() {
+                    return Ok(None);
+                }
+                run_scenario(&shared, scenario, 0).await.map(Some)
             })
         })
         .collect();
@@ -53,15 +60,19 @@ pub(crate) async fn run(
         };
         let row =
             row.map_err(|err| Failure::Runtime(format!("a scenario's task failed: {err}")))??;
+        let Some(row) = row else {
+            continue;
+        };
         table
             .pending
             .push(load::close_call(&row.outcome, late_before(shared, &row)));
         rows.push(row);
         table.print_settled(&mut rows)?;
     }
-    // A pass within the machine's noise of its threshold: measured again, alone.
+    // A pass within the machine's noise of its threshold: measured again, alone (unless the
+    // check was stopped: then it stands as it was measured).
     for index in 0..rows.len() {
-        if !table.pending[index] {
+        if !table.pending[index] || shared.stop.is_cancelled() {
             continue;
         }
         let scenario = rows[index].scenario;
@@ -79,7 +90,8 @@ pub(crate) async fn run(
     table.print_rest(&mut rows)?;
     // Every wait exceeded its hint: one more scenario, with a hint longer than any of them,
     // tells a client that reads the hint from one that waits the same whatever.
-    if let Some(seconds) = reads_hint(&rows, &shared.setup) {
+    if let Some(seconds) = reads_hint(&rows, &shared.setup).filter(|_| !shared.stop.is_cancelled())
+    {
         let scenario = Scenario::reads(seconds);
         table.progress(&format!("{}: a {seconds} s hint", scenario.name));
         let mut row = run_scenario(shared, scenario, 0).await?;
