@@ -157,3 +157,56 @@ fn small_posts_over_http1_get_their_429_without_a_curl_error() {
 fn one_mib_posts_over_http1_get_their_429_without_a_curl_error() {
     fifty_throttled_posts("early-h1-mib", "--http1.1", "1.1", &vec![b'a'; MIB]);
 }
+
+/// Issue 37: a client hammering the proxy with wrong credentials, once locked out, gets 429s
+/// by the thousand; the log keeps a few lines a second of them and counts the rest.
+#[test]
+fn refusals_of_a_locked_out_client_are_budgeted_in_the_log() {
+    let dir = support::TempDir::new("locked-out-log");
+    let mut proxy = std::process::Command::new(assert_cmd::cargo::cargo_bin("holdoff"));
+    proxy
+        .args([
+            "proxy",
+            "--port",
+            "0",
+            "--pass-through",
+            "--proxy-auth",
+            "me:s3cret",
+        ])
+        .env("HOME", dir.path())
+        .stdin(std::process::Stdio::null());
+    let proxy = support::Proxy::spawn(&mut proxy);
+    let client = r#"
+import base64, http.client, sys, time
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+bad = "Basic " + base64.b64encode(b"me:wrong").decode()
+codes = {}
+for _ in range(500):
+    conn.request("GET", "http://127.0.0.1:9/x", headers={"Proxy-Authorization": bad})
+    response = conn.getresponse()
+    response.read()
+    codes[response.status] = codes.get(response.status, 0) + 1
+print(sorted(codes.items()))
+# A second later, the next refusal's line says how many were left out.
+time.sleep(1.1)
+conn.request("GET", "http://127.0.0.1:9/x", headers={"Proxy-Authorization": bad})
+conn.getresponse().read()
+"#;
+    let port = proxy.addr.port().to_string();
+    let output = std::process::Command::new("python3")
+        .args(["-c", client, &port])
+        .output()
+        .expect("python3");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("(429, 49"), "{printed} {output:?}");
+    let stderr = proxy.stop();
+    let refusals = stderr
+        .lines()
+        .filter(|line| line.contains("status=429"))
+        .count();
+    assert!(refusals <= 2 * 20 + 1, "{refusals} lines:\n{stderr}");
+    assert!(
+        stderr.contains("more refusals of locked-out clients (429) were left out of the log"),
+        "{stderr}"
+    );
+}

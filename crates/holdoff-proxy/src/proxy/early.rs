@@ -28,6 +28,8 @@ pub(crate) struct EarlyAnswer {
     /// Whether the log names the client by its proxy user: only once its credentials are
     /// known to be right.
     named: bool,
+    /// A refusal of a locked-out peer: its log lines are budgeted, a flood making thousands.
+    locked: bool,
 }
 
 impl EarlyAnswer {
@@ -37,6 +39,7 @@ impl EarlyAnswer {
             error: Some(refusal.reason.clone()),
             response: refusal.into_response(),
             named: false,
+            locked: false,
         }
     }
 
@@ -75,10 +78,12 @@ pub(crate) fn refuse(
             }
         };
         if let Some(response) = response {
+            let locked = response.status() == StatusCode::TOO_MANY_REQUESTS;
             return Some(EarlyAnswer {
                 response,
                 error: None,
                 named: false,
+                locked,
             });
         }
     }
@@ -105,6 +110,7 @@ pub(crate) async fn answer_early(
         mut response,
         error,
         named,
+        locked,
     } = answer;
     let body = Some(body);
     unread::settle(
@@ -117,7 +123,21 @@ pub(crate) async fn answer_early(
     .await;
     let user = named.then(|| proxy_user(&parts.headers)).flatten();
     let line = Line::early(parts, &conn.identity, user.as_deref(), plain_mode(shared));
-    finish_early(shared, line, received, response, error.as_deref())
+    let logged = !locked || {
+        let take = shared
+            .quiet
+            .locked_out
+            .take(super::second_of(received.wall));
+        if take.left_out > 0 {
+            tracing::info!(
+                target: "holdoff::request",
+                "{} more refusals of locked-out clients (429) were left out of the log",
+                take.left_out
+            );
+        }
+        take.log
+    };
+    finish_early(shared, line, received, response, error.as_deref(), logged)
 }
 
 /// The mode of a request on the proxy's own port.
@@ -136,12 +156,16 @@ fn finish_early(
     received: Receipt,
     response: Response<Body>,
     error: Option<&str>,
+    logged: bool,
 ) -> Response<Body> {
     if error.is_some() {
         shared.stats.error();
     }
     if *line.method != Method::CONNECT {
         shared.stats.response(response.status());
+    }
+    if !logged {
+        return response;
     }
     log(
         shared,

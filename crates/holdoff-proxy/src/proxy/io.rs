@@ -97,12 +97,25 @@ impl ClientIo {
             self.send_timeout
                 .poll_blocked(cx, &shared.clock, shared.send_timeout)
         );
-        tracing::warn!(
-            client = %self.conn.peer.ip(),
-            "closed a connection: the client read nothing of what it was sent for {}s \
-             (send_timeout)",
-            shared.send_timeout.as_secs_f64()
-        );
+        let take = shared
+            .quiet
+            .send_timeout
+            .take(super::second_of(shared.clock.wall_now()));
+        if take.left_out > 0 {
+            tracing::warn!(
+                "{} more connections were closed for reading nothing (send_timeout), left \
+                 out of the log",
+                take.left_out
+            );
+        }
+        if take.log {
+            tracing::warn!(
+                client = %self.conn.peer.ip(),
+                "closed a connection: the client read nothing of what it was sent for {}s \
+                 (send_timeout)",
+                shared.send_timeout.as_secs_f64()
+            );
+        }
         Poll::Ready(Err(stalled()))
     }
 

@@ -170,6 +170,24 @@ pub(crate) struct Shared {
     /// TLS for those connections: the pool's verification, HTTP/1.1 only.
     affine_tls: tokio_rustls::TlsConnector,
     ca_path: Option<Arc<Path>>,
+    /// Log lines that a flood of clients would make by the thousand: a few a second each.
+    quiet: QuietLines,
+}
+
+/// The budgets of the log lines a flood makes one of per client or request: a few a second,
+/// and a count of the rest, as the judge's verdict lines (see `judge::lines`).
+#[derive(Debug, Default)]
+pub(crate) struct QuietLines {
+    /// Connections closed because the client read nothing for `send_timeout`.
+    pub(crate) send_timeout: crate::judge::lines::Budget,
+    /// Requests refused because their peer is locked out after failed proxy authentication.
+    pub(crate) locked_out: crate::judge::lines::Budget,
+}
+
+/// The second since the Unix epoch of `at`, for a [`QuietLines`] budget.
+pub(crate) fn second_of(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
 }
 
 /// Where requests go.
@@ -288,6 +306,7 @@ impl ProxyServer {
             affine_count: AtomicUsize::new(0),
             affine_tls: Arc::new(affine_tls).into(),
             ca_path,
+            quiet: QuietLines::default(),
         });
         Ok(ProxyServer {
             listener,
