@@ -266,15 +266,27 @@ pub(crate) fn run(args: Args, out: &mut dyn Write) -> Result<(), Failure> {
         sampler,
         stop: tokio_util::sync::CancellationToken::new(),
         stopped_by: std::sync::atomic::AtomicU8::new(0),
+        sent_nothing: std::sync::atomic::AtomicBool::new(false),
     });
     let jobs = args.jobs.map_or_else(default_jobs, usize::from);
     let listening = runtime.block_on(async { stop_on_signal(&shared) });
     let results = runtime.block_on(suite::run(&shared, &chosen, jobs, out));
     drop(listening);
     let stopped_by = shared.stopped_by.load(std::sync::atomic::Ordering::Relaxed);
+    let sent_nothing = shared
+        .sent_nothing
+        .load(std::sync::atomic::Ordering::Relaxed);
     drop(shared);
     drop(runtime);
     let rows = results?;
+    if sent_nothing && rows.len() < chosen.len() {
+        eprintln!(
+            "holdoff: the client sent no request in the first {} scenarios, so the other {} \
+             were not run: each would only have waited to say the same",
+            rows.len(),
+            chosen.len() - rows.len()
+        );
+    }
     if stopped_by != 0 {
         eprintln!(
             "holdoff: stopped by {}: {} of {} scenarios were judged on what the client did \
@@ -354,6 +366,8 @@ pub(crate) struct Shared {
     stop: tokio_util::sync::CancellationToken,
     /// The signal that stopped the check, as its number (0: none).
     stopped_by: std::sync::atomic::AtomicU8,
+    /// Whether the check stopped because the first scenarios saw no request at all.
+    sent_nothing: std::sync::atomic::AtomicBool,
 }
 
 /// Listens for SIGINT and SIGTERM for as long as the returned task lives: the first stops

@@ -1090,3 +1090,34 @@ fn sigterm_stops_every_scenario_writes_what_was_measured_and_cleans_up() {
         "the temporary folder is removed"
     );
 }
+
+/// Issue 37: a client that sends nothing through the proxy in the first round of scenarios
+/// is not made to wait out every other scenario (`check -- sleep 200` took 240 s).
+#[test]
+fn a_client_that_sends_nothing_in_the_first_round_ends_the_check() {
+    let dir = TempDir::new("check-first-round");
+    let (output, json) = check(
+        &dir,
+        &[
+            "-j",
+            "1",
+            "-s",
+            "delay-429",
+            "-s",
+            "delay-503",
+            "-s",
+            "no-hint",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(4), "{}\n{json:#}", show(&output));
+    let ran = json["scenarios"].as_array().map_or(0, Vec::len);
+    assert!((1..3).contains(&ran), "{ran} scenarios ran: {json:#}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the client sent no request in the first")
+            && stderr.contains("were not run"),
+        "{stderr}"
+    );
+}

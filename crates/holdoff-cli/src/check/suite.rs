@@ -68,6 +68,18 @@ pub(crate) async fn run(
             .push(load::close_call(&row.outcome, late_before(shared, &row)));
         rows.push(row);
         table.print_settled(&mut rows)?;
+        // The first round of scenarios saw no request at all: the client sends nothing
+        // through the proxy, and each scenario left would only wait its minute to say so.
+        let first_round = jobs.min(chosen.len());
+        if rows.len() == first_round
+            && rows.len() < chosen.len()
+            && rows.iter().all(|row| row.outcome.requests == 0)
+        {
+            shared
+                .sent_nothing
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            shared.stop.cancel();
+        }
     }
     // A pass within the machine's noise of its threshold: measured again, alone (unless the
     // check was stopped: then it stands as it was measured).
