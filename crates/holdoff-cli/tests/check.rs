@@ -109,15 +109,24 @@ fn check(dir: &TempDir, args: &[&str]) -> (Output, Value) {
 }
 
 /// Each scenario's verdict, by name, from the JSON.
+///
+/// A pass the check measured twice within the machine's scheduling noise is `unreliable`:
+/// neither a pass nor a fail, and only on a loaded machine (the test run's own parallel tests).
+/// It is compared as the pass a quiet machine gives. No fail hides this way: noise makes a
+/// retry later, never earlier.
 fn verdicts(json: &Value) -> Vec<(String, String)> {
     json["scenarios"]
         .as_array()
         .map(|rows| {
             rows.iter()
                 .map(|row| {
+                    let verdict = match row["verdict"].as_str().unwrap_or_default() {
+                        "unreliable" => "pass",
+                        other => other,
+                    };
                     (
                         row["scenario"].as_str().unwrap_or_default().to_owned(),
-                        row["verdict"].as_str().unwrap_or_default().to_owned(),
+                        verdict.to_owned(),
                     )
                 })
                 .collect()
@@ -839,7 +848,6 @@ fn parallel(name: &str, options: &[&str]) -> Value {
 #[test]
 fn copies_that_back_off_the_same_second_are_a_herd() {
     let row = parallel("check-herd", &[]);
-    assert_eq!(row["verdict"], "warn", "{row:#}");
     assert!(
         row["did"]
             .as_str()
@@ -847,13 +855,14 @@ fn copies_that_back_off_the_same_second_are_a_herd() {
             .starts_with("8 copies; 8 retried after 1.0"),
         "{row:#}"
     );
-    assert!(
-        row["why"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("for want of jitter"),
-        "{row:#}"
-    );
+    let why = row["why"].as_str().unwrap_or_default();
+    // A herd is a warning; on a machine too loaded to tell a small jitter from none (the test
+    // run's own parallel tests) the check says so instead, and never calls it a pass.
+    match row["verdict"].as_str() {
+        Some("warn") => assert!(why.contains("for want of jitter"), "{row:#}"),
+        Some("unreliable") => assert!(why.contains("scheduling noise"), "{row:#}"),
+        _ => panic!("a herd is a warning: {row:#}"),
+    }
 }
 
 #[test]
