@@ -86,6 +86,7 @@ mod error;
 pub mod fault;
 pub mod judge;
 pub mod jwt;
+mod lines;
 mod pipeline;
 mod proxy;
 pub mod report;

@@ -17,7 +17,6 @@
 
 mod event;
 mod key;
-pub(crate) mod lines;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use crate::RequestMeta;
 
+pub use crate::lines::LINES_PER_SECOND;
 pub use event::{HintKind, JudgeEvent, Record, ThrottleEvent, Verdict};
 pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
-pub use lines::LINES_PER_SECOND;
 
 const SHARDS: usize = 32;
 

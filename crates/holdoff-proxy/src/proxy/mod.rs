@@ -175,13 +175,13 @@ pub(crate) struct Shared {
 }
 
 /// The budgets of the log lines a flood makes one of per client or request: a few a second,
-/// and a count of the rest, as the judge's verdict lines (see `judge::lines`).
+/// and a count of the rest, as the judge's verdict lines (see `lines`).
 #[derive(Debug, Default)]
 pub(crate) struct QuietLines {
     /// Connections closed because the client read nothing for `send_timeout`.
-    pub(crate) send_timeout: crate::judge::lines::Budget,
+    pub(crate) send_timeout: crate::lines::Budget,
     /// Requests refused because their peer is locked out after failed proxy authentication.
-    pub(crate) locked_out: crate::judge::lines::Budget,
+    pub(crate) locked_out: crate::lines::Budget,
 }
 
 /// The second since the Unix epoch of `at`, for a [`QuietLines`] budget.

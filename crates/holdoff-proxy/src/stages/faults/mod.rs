@@ -522,6 +522,9 @@ impl Inner {
                 Flow::Done(action) => return action,
             };
         }
+        if armed.plan.llm_failures.is_empty() {
+            return Action::Continue(request);
+        }
         self.llm_failure(armed, request, meta, url, &read, order.steps().len())
     }
 

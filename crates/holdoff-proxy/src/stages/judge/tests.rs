@@ -6,7 +6,7 @@ use super::read::*;
 use super::verdicts::*;
 use super::*;
 use crate::judge::Verdict;
-use crate::judge::lines::LINES_PER_SECOND;
+use crate::lines::LINES_PER_SECOND;
 use crate::proxy::reply::is_graph_host;
 
 mod has_hint_header {

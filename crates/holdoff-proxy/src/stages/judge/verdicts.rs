@@ -9,8 +9,8 @@ use http::{Request, Response, StatusCode, header};
 
 use super::KEPT_EVENTS;
 use super::read::wall_of;
-use crate::judge::lines::{Budget, LINES_PER_SECOND};
 use crate::judge::{Check, JudgeEvent, Record, Verdict, WindowKind};
+use crate::lines::{Budget, LINES_PER_SECOND};
 use crate::proxy::reply::{OwnAnswer, graph_error, is_graph_host};
 use crate::secs::ceil_secs;
 use crate::shared::SharedCheck;

@@ -1,5 +1,5 @@
-//! How many verdict lines reach the log: a few a second of each verdict, and a count of the
-//! rest.
+//! How many lines of one kind reach the log: a few a second of each judge verdict (and of
+//! the proxy's lines a flood makes by the thousand), and a count of the rest.
 //!
 //! A client that ignores `Retry-After` in a loop gets thousands of premature verdicts a
 //! second. A line for each would bury everything else in the log, and formatting and writing
