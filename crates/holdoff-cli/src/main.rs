@@ -237,9 +237,38 @@ fn with_default_command(mut args: Vec<OsString>) -> Vec<OsString> {
     args
 }
 
+/// A hint for `holdoff run curl …` (or `check`): the command must follow `--`, and clap
+/// took its first word for an argument it does not know.
+fn forgotten_dashes(args: &[OsString], err: &clap::Error) -> Option<String> {
+    let command = args.get(1)?.to_str()?;
+    let wants_dashes = matches!(command, "run" | "check");
+    let has_dashes = args.iter().any(|arg| arg == "--");
+    if !wants_dashes || has_dashes || err.kind() != clap::error::ErrorKind::UnknownArgument {
+        return None;
+    }
+    let unknown = err.get(clap::error::ContextKind::InvalidArg)?.to_string();
+    if unknown.starts_with('-') {
+        return None;
+    }
+    Some(format!(
+        "hint: put `--` before the command to run: holdoff {command} [OPTIONS] -- {unknown} …"
+    ))
+}
+
 fn main() -> ExitCode {
     let args = with_default_command(std::env::args_os().collect());
-    let cli = Cli::parse_from(&args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let hint = forgotten_dashes(&args, &err);
+            let code = err.exit_code();
+            let _ = err.print();
+            if let Some(hint) = hint {
+                eprintln!("{hint}");
+            }
+            return ExitCode::from(u8::try_from(code).unwrap_or(exit_codes::USAGE));
+        }
+    };
     let name = cli.command.name();
     let mut stdout = io::stdout().lock();
     let result = match cli.command {

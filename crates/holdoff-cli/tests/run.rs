@@ -866,3 +866,22 @@ fn a_drawn_seed_is_in_the_reproduce_line() {
         "{report:#}"
     );
 }
+
+#[test]
+fn a_command_without_the_dashes_gets_a_hint() {
+    let dir = TempDir::new("run-no-dashes");
+    let output = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .args(["run", "curl", "http://127.0.0.1:9/"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run holdoff");
+    assert_eq!(output.status.code(), Some(2), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unexpected argument 'curl'"), "{stderr}");
+    assert!(
+        stderr
+            .contains("hint: put `--` before the command to run: holdoff run [OPTIONS] -- curl …"),
+        "{stderr}"
+    );
+}
