@@ -2,19 +2,26 @@
 //!
 //! Under `holdoff run` every client on the machine connects from `127.0.0.1`, so the peer
 //! address cannot tell two test processes apart. The kernel can: the client's end of the
-//! connection is a row of `/proc/net/tcp` (or `tcp6`) whose local address is the peer's and
-//! whose remote address is the proxy's end; that row names the socket's inode, and the process
-//! holding `socket:[INODE]` among its `/proc/PID/fd` is the client. It is looked up once per
-//! connection, off the async threads, before the connection's first request is identified.
-//! Anything that goes wrong (another OS, a peer that is not loopback, a socket owned by a
-//! process in another PID namespace or of another user) leaves the peer address as the
+//! connection is a socket whose inode the kernel's socket diagnostics name (or a row of
+//! `/proc/net/tcp`), and the process holding `socket:[INODE]` among its `/proc/PID/fd` is the
+//! client. Anything that goes wrong (another OS, a peer that is not loopback, a socket owned by
+//! a process in another PID namespace or of another user) leaves the peer address as the
 //! identity.
+//!
+//! Reading a process's descriptors costs a system call each, and a client that opens a
+//! connection per request would pay it for every request. So one thread does every lookup,
+//! off the async threads and the accept loop, taking those that queued while it worked in one
+//! go; and it keeps what it read: every socket in the descriptor tables it has read, with its
+//! holder. Most connections are then one map lookup, the first of a batch reads its client's
+//! table once for the rest. What it keeps holds while no process is created (`loadavg`'s last
+//! pid stays the same): a fork makes a new holder of its parent's sockets, and outranks it.
 
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 
 use super::stage::ClientId;
 use crate::config::ClientIdMode;
@@ -32,9 +39,7 @@ pub(crate) async fn identity(
         return by_peer;
     }
     let found = match local {
-        Ok(local) => tokio::task::spawn_blocking(move || owner(Path::new("/proc"), peer, local))
-            .await
-            .unwrap_or_else(|err| Err(io::Error::other(err))),
+        Ok(local) => ask(peer, local).await,
         Err(err) => Err(err),
     };
     match found {
@@ -45,13 +50,74 @@ pub(crate) async fn identity(
     by_peer
 }
 
+/// The process at the other end of a connection, by pid and name, when one is found.
+type Owner = Option<(u32, Arc<str>)>;
+
+/// A lookup for the finder's thread, and where its answer goes.
+struct Job {
+    peer: SocketAddr,
+    local: SocketAddr,
+    answer: tokio::sync::oneshot::Sender<io::Result<Owner>>,
+}
+
+/// The owner of the client end of `peer` → `local`, looked up on the finder's thread.
+async fn ask(peer: SocketAddr, local: SocketAddr) -> io::Result<Owner> {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let job = Job {
+        peer,
+        local,
+        answer,
+    };
+    let Some(jobs) = jobs() else {
+        return Err(io::Error::other("the client lookup thread could not start"));
+    };
+    if jobs.send(job).is_err() {
+        return Err(io::Error::other("the client lookup thread has stopped"));
+    }
+    answered
+        .await
+        .unwrap_or_else(|_| Err(io::Error::other("the client lookup thread has stopped")))
+}
+
+/// The queue of the one thread that looks clients up, started on first use; `None` when the
+/// thread cannot start.
+fn jobs() -> Option<&'static mpsc::Sender<Job>> {
+    static JOBS: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    JOBS.get_or_init(|| {
+        let (jobs, queued) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("holdoff-client-id".into())
+            .spawn(move || {
+                while let Ok(first) = queued.recv() {
+                    let batch: Vec<Job> = std::iter::once(first).chain(queued.try_iter()).collect();
+                    let mut finder = finder();
+                    for job in batch {
+                        let found = finder.owner(Path::new("/proc"), job.peer, job.local);
+                        // The connection may be gone, and its answer with it.
+                        let _ = job.answer.send(found);
+                    }
+                }
+            })
+            .ok()?;
+        Some(jobs)
+    })
+    .as_ref()
+}
+
+/// What the lookups have learnt of the system's `/proc`.
+fn finder() -> MutexGuard<'static, Finder> {
+    static FINDER: LazyLock<Mutex<Finder>> = LazyLock::new(Mutex::default);
+    FINDER.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The pid of the process at the other end of the loopback connection from `peer` to
 /// `local` (Linux), for [`filter`](super::filter); `None` when it cannot be told.
 pub(crate) fn pid_of(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
     if !cfg!(target_os = "linux") || !is_loopback(peer.ip()) {
         return None;
     }
-    owner(Path::new("/proc"), peer, local)
+    finder()
+        .owner(Path::new("/proc"), peer, local)
         .ok()
         .flatten()
         .map(|(pid, _)| pid)
@@ -67,7 +133,7 @@ pub(crate) fn other_instance_listening(port: u16) -> Option<u32> {
     }
     let proc = Path::new("/proc");
     let inode = listening_inode(proc, port).ok().flatten()?;
-    let pid = holder(proc, inode).ok().flatten()?;
+    let pid = finder().holder(proc, inode).ok().flatten()?;
     if pid == std::process::id() {
         return None;
     }
@@ -104,23 +170,157 @@ fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
 }
 
-/// The pid and name of the process that owns the client end of the connection from `peer` to
-/// `local`, under the `proc` file system mounted at `proc`; `None` when no row or no process
-/// is found.
+/// How many recent holders [`Finder::holder`] reads first.
+const RECENT: usize = 8;
+
+/// How many sockets a [`Finder`] keeps before it forgets them all and reads afresh.
+const KEPT_SOCKETS: usize = 1 << 16;
+
+/// The descriptor tables read under one `proc`, kept while no process is created there.
 ///
-/// # Errors
-///
-/// When a table cannot be read. Processes whose descriptors cannot be read are skipped.
-fn owner(proc: &Path, peer: SocketAddr, local: SocketAddr) -> io::Result<Option<(u32, Arc<str>)>> {
-    let Some(inode) = inode_of(proc, peer, local)? else {
-        return Ok(None);
-    };
-    let Some(pid) = holder(proc, inode)? else {
-        return Ok(None);
-    };
-    let comm = fs::read(proc.join(pid.to_string()).join("comm"))?;
-    let name = String::from_utf8_lossy(&comm);
-    Ok(Some((pid, name.trim_end_matches('\n').into())))
+/// Which process holds a socket is the highest pid among its holders, as a scan of every
+/// process, newest first, would find: a client is usually younger than the system's
+/// long-running processes, and of a parent and a child that both hold a connection it opened
+/// before forking, the child is taken, every time.
+#[derive(Debug, Default)]
+struct Finder {
+    /// `loadavg`'s last pid when `pids` was listed: while it reads the same, no process has
+    /// been created since. `None` when it cannot be read, and then nothing is kept.
+    generation: Option<u32>,
+    /// The processes, highest pid first, as listed in this generation.
+    pids: Vec<u32>,
+    /// Every socket seen in the tables read in this generation, with its highest holder.
+    sockets: HashMap<u64, u32>,
+    /// The processes whose table was read in this generation.
+    read: HashSet<u32>,
+    /// The processes that held a client's socket lately, the latest first.
+    recent: Vec<u32>,
+}
+
+impl Finder {
+    /// The pid and name of the process that owns the client end of the connection from
+    /// `peer` to `local`, under the `proc` file system mounted at `proc`; `None` when no
+    /// socket or no process is found.
+    ///
+    /// # Errors
+    ///
+    /// When the socket's table or the process list cannot be read. Processes whose
+    /// descriptors cannot be read are skipped.
+    fn owner(
+        &mut self,
+        proc: &Path,
+        peer: SocketAddr,
+        local: SocketAddr,
+    ) -> io::Result<Owner> {
+        let Some(inode) = inode_of(proc, peer, local)? else {
+            return Ok(None);
+        };
+        let Some(pid) = self.holder(proc, inode)? else {
+            return Ok(None);
+        };
+        let comm = fs::read(proc.join(pid.to_string()).join("comm"))?;
+        let name = String::from_utf8_lossy(&comm);
+        Ok(Some((pid, name.trim_end_matches('\n').into())))
+    }
+
+    /// The highest pid of a process that holds `socket:[inode]` among its file descriptors.
+    fn holder(&mut self, proc: &Path, inode: u64) -> io::Result<Option<u32>> {
+        self.refresh(proc)?;
+        let found = match self.sockets.get(&inode) {
+            Some(&pid) => Some(pid),
+            None => self.search(proc, inode),
+        };
+        if let Some(pid) = found {
+            self.recent.retain(|&known| known != pid);
+            self.recent.insert(0, pid);
+            self.recent.truncate(RECENT);
+        }
+        Ok(found)
+    }
+
+    /// Forgets what was read when a process has been created since (or it cannot be told),
+    /// and lists the processes again.
+    fn refresh(&mut self, proc: &Path) -> io::Result<()> {
+        let generation = last_pid(proc);
+        if generation.is_some()
+            && generation == self.generation
+            && self.sockets.len() < KEPT_SOCKETS
+        {
+            return Ok(());
+        }
+        let mut pids: Vec<u32> = fs::read_dir(proc)?
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        pids.sort_unstable_by(|a, b| b.cmp(a));
+        self.pids = pids;
+        self.sockets.clear();
+        self.read.clear();
+        self.generation = generation;
+        Ok(())
+    }
+
+    /// Finds a socket opened since the tables were read: in a recent holder's table first,
+    /// where a client's next connection usually is; then only processes newer than that
+    /// holder can outrank it, and only those not read yet are read. Failing that, every
+    /// process, newest first, until one holds it.
+    fn search(&mut self, proc: &Path, inode: u64) -> Option<u32> {
+        for pid in self.recent.clone() {
+            self.read_table(proc, pid);
+            if self.sockets.contains_key(&inode) {
+                break;
+            }
+        }
+        if let Some(&known) = self.sockets.get(&inode) {
+            let newer: Vec<u32> = (self.pids.iter().copied())
+                .take_while(|&pid| pid > known)
+                .filter(|pid| !self.read.contains(pid))
+                .collect();
+            for pid in newer {
+                self.read_table(proc, pid);
+            }
+            return self.sockets.get(&inode).copied();
+        }
+        for pid in self.pids.clone() {
+            if self.recent.contains(&pid) {
+                continue;
+            }
+            self.read_table(proc, pid);
+            if let Some(&holder) = self.sockets.get(&inode) {
+                return Some(holder);
+            }
+        }
+        None
+    }
+
+    /// Reads process `pid`'s descriptors and keeps every socket among them. Another user's
+    /// process, or one that just exited, holds nothing here.
+    fn read_table(&mut self, proc: &Path, pid: u32) {
+        self.read.insert(pid);
+        let Ok(fds) = fs::read_dir(proc.join(pid.to_string()).join("fd")) else {
+            return;
+        };
+        for fd in fds.flatten() {
+            let Ok(link) = fs::read_link(fd.path()) else {
+                continue;
+            };
+            let Some(inode) = link
+                .to_str()
+                .and_then(|link| link.strip_prefix("socket:["))
+                .and_then(|rest| rest.strip_suffix(']'))
+                .and_then(|inode| inode.parse().ok())
+            else {
+                continue;
+            };
+            let holder = self.sockets.entry(inode).or_insert(pid);
+            *holder = (*holder).max(pid);
+        }
+    }
+}
+
+/// The last pid the kernel gave out in `proc`'s namespace: the last field of `loadavg`.
+fn last_pid(proc: &Path) -> Option<u32> {
+    let text = fs::read_to_string(proc.join("loadavg")).ok()?;
+    text.split_ascii_whitespace().last()?.parse().ok()
 }
 
 /// The inode of the client's socket: asked of the kernel's socket diagnostics when `proc` is
@@ -174,62 +374,6 @@ fn socket_inode(proc: &Path, peer: SocketAddr, local: SocketAddr) -> io::Result<
 /// `addr` with an IPv4-mapped IPv6 address as the IPv4 one.
 fn canonical(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(addr.ip().to_canonical(), addr.port())
-}
-
-/// The highest pid of a process that holds `socket:[inode]` among its file descriptors.
-///
-/// Newest first: a client is usually younger than the system's long-running processes, so it
-/// is found after fewer directories are read; and of a parent and a child that both hold a
-/// connection it opened before forking, the child is taken, every time.
-///
-/// A process that held a client's socket lately is asked first: a client opens connection
-/// after connection, and reading its own descriptors costs a fraction of reading every
-/// process's. When it holds this one, only processes newer than it can outrank it, so only
-/// those are read; the answer is the one the whole scan would give.
-fn holder(proc: &Path, inode: u64) -> io::Result<Option<u32>> {
-    let target = format!("socket:[{inode}]");
-    let mut pids: Vec<u32> = fs::read_dir(proc)?
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    pids.sort_unstable_by(|a, b| b.cmp(a));
-    let known = recent().clone();
-    let found = match known.into_iter().find(|&pid| holds(proc, pid, &target)) {
-        Some(known) => pids
-            .iter()
-            .copied()
-            .take_while(|&pid| pid > known)
-            .find(|&pid| holds(proc, pid, &target))
-            .or(Some(known)),
-        None => pids.into_iter().find(|&pid| holds(proc, pid, &target)),
-    };
-    if let Some(pid) = found {
-        let mut recent = recent();
-        recent.retain(|&known| known != pid);
-        recent.insert(0, pid);
-        recent.truncate(RECENT);
-    }
-    Ok(found)
-}
-
-/// How many recent holders [`holder`] asks first.
-const RECENT: usize = 8;
-
-/// The processes that held a client's socket lately, the latest first.
-fn recent() -> std::sync::MutexGuard<'static, Vec<u32>> {
-    static RECENT_HOLDERS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
-    RECENT_HOLDERS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Whether process `pid` holds `target` (`socket:[INODE]`) among its file descriptors. Another
-/// user's process, or one that just exited, holds nothing here.
-fn holds(proc: &Path, pid: u32, target: &str) -> bool {
-    let Ok(fds) = fs::read_dir(proc.join(pid.to_string()).join("fd")) else {
-        return false;
-    };
-    fds.flatten()
-        .any(|fd| fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == target))
 }
 
 /// What a row of `/proc/net/tcp` or `tcp6` says about one socket.
@@ -411,7 +555,9 @@ mod tests {
         fn finds_this_test_process_at_the_other_end() {
             let (_client, _server, peer, local) =
                 connection(Ipv4Addr::LOCALHOST.into()).expect("a loopback connection");
-            let found = owner(Path::new("/proc"), peer, local).unwrap();
+            let found = Finder::default()
+                .owner(Path::new("/proc"), peer, local)
+                .unwrap();
             let comm = fs::read_to_string("/proc/self/comm").unwrap();
             assert_eq!(
                 found,
@@ -428,7 +574,9 @@ mod tests {
             else {
                 return;
             };
-            let found = owner(Path::new("/proc"), peer, local).unwrap();
+            let found = Finder::default()
+                .owner(Path::new("/proc"), peer, local)
+                .unwrap();
             assert_eq!(found.map(|(pid, _)| pid), Some(std::process::id()));
         }
 
@@ -446,38 +594,79 @@ mod tests {
             assert_eq!(inode_of(Path::new("/proc"), peer, local).unwrap(), listed);
         }
 
-        /// A `proc` with these processes, each holding these socket inodes.
+        /// A `proc` with these processes, each holding these socket inodes, and no `loadavg`.
         #[cfg(unix)]
         fn fake_proc(processes: &[(u32, &[u64])]) -> tempfile::TempDir {
             let proc = tempfile::tempdir().unwrap();
             for (pid, inodes) in processes {
-                let fd = proc.path().join(pid.to_string()).join("fd");
-                fs::create_dir_all(&fd).unwrap();
-                for (n, inode) in inodes.iter().enumerate() {
-                    std::os::unix::fs::symlink(format!("socket:[{inode}]"), fd.join(n.to_string()))
-                        .unwrap();
-                }
+                give(proc.path(), *pid, inodes);
             }
             proc
+        }
+
+        /// Process `pid` under `proc` opens these sockets (as descriptors after its others).
+        #[cfg(unix)]
+        fn give(proc: &Path, pid: u32, inodes: &[u64]) {
+            let fd = proc.join(pid.to_string()).join("fd");
+            fs::create_dir_all(&fd).unwrap();
+            let held = fs::read_dir(&fd).unwrap().count();
+            for (n, inode) in inodes.iter().enumerate() {
+                let link = fd.join((held + n).to_string());
+                std::os::unix::fs::symlink(format!("socket:[{inode}]"), link).unwrap();
+            }
+        }
+
+        /// `proc`'s `loadavg`, whose last field is the last pid given out.
+        fn last_pid_is(proc: &Path, pid: u32) {
+            fs::write(proc.join("loadavg"), format!("0.10 0.20 0.30 1/99 {pid}\n")).unwrap();
         }
 
         #[cfg(unix)]
         #[test]
         fn a_recent_holder_asked_first_gives_the_answer_the_whole_scan_gives() {
             // 100 is a client; 300 its child, forked holding 100's connection 7; 200 holds
-            // nothing of theirs. Inodes far from any other test's.
-            let proc = fake_proc(&[
-                (100, &[9_000_005, 9_000_007]),
-                (200, &[1]),
-                (300, &[9_000_007]),
-            ]);
+            // nothing of theirs.
+            let proc = fake_proc(&[(100, &[5, 7]), (200, &[1]), (300, &[7])]);
+            let mut finder = Finder::default();
             // 100 found, and remembered.
-            assert_eq!(holder(proc.path(), 9_000_005).unwrap(), Some(100));
+            assert_eq!(finder.holder(proc.path(), 5).unwrap(), Some(100));
             // Asked first, 100 holds 7; the child outranks it, as in a whole scan.
-            assert_eq!(holder(proc.path(), 9_000_007).unwrap(), Some(300));
-            assert_eq!(holder(proc.path(), 9_000_005).unwrap(), Some(100));
+            assert_eq!(finder.holder(proc.path(), 7).unwrap(), Some(300));
+            assert_eq!(finder.holder(proc.path(), 5).unwrap(), Some(100));
             // Nobody holds it: the whole scan says so.
-            assert_eq!(holder(proc.path(), 9_000_009).unwrap(), None);
+            assert_eq!(finder.holder(proc.path(), 9).unwrap(), None);
+        }
+
+        #[cfg(unix)]
+        #[test]
+        fn while_no_process_is_created_a_new_socket_is_found_in_its_holders_table() {
+            let proc = fake_proc(&[(100, &[5]), (200, &[1])]);
+            last_pid_is(proc.path(), 200);
+            let mut finder = Finder::default();
+            assert_eq!(finder.holder(proc.path(), 5).unwrap(), Some(100));
+            // 100 connects again, twice; the first lookup reads its table for both.
+            give(proc.path(), 100, &[6, 8]);
+            assert_eq!(finder.holder(proc.path(), 6).unwrap(), Some(100));
+            let read_before = finder.read.len();
+            assert_eq!(finder.holder(proc.path(), 8).unwrap(), Some(100));
+            assert_eq!(finder.read.len(), read_before, "kept, not read again");
+            // 200 connects: not a recent holder, so found by the whole scan.
+            give(proc.path(), 200, &[9]);
+            assert_eq!(finder.holder(proc.path(), 9).unwrap(), Some(200));
+        }
+
+        #[cfg(unix)]
+        #[test]
+        fn a_fork_is_a_new_generation_and_its_child_outranks_the_parent() {
+            let proc = fake_proc(&[(100, &[5, 7]), (200, &[1])]);
+            last_pid_is(proc.path(), 200);
+            let mut finder = Finder::default();
+            assert_eq!(finder.holder(proc.path(), 7).unwrap(), Some(100));
+            // 100 forks 300, which inherits connection 7: the kernel gave out pid 300.
+            give(proc.path(), 300, &[7]);
+            last_pid_is(proc.path(), 300);
+            assert_eq!(finder.holder(proc.path(), 7).unwrap(), Some(300));
+            assert_eq!(finder.holder(proc.path(), 5).unwrap(), Some(100));
         }
 
         #[cfg(target_os = "linux")]
@@ -486,7 +675,12 @@ mod tests {
             let (client, server, peer, local) =
                 connection(Ipv4Addr::LOCALHOST.into()).expect("a loopback connection");
             drop((client, server));
-            assert_eq!(owner(Path::new("/proc"), peer, local).unwrap(), None);
+            assert_eq!(
+                Finder::default()
+                    .owner(Path::new("/proc"), peer, local)
+                    .unwrap(),
+                None
+            );
         }
     }
 
