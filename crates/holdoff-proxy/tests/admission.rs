@@ -111,16 +111,15 @@ async fn a_client_that_stops_reading_is_cut_after_the_send_timeout() {
     proxy.stop().await;
 }
 
-#[tokio::test]
-async fn a_peer_past_its_limit_is_refused_and_another_is_served() {
-    let server = TestServer::start().await;
-    let mut config = config();
-    config.max_connections_per_peer = Some(2);
-    let proxy = Proxy::start(config, Vec::new()).await;
-
-    // Two connections from 127.0.0.1, served and kept open.
+/// `count` connections through the proxy, each served once and then kept open: the tasks
+/// that hold them.
+async fn hold(
+    proxy: &Proxy,
+    server: &TestServer,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<Result<(), hyper::Error>>> {
     let mut held = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..count {
         let stream = TcpStream::connect(proxy.addr).await.unwrap();
         let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
         held.push(tokio::spawn(connection));
@@ -135,6 +134,65 @@ async fn a_peer_past_its_limit_is_refused_and_another_is_served() {
             std::future::pending::<Result<(), hyper::Error>>().await
         }));
     }
+    held
+}
+
+/// Under `holdoff run` every client is the one loopback address: the limit counts processes,
+/// so one process at its limit leaves the others their places.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn by_process_one_at_its_limit_leaves_another_on_the_same_address_served() {
+    let server = TestServer::start().await;
+    let mut config = config();
+    config.client_id = ClientIdMode::Auto;
+    config.max_connections_per_peer = Some(2);
+    let proxy = Proxy::start(config, Vec::new()).await;
+    let _held = hold(&proxy, &server, 2).await;
+
+    // This process's third is closed unanswered.
+    let mut third = TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+        server.url("/third"),
+        server.addr()
+    );
+    let _ = third.write_all(request.as_bytes()).await;
+    assert!(closed(&mut third).await, "a third connection was served");
+
+    // curl, another process on 127.0.0.1, is served.
+    let (proxy_url, url) = (format!("http://{}", proxy.addr), server.url("/curl"));
+    let curl = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "-x",
+                &proxy_url,
+                &url,
+            ])
+            .output()
+            .expect("curl is installed (scripts/test installs it)")
+    })
+    .await
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&curl.stdout), "200", "{curl:?}");
+    assert_eq!(server.requests_to("/curl").len(), 1);
+    assert!(server.requests_to("/third").is_empty());
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_peer_past_its_limit_is_refused_and_another_is_served() {
+    let server = TestServer::start().await;
+    let mut config = config();
+    config.max_connections_per_peer = Some(2);
+    let proxy = Proxy::start(config, Vec::new()).await;
+
+    // Two connections from 127.0.0.1, served and kept open.
+    let mut held = hold(&proxy, &server, 2).await;
 
     // A third is closed unanswered.
     let mut third = TcpStream::connect(proxy.addr).await.unwrap();

@@ -80,8 +80,10 @@ pub struct ProxyConfig {
     /// listen backlog. Default 10,000.
     pub max_connections: usize,
     /// At most this many of those from one peer address at once; more are refused as they
-    /// are accepted. Default (`None`): a quarter of `max_connections`, see
-    /// [`connections_per_peer`](ProxyConfig::connections_per_peer).
+    /// are accepted. A loopback peer told apart by process (`client_id` auto, on Linux) is
+    /// counted per process instead, once its process is known, so that one process cannot
+    /// take the places of the others on the same address. Default (`None`): a quarter of
+    /// `max_connections`, see [`connections_per_peer`](ProxyConfig::connections_per_peer).
     pub max_connections_per_peer: Option<usize>,
     /// The largest request head (request line and headers) accepted, in bytes; a larger one
     /// gets `431`. Default 64 KiB.

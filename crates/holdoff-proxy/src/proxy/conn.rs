@@ -11,7 +11,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::Shared;
 use super::affinity::Affinity;
-use super::peers::PeerSlot;
+use super::peers::{PeerSlot, Peers};
 use super::stage::ClientId;
 
 /// One client connection to the proxy's own port.
@@ -87,27 +87,49 @@ pub(crate) struct Slot {
     _peer: PeerSlot,
 }
 
+impl Slot {
+    /// One of all places (`connection`) and one of its peer's.
+    pub(crate) fn new(connection: OwnedSemaphorePermit, peer: PeerSlot) -> Slot {
+        Slot {
+            _connection: connection,
+            _peer: peer,
+        }
+    }
+}
+
+/// How a connection just accepted counts against the per-peer limit.
+pub(crate) enum Admission {
+    /// Counted against its peer address already.
+    Admitted(PeerSlot),
+    /// To be counted against its process, once known: a loopback peer while clients are
+    /// told apart by process.
+    ByProcess(Arc<Peers>),
+}
+
 /// A connection just accepted, on its way to its thread.
 pub(crate) struct Accepted {
     pub(crate) shared: Arc<Shared>,
     pub(crate) peer: SocketAddr,
-    pub(crate) slot: Slot,
+    /// Its place among all connections.
+    pub(crate) connection: OwnedSemaphorePermit,
+    pub(crate) admission: Admission,
 }
 
 impl Accepted {
-    /// A connection from `peer`, holding its places under the limits: one of all
-    /// (`connection`) and one of its peer's.
+    /// A connection from `peer`, holding its place among all (`connection`) and admitted
+    /// against its peer as `admission` says.
     pub(crate) fn new(
         shared: Arc<Shared>,
         peer: SocketAddr,
         connection: OwnedSemaphorePermit,
-        peer_slot: PeerSlot,
+        admission: Admission,
     ) -> Accepted {
-        let slot = Slot {
-            _connection: connection,
-            _peer: peer_slot,
-        };
-        Accepted { shared, peer, slot }
+        Accepted {
+            shared,
+            peer,
+            connection,
+            admission,
+        }
     }
 }
 

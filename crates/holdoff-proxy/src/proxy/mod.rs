@@ -182,6 +182,8 @@ pub(crate) struct QuietLines {
     pub(crate) send_timeout: crate::lines::Budget,
     /// Requests refused because their peer is locked out after failed proxy authentication.
     pub(crate) locked_out: crate::lines::Budget,
+    /// Connections refused for the per-peer limit once their process was known.
+    pub(crate) per_peer: crate::lines::Budget,
 }
 
 /// The second since the Unix epoch of `at`, for a [`QuietLines`] budget.

@@ -1,8 +1,9 @@
-//! Connections per peer: the places each peer address holds against the per-peer limit, and
-//! the connections refused past it, summed up in the log.
+//! Connections per peer: the places each peer holds against the per-peer limit, and the
+//! connections refused past it, summed up in the log.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::fmt;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -12,10 +13,29 @@ use holdoff::clock::{Clock, Sleep};
 /// How often a peer's refused connections are summed up in the log.
 const REFUSALS_EVERY: Duration = Duration::from_secs(10);
 
-/// The connections each peer address holds, against the per-peer limit.
+/// Whom the per-peer limit counts: a peer address; or, when clients are told apart by
+/// process, the process behind a loopback connection. Under `holdoff run` every client is the
+/// one loopback address, and a limit on the address let one process that opens connections
+/// without end take every place of the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PeerKey {
+    Address(IpAddr),
+    Process(u32),
+}
+
+impl fmt::Display for PeerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerKey::Address(ip) => write!(f, "{ip}"),
+            PeerKey::Process(pid) => write!(f, "process {pid}"),
+        }
+    }
+}
+
+/// The connections each peer holds, against the per-peer limit.
 pub(crate) struct Peers {
     limit: usize,
-    held: Mutex<HashMap<IpAddr, usize>>,
+    held: Mutex<HashMap<PeerKey, usize>>,
 }
 
 impl Peers {
@@ -26,25 +46,30 @@ impl Peers {
         })
     }
 
-    /// A place for one more connection from `ip`, or `None` when it holds the limit.
-    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<PeerSlot> {
+    /// A place for one more connection from `key`, or `None` when it holds the limit.
+    pub(crate) fn admit(self: &Arc<Self>, key: PeerKey) -> Option<PeerSlot> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = held.entry(ip).or_insert(0);
+        let count = held.entry(key).or_insert(0);
         if *count >= self.limit {
             return None;
         }
         *count += 1;
         Some(PeerSlot {
             peers: Arc::clone(self),
-            ip,
+            key,
         })
+    }
+
+    /// The most connections one peer may hold.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
     }
 }
 
 /// One connection counted against its peer, until dropped.
 pub(crate) struct PeerSlot {
     peers: Arc<Peers>,
-    ip: IpAddr,
+    key: PeerKey,
 }
 
 impl Drop for PeerSlot {
@@ -55,7 +80,7 @@ impl Drop for PeerSlot {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         // A peer with no connection left takes no room.
-        if let Entry::Occupied(mut count) = held.entry(self.ip) {
+        if let Entry::Occupied(mut count) = held.entry(self.key) {
             *count.get_mut() -= 1;
             if *count.get() == 0 {
                 count.remove();
@@ -64,12 +89,22 @@ impl Drop for PeerSlot {
     }
 }
 
+/// The line for a connection refused for the per-peer limit.
+pub(crate) fn refused_line(peer: PeerKey, limit: usize) {
+    tracing::warn!(
+        client = %peer,
+        limit,
+        "refused a connection from {peer}: it already holds {limit}, the most one peer may \
+         (max_connections_per_peer); more refusals are summed up",
+    );
+}
+
 /// Connections refused for the per-peer limit, put in the log at most once per
 /// [`REFUSALS_EVERY`], however many: the first at once, those after it summed up per peer.
 #[derive(Default)]
 pub(crate) struct Refusals {
     /// Refused since the last line, per peer.
-    counts: HashMap<IpAddr, u64>,
+    counts: HashMap<PeerKey, u64>,
     /// When the last line was written.
     last_line: Option<Instant>,
     /// Set while some are counted: when to log them.
@@ -77,24 +112,18 @@ pub(crate) struct Refusals {
 }
 
 impl Refusals {
-    pub(crate) fn refused(&mut self, ip: IpAddr, limit: usize, clock: &impl Clock) {
+    pub(crate) fn refused(&mut self, peer: PeerKey, limit: usize, clock: &impl Clock) {
         let now = clock.now();
         match self.last_line.map(|last| last + REFUSALS_EVERY) {
             Some(quiet_until) if now < quiet_until => {
-                *self.counts.entry(ip).or_default() += 1;
+                *self.counts.entry(peer).or_default() += 1;
                 if self.due.is_none() {
                     self.due = Some(clock.sleep_until(quiet_until));
                 }
             }
             _ => {
                 self.last_line = Some(now);
-                tracing::warn!(
-                    client = %ip,
-                    limit,
-                    "refused a connection from {ip}: it already holds {limit}, the most one \
-                     peer may (max_connections_per_peer); more refusals are summed up every {}s",
-                    REFUSALS_EVERY.as_secs()
-                );
+                refused_line(peer, limit);
             }
         }
     }
@@ -141,7 +170,7 @@ mod tests {
         #[test]
         fn admit_each_peer_up_to_the_limit_and_take_places_back() {
             let peers = Peers::new(2);
-            let (one, other) = (IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2]));
+            let (one, other) = (PeerKey::Process(100), PeerKey::Process(101));
             let first = peers.admit(one).unwrap();
             let _second = peers.admit(one).unwrap();
             assert!(peers.admit(one).is_none(), "a third from one peer");
@@ -159,7 +188,7 @@ mod tests {
         #[test]
         fn forget_a_peer_with_no_connection_left() {
             let peers = Peers::new(1);
-            drop(peers.admit(IpAddr::from([127, 0, 0, 1])));
+            drop(peers.admit(PeerKey::Address(IpAddr::from([127, 0, 0, 1]))));
             assert!(peers.held.lock().unwrap().is_empty());
         }
     }
@@ -171,7 +200,7 @@ mod tests {
         async fn log_the_first_at_once_and_sum_up_the_rest_after_a_while() {
             let clock = TokioClock;
             let started = clock.now();
-            let ip = IpAddr::from([127, 0, 0, 1]);
+            let ip = PeerKey::Address(IpAddr::from([127, 0, 0, 1]));
             let mut refusals = Refusals::default();
             refusals.refused(ip, 2, &clock);
             assert!(refusals.counts.is_empty(), "the first is logged at once");

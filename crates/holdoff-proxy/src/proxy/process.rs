@@ -35,7 +35,7 @@ pub(crate) async fn identity(
     local: io::Result<SocketAddr>,
 ) -> ClientId {
     let by_peer = ClientId::Peer(peer.ip());
-    if mode == ClientIdMode::Peer || !cfg!(target_os = "linux") || !is_loopback(peer.ip()) {
+    if !tells_processes_apart(mode, peer.ip()) {
         return by_peer;
     }
     let found = match local {
@@ -52,6 +52,12 @@ pub(crate) async fn identity(
 
 /// The process at the other end of a connection, by pid and name, when one is found.
 type Owner = Option<(u32, Arc<str>)>;
+
+/// Whether a connection from `ip` is told apart by the process at its other end (under
+/// `mode`, on this OS): then the per-peer limit counts processes too.
+pub(crate) fn tells_processes_apart(mode: ClientIdMode, ip: IpAddr) -> bool {
+    mode != ClientIdMode::Peer && cfg!(target_os = "linux") && is_loopback(ip)
+}
 
 /// A lookup for the finder's thread, and where its answer goes.
 struct Job {
@@ -206,12 +212,7 @@ impl Finder {
     ///
     /// When the socket's table or the process list cannot be read. Processes whose
     /// descriptors cannot be read are skipped.
-    fn owner(
-        &mut self,
-        proc: &Path,
-        peer: SocketAddr,
-        local: SocketAddr,
-    ) -> io::Result<Owner> {
+    fn owner(&mut self, proc: &Path, peer: SocketAddr, local: SocketAddr) -> io::Result<Owner> {
         let Some(inode) = inode_of(proc, peer, local)? else {
             return Ok(None);
         };

@@ -15,13 +15,15 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
-use super::conn::{Accepted, Conn, Inbound};
+use super::conn::Slot;
+use super::conn::{Accepted, Admission, Conn, Inbound};
 use super::io::{ClientIo, PREFACE};
-use super::peers::{Peers, Refusals};
+use super::peers::{PeerKey, Peers, Refusals, refused_line};
 use super::process;
 use super::serve::{draining, serve_http};
+use super::stage::ClientId;
 use super::tunnel::Tunnels;
+use super::{Shared, second_of};
 
 /// How long to pause accepting after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -178,14 +180,21 @@ pub(crate) async fn serve(
         };
         // An IPv4 client of a dual-stack socket is the same peer as over IPv4.
         let ip = peer.ip().to_canonical();
-        let Some(peer_slot) = peers.admit(ip) else {
-            // Closed at once: a peer at its limit costs nothing but this.
-            drop(stream);
-            refusals.refused(ip, limits.per_peer, &shared.clock);
-            continue;
+        let admission = if process::tells_processes_apart(shared.client_id, ip) {
+            // Counted per process, once its process is known (see `serve_plain`).
+            Admission::ByProcess(Arc::clone(&peers))
+        } else {
+            let key = PeerKey::Address(ip);
+            let Some(peer_slot) = peers.admit(key) else {
+                // Closed at once: a peer at its limit costs nothing but this.
+                drop(stream);
+                refusals.refused(key, limits.per_peer, &shared.clock);
+                continue;
+            };
+            Admission::Admitted(peer_slot)
         };
         let _ = stream.set_nodelay(true);
-        let accepted = Accepted::new(Arc::clone(&shared), peer, permit, peer_slot);
+        let accepted = Accepted::new(Arc::clone(&shared), peer, permit, admission);
         match workers.next() {
             Some(runtime) => {
                 // Registered with the thread's own reactor: the socket goes over as std's.
@@ -246,7 +255,12 @@ async fn upkeep(shared: Arc<Shared>) {
 /// which within the idle timeout is closed then, as is one that sends nothing before
 /// shutdown begins.
 async fn serve_plain(accepted: Accepted, stream: TcpStream) {
-    let Accepted { shared, peer, slot } = accepted;
+    let Accepted {
+        shared,
+        peer,
+        connection,
+        admission,
+    } = accepted;
     let clock = &shared.clock;
     let silent = clock.sleep_until(clock.now() + shared.idle_timeout);
     let opened = async {
@@ -268,6 +282,31 @@ async fn serve_plain(accepted: Accepted, stream: TcpStream) {
             return;
         }
     };
+    let peer_slot = match admission {
+        Admission::Admitted(slot) => slot,
+        Admission::ByProcess(peers) => {
+            let key = match &identity {
+                ClientId::Process { pid, .. } => PeerKey::Process(*pid),
+                _ => PeerKey::Address(peer.ip().to_canonical()),
+            };
+            let Some(slot) = peers.admit(key) else {
+                let take = (shared.quiet.per_peer).take(second_of(shared.clock.wall_now()));
+                if take.left_out > 0 {
+                    tracing::warn!(
+                        "{} more connections refused for the per-peer limit were left out of \
+                         the log",
+                        take.left_out
+                    );
+                }
+                if take.log {
+                    refused_line(key, peers.limit());
+                }
+                return;
+            };
+            slot
+        }
+    };
+    let slot = Slot::new(connection, peer_slot);
     let handled = shared
         .filter
         .handles(peer, stream.local_addr(), &identity)
