@@ -6,7 +6,7 @@ use std::fs;
 use std::io::{self, Read as _, Write};
 use std::path::{Path, PathBuf};
 
-use holdoff_config::compile::{self, Compiled, ConfigProblems};
+use holdoff_config::compile::{self, Compiled, ConfigProblems, StateRedis};
 use holdoff_config::devproxy as holdoff_devproxy;
 use holdoff_config::load::Format;
 use holdoff_config::{load, preset, schema};
@@ -193,11 +193,18 @@ fn summary(compiled: &Compiled) -> String {
             OnFailure::FailClosed { .. } => "fail-closed",
             _ => "fail-open",
         };
-        format!(
-            "; state shared in {} (keys {}*, {mode})",
-            holdoff_redis::redacted_url(&state.redis),
-            state.prefix
-        )
+        let redis = match &state.redis {
+            StateRedis::Cluster(seeds) => {
+                let seeds: Vec<String> = seeds
+                    .iter()
+                    .map(|s| holdoff_redis::redacted_url(s))
+                    .collect();
+                format!("the redis cluster of {}", seeds.join(", "))
+            }
+            StateRedis::Server(url) => holdoff_redis::redacted_url(url),
+            _ => "redis".to_owned(),
+        };
+        format!("; state shared in {redis} (keys {}*, {mode})", state.prefix)
     });
     format!("{}{shared}", compiled.plan)
 }

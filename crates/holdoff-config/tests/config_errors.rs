@@ -449,6 +449,44 @@ mod validation {
     }
 
     #[test]
+    fn state_naming_no_redis_and_state_naming_both() {
+        assert_snapshot!(json(r#"{"state": {"prefix": "api:"}}"#));
+        assert_snapshot!(json(
+            r#"{"state": {"redis": "redis://127.0.0.1:6379/0",
+                "redisCluster": ["redis://127.0.0.1:7000"]}}"#
+        ));
+    }
+
+    #[test]
+    fn state_with_a_cluster_of_no_nodes() {
+        assert_snapshot!(json(r#"{"state": {"redisCluster": []}}"#));
+    }
+
+    #[test]
+    fn state_with_cluster_nodes_that_are_not_reached_by_address_or_not_on_database_0() {
+        // The URLs may hold a password: the messages never quote them.
+        let errors = json(
+            r#"{"state": {"redisCluster": ["redis://:hunter2@127.0.0.1:7000/3",
+                "unix:///run/redis.sock", "10.0.0.1:7000", "redis://:hunter2@127.0.0.1:7001/0"]}}"#,
+        );
+        assert!(!errors.contains("hunter2"), "{errors}");
+        assert_snapshot!(errors);
+    }
+
+    #[test]
+    fn state_with_cluster_nodes_that_disagree_on_the_password_or_on_tls() {
+        let errors = json(
+            r#"{"state": {"redisCluster": ["redis://:hunter2@127.0.0.1:7000",
+                "redis://:hunter3@127.0.0.1:7001"]}}"#,
+        );
+        assert!(!errors.contains("hunter"), "{errors}");
+        assert_snapshot!(errors);
+        assert_snapshot!(json(
+            r#"{"state": {"redisCluster": ["rediss://127.0.0.1:7000", "redis://127.0.0.1:7001"]}}"#
+        ));
+    }
+
+    #[test]
     fn state_with_an_unknown_failure_mode() {
         assert_snapshot!(json(
             r#"{"state": {"redis": "redis://127.0.0.1:6379/0", "onFailure": "fail-shut"}}"#

@@ -19,7 +19,8 @@ pub enum ErrorKind {
     InvalidCa,
     /// Redis did not answer within the configured timeout.
     Timeout,
-    /// Redis could not be reached, or the connection broke.
+    /// Redis could not be reached, or the connection broke; or, in a cluster, the node that
+    /// serves the key could not be (its slot is moving, or no primary serves it).
     Connection,
     /// Not asked: an operation timed out or could not reach Redis a moment ago, and Redis is
     /// asked again only once a probe in the background gets an answer. Returned at once.
@@ -48,6 +49,7 @@ impl Error {
             || error.is_connection_refusal()
             || error.is_connection_dropped()
             || error.is_unrecoverable_error()
+            || unserved(&error)
         {
             ErrorKind::Connection
         } else {
@@ -58,6 +60,20 @@ impl Error {
             source: Some(error),
         }
     }
+}
+
+/// Whether a cluster says that a key's slot has no one to serve it now: a redirection still
+/// unsettled when the client's retries ran out (`MOVED`, `ASK`), a slot being moved
+/// (`TRYAGAIN`), slots no primary serves (`CLUSTERDOWN`, `MASTERDOWN`), or no connection
+/// to the node that serves it. Redis answered, but the key cannot be reached: to the
+/// circuit breaker, the same as a server that cannot be.
+fn unserved(error: &redis::RedisError) -> bool {
+    use redis::{ErrorKind as K, ServerErrorKind as S};
+    error.is_cluster_error()
+        || matches!(
+            error.kind(),
+            K::ClusterConnectionNotFound | K::Server(S::MasterDown | S::BusyLoading)
+        )
 }
 
 impl fmt::Display for Error {

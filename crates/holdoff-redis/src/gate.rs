@@ -10,11 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 use holdoff::Skew;
 use holdoff::clock::{Clock, TokioClock};
 use holdoff::gate::{GateStore, MemoryGateStore, NotBefore};
-use redis::aio::ConnectionManager;
 
 use crate::breaker::{Breaker, Probe, Words};
+use crate::connection::{Connection, Lua, Nodes};
 use crate::error::{Error, ErrorKind};
-use crate::url::{connect, redact};
 
 /// Keeps the later of the stored time and the given one, and makes the key expire at it.
 ///
@@ -49,7 +48,7 @@ pub enum FailureMode {
 /// Settings for a [`RedisGate`]; see [`RedisGate::builder`].
 #[derive(Clone)]
 pub struct RedisGateBuilder {
-    url: String,
+    nodes: Nodes,
     prefix: String,
     timeout: Duration,
     root_ca: Option<Vec<u8>>,
@@ -60,7 +59,7 @@ pub struct RedisGateBuilder {
 impl fmt::Debug for RedisGateBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisGateBuilder")
-            .field("url", &redact(&self.url))
+            .field("url", &self.nodes.redacted())
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("mode", &self.mode)
@@ -69,6 +68,18 @@ impl fmt::Debug for RedisGateBuilder {
 }
 
 impl RedisGateBuilder {
+    /// The defaults: keys under `holdoff:gate:`, 500 ms per operation, failing open.
+    fn new(nodes: Nodes) -> RedisGateBuilder {
+        RedisGateBuilder {
+            nodes,
+            prefix: "holdoff:gate:".to_owned(),
+            timeout: Duration::from_millis(500),
+            root_ca: None,
+            mode: FailureMode::FailOpen,
+            clock: Arc::new(TokioClock),
+        }
+    }
+
     /// The prefix put before every key (default `holdoff:gate:`): gates with different
     /// prefixes on one Redis never see each other's keys.
     pub fn prefix(mut self, prefix: impl Into<String>) -> RedisGateBuilder {
@@ -113,19 +124,20 @@ impl RedisGateBuilder {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidUrl`] if the URL is not a Redis URL this build can use (a
-    /// `rediss://` URL needs the `tls` feature).
+    /// `rediss://` URL needs the `tls` feature); for a cluster, if there are no seeds, or
+    /// they disagree on the password or on TLS, or one names a database other than 0 or a
+    /// Unix socket.
     pub fn build(self) -> Result<RedisGate, Error> {
-        let connection = connect(&self.url, self.timeout, self.root_ca.as_deref())?;
-        let url = redact(&self.url);
+        let connection = (self.nodes)
+            .client(self.timeout, self.root_ca.as_deref())?
+            .connect(self.timeout)?;
+        let url = self.nodes.redacted();
         let probe: Probe = {
             let (connection, timeout, clock) =
                 (connection.clone(), self.timeout, Arc::clone(&self.clock));
             Arc::new(move || {
                 let (mut connection, clock) = (connection.clone(), Arc::clone(&clock));
-                Box::pin(async move {
-                    let ping = redis::cmd("PING");
-                    within(&*clock, timeout, ping.query_async::<()>(&mut connection)).await
-                })
+                Box::pin(async move { within(&*clock, timeout, connection.probe()).await })
             })
         };
         let words = Words {
@@ -144,7 +156,7 @@ impl RedisGateBuilder {
         });
         Ok(RedisGate {
             connection,
-            raise: redis::Script::new(RAISE),
+            raise: Lua::new(RAISE.to_owned()),
             url,
             prefix: self.prefix,
             timeout: self.timeout,
@@ -192,8 +204,8 @@ impl RedisGateBuilder {
 /// # Ok(()) }
 /// ```
 pub struct RedisGate {
-    connection: ConnectionManager,
-    raise: redis::Script,
+    connection: Connection,
+    raise: Lua,
     url: String,
     prefix: String,
     timeout: Duration,
@@ -222,17 +234,25 @@ impl RedisGate {
     /// Settings for a gate on the Redis at `url` (`redis://[user][:password@]host[:port][/db]`,
     /// or `rediss://` with the `tls` feature).
     pub fn builder(url: impl Into<String>) -> RedisGateBuilder {
-        RedisGateBuilder {
-            url: url.into(),
-            prefix: "holdoff:gate:".to_owned(),
-            timeout: Duration::from_millis(500),
-            root_ca: None,
-            mode: FailureMode::FailOpen,
-            clock: Arc::new(TokioClock),
-        }
+        RedisGateBuilder::new(Nodes::Server(url.into()))
     }
 
-    /// The Redis URL with its password replaced by `***`.
+    /// Settings for a gate on the Redis Cluster that `seeds` belong to
+    /// (`redis://[user][:password@]host:port`, or `rediss://` with the `tls` feature): a few
+    /// of its nodes, any of them, from which the client learns the others. They share one
+    /// password and either all use TLS or none.
+    ///
+    /// Each key is one Redis key, read and raised on the primary that serves its slot; the
+    /// client follows `MOVED` and `ASK` when slots move, and learns the slots anew when a
+    /// replica takes over from a failed primary.
+    pub fn cluster_builder<S: Into<String>>(
+        seeds: impl IntoIterator<Item = S>,
+    ) -> RedisGateBuilder {
+        RedisGateBuilder::new(Nodes::Cluster(seeds.into_iter().map(Into::into).collect()))
+    }
+
+    /// The Redis URL with its password replaced by `***` (a cluster's seeds so, separated by
+    /// commas and followed by ` (cluster)`).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -290,10 +310,9 @@ impl RedisGate {
     pub async fn try_raise(&self, key: &str, until: SystemTime) -> Result<bool, Error> {
         let millis = wall_millis(until);
         let mut connection = self.connection.clone();
-        let mut invocation = self.raise.key(self.redis_key(key));
-        invocation.arg(millis);
+        let (key, millis) = (self.redis_key(key), millis.to_string());
         let moved: i64 = self
-            .bounded(async move { invocation.invoke_async(&mut connection).await })
+            .bounded(async move { self.raise.run(&mut connection, &key, &[&millis]).await })
             .await?;
         Ok(moved == 1)
     }

@@ -27,6 +27,23 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Redis Cluster and Valkey
+//!
+//! Both stores also run on a Redis Cluster (or a Valkey cluster): build them with
+//! [`RedisGate::cluster_builder`] or `RedisState::cluster_builder`, naming a few of its nodes.
+//! Every script touches one key, so each operation runs on the one primary that serves the
+//! key's slot, and keys spread over every primary; the client follows `MOVED` and `ASK`
+//! while slots move, and learns the slots anew when a replica takes over from a failed
+//! primary. A key's slot served by no one (a primary down, before its replica takes over)
+//! is a failure like an unreachable server: the circuit opens, and the probe closes it once
+//! every primary answers and says every slot is served (`CLUSTER INFO`), so that one
+//! failover costs one line each way.
+//!
+//! The `redis` client logs through the `log` crate, at `warn`, every failed attempt to reach
+//! a node: while a primary is down, hundreds a second. An application that forwards `log` to
+//! its own logger may want the `redis` target at `error` or off; the breaker's two lines say
+//! what matters.
+//!
 //! # Time
 //!
 //! Redis holds wall-clock milliseconds; each process turns them into an instant on its own
@@ -52,7 +69,7 @@
 //! # Features
 //!
 //! - `tls`: `rediss://` URLs, through rustls, verified against the platform's root
-//!   certificates or a CA of your own (`root_ca` on either builder).
+//!   certificates or a CA of your own (`root_ca` on either builder); a cluster's nodes too.
 //! - `proxy` (off by default): `RedisState`, with a dependency on `holdoff-proxy`.
 
 #![deny(missing_docs)]
@@ -60,6 +77,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod breaker;
+mod connection;
 mod error;
 mod gate;
 #[cfg(feature = "proxy")]

@@ -1,4 +1,4 @@
-//! Redis URLs: connecting to one, and showing one with its password hidden, for `Debug`,
+//! Redis URLs: a client for one, and showing one with its password hidden, for `Debug`,
 //! logs and errors.
 
 use std::time::Duration;
@@ -9,19 +9,6 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::{Error, ErrorKind};
 
-/// A connection to `url` that connects on first use, not here, and reconnects by itself after
-/// a failure; connecting and each answer bounded by `timeout`. With `root_ca` (PEM), a
-/// `rediss://` server is verified against that CA instead of the system's roots.
-///
-/// Must be called inside a tokio runtime (the connection's background tasks run on it).
-pub(crate) fn connect(
-    url: &str,
-    timeout: Duration,
-    root_ca: Option<&[u8]>,
-) -> Result<ConnectionManager, Error> {
-    manager(client(url, root_ca)?, timeout)
-}
-
 /// The client for `url`, verifying a `rediss://` server against `root_ca` (PEM) if given.
 pub(crate) fn client(url: &str, root_ca: Option<&[u8]>) -> Result<redis::Client, Error> {
     // The client's own error may quote the URL, password included: drop it.
@@ -30,16 +17,7 @@ pub(crate) fn client(url: &str, root_ca: Option<&[u8]>) -> Result<redis::Client,
         Some(pem) => {
             url.into_connection_info()
                 .map_err(|_| Error::new(ErrorKind::InvalidUrl))?;
-            // The client takes a PEM with no certificate in it as an empty set of roots, which
-            // would fail every connection later: refuse it now.
-            use rustls::pki_types::CertificateDer;
-            use rustls::pki_types::pem::PemObject;
-            let mut certificates = CertificateDer::pem_slice_iter(pem);
-            if !certificates.all(|c| c.is_ok())
-                || CertificateDer::pem_slice_iter(pem).next().is_none()
-            {
-                return Err(Error::new(ErrorKind::InvalidCa));
-            }
+            check_ca(pem)?;
             let roots = redis::TlsCertificates {
                 client_tls: None,
                 root_cert: Some(pem.to_vec()),
@@ -50,6 +28,19 @@ pub(crate) fn client(url: &str, root_ca: Option<&[u8]>) -> Result<redis::Client,
         _ => redis::Client::open(url).map_err(|_| Error::new(ErrorKind::InvalidUrl))?,
     };
     Ok(client)
+}
+
+/// Refuses a CA that is not one or more PEM certificates: the client would take a PEM with
+/// none in it as an empty set of roots, and fail every connection later.
+#[cfg(feature = "tls")]
+pub(crate) fn check_ca(pem: &[u8]) -> Result<(), Error> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut certificates = CertificateDer::pem_slice_iter(pem);
+    if !certificates.all(|c| c.is_ok()) || CertificateDer::pem_slice_iter(pem).next().is_none() {
+        return Err(Error::new(ErrorKind::InvalidCa));
+    }
+    Ok(())
 }
 
 /// A connection made by `client` on first use, reconnecting by itself; connecting and each

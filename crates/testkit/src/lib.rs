@@ -1,6 +1,7 @@
 //! Test fixtures for holdoff: a scripted HTTP upstream on loopback, a real `redis-server`
-//! ([`redis::RedisServer`]), the one test PKI ([`tls::TestCa`]), temporary directories
-//! ([`TempDir`]) and the one counting allocator ([`heap::Counting`]).
+//! ([`redis::RedisServer`]) or Redis Cluster ([`redis_cluster::RedisCluster`]), the one
+//! test PKI ([`tls::TestCa`]), temporary directories ([`TempDir`]) and the one counting
+//! allocator ([`heap::Counting`]).
 //!
 //! [`TestServer`] is a real HTTP/1.1 server (hyper) on `127.0.0.1`, on a port the OS picks.
 //! A test scripts what each path answers — a `429` with `Retry-After`, a `503` with a skewed
@@ -68,6 +69,7 @@ pub mod heap;
 pub mod layers;
 mod recorded;
 pub mod redis;
+pub mod redis_cluster;
 mod reply;
 mod server;
 mod socket;

@@ -50,13 +50,20 @@ enum Message {
 /// does differently, which file was found): shown at every level but off.
 pub(crate) const NOTES: &str = "holdoff::notes";
 
-/// What `--log-level` (or a Dev Proxy file's `logLevel`) asks for.
+/// The target of the Redis client's own log lines (the `redis` crate's, through `log`): it
+/// warns at every failed attempt to reach a node, hundreds a second while a cluster's primary
+/// is down. The shared state's circuit breaker says what matters instead, once each way.
+const REDIS_CLIENT: &str = "redis";
+
+/// What `--log-level` (or a Dev Proxy file's `logLevel`, or `RUST_LOG`) asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Level {
     /// As given, for messages.
     given: String,
     /// The `EnvFilter` directives it means.
     filter: String,
+    /// The level the notes on the configuration are shown at, unless the filter is off.
+    notes: &'static str,
 }
 
 impl Level {
@@ -85,11 +92,15 @@ impl Level {
         self.filter == "off"
     }
 
-    /// The filter: the level's, with the notes shown unless it is off.
+    /// The filter: the level's, with the notes shown unless it is off, and the Redis client's
+    /// own lines off unless the level names them.
     fn env_filter(&self) -> Result<EnvFilter, String> {
         let directives = match self.is_off() {
             true => self.filter.clone(),
-            false => format!("{},{NOTES}=info", self.filter),
+            false if self.filter.split(',').any(|d| d.starts_with(REDIS_CLIENT)) => {
+                format!("{},{NOTES}={}", self.filter, self.notes)
+            }
+            false => format!("{},{NOTES}={},{REDIS_CLIENT}=off", self.filter, self.notes),
         };
         EnvFilter::try_new(&directives).map_err(|err| {
             format!(
@@ -245,6 +256,25 @@ mod tests {
             assert!(filter.contains("holdoff::notes=info"), "{filter}");
             let filter = Level::parse("none").env_filter().unwrap().to_string();
             assert!(!filter.contains("holdoff::notes"), "{filter}");
+        }
+
+        #[test]
+        fn leaves_the_redis_clients_own_lines_out_unless_it_names_them() {
+            let filter = Level::parse("warn").env_filter().unwrap().to_string();
+            assert!(filter.contains("redis=off"), "{filter}");
+            let filter = Level::parse("warn,redis=debug")
+                .env_filter()
+                .unwrap()
+                .to_string();
+            assert!(!filter.contains("redis=off"), "{filter}");
+        }
+
+        #[test]
+        fn quiet_shows_warnings_and_the_notes_that_are_warnings() {
+            let filter = Level::quiet().env_filter().unwrap().to_string();
+            assert!(filter.contains("holdoff::notes=warn"), "{filter}");
+            assert!(!filter.contains("info"), "{filter}");
+            assert!(!Level::quiet().is_off());
         }
 
         #[test]

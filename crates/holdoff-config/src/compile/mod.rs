@@ -28,7 +28,9 @@ pub use data_files::MAX_DATA_FILE_BYTES;
 pub use errors::{DEFAULT_DYNAMIC_RANGE, DEFAULT_ERROR_RATE};
 pub use llm_mocks::DEFAULT_LLM_TEXT;
 pub use mock_request::MockRequest;
-pub use state::{DEFAULT_STATE_HOLD, DEFAULT_STATE_PREFIX, DEFAULT_STATE_TIMEOUT, StateConfig};
+pub use state::{
+    DEFAULT_STATE_HOLD, DEFAULT_STATE_PREFIX, DEFAULT_STATE_TIMEOUT, StateConfig, StateRedis,
+};
 
 use crate::error::index;
 pub use crate::error::{ConfigProblems, FileError};

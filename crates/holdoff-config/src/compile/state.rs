@@ -13,8 +13,8 @@ use holdoff_proxy::shared::OnFailure;
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StateConfig {
-    /// The Redis URL (it may hold a password: never log it as it is).
-    pub redis: String,
+    /// The Redis server or cluster (its URLs may hold a password: never log them as they are).
+    pub redis: StateRedis,
     /// The key prefix.
     pub prefix: String,
     /// The timeout of one operation.
@@ -26,10 +26,24 @@ pub struct StateConfig {
     pub ca: Option<Vec<u8>>,
 }
 
+/// The Redis a [`StateConfig`] names: `redis` or `redisCluster`.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StateRedis {
+    /// One server: its URL.
+    Server(String),
+    /// A Redis Cluster: the URLs of some of its nodes, from which the others are found.
+    Cluster(Vec<String>),
+}
+
 impl fmt::Debug for StateConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redis = match &self.redis {
+            StateRedis::Server(_) => "server …",
+            StateRedis::Cluster(_) => "cluster …",
+        };
         f.debug_struct("StateConfig")
-            .field("redis", &"…")
+            .field("redis", &redis)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("on_failure", &self.on_failure)
@@ -50,23 +64,48 @@ impl Compiler {
     /// and never quoted back: it may hold a password.
     pub(super) fn state(&mut self, at: WrittenIn<'_>, raw: &RawState) -> Option<StateConfig> {
         let mut ok = true;
-        // By bytes, never by slicing the text: a URL may start with any character.
-        let starts_with = |scheme: &str| {
-            raw.redis.len() > scheme.len()
-                && raw.redis.as_bytes()[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes())
+        let redis = match (&raw.redis, &raw.redis_cluster) {
+            (Some(url), None) => {
+                let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
+                    .into_iter()
+                    .any(|scheme| starts_with(url, scheme));
+                if !scheme_ok {
+                    self.error(
+                        at,
+                        "state.redis",
+                        "expected a Redis URL: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or \
+                         rediss://… for TLS",
+                    );
+                }
+                scheme_ok.then(|| StateRedis::Server(url.clone()))
+            }
+            (None, Some(seeds)) => self.cluster(at, seeds).map(StateRedis::Cluster),
+            (Some(_), Some(_)) => {
+                self.error(
+                    at,
+                    "state.redisCluster",
+                    "give either \"redis\" (one server) or \"redisCluster\" (some nodes of a \
+                     Redis Cluster), not both",
+                );
+                None
+            }
+            (None, None) => {
+                self.error(
+                    at,
+                    "state",
+                    "name the Redis that keeps the state: \"redis\": \"redis://HOST:PORT/0\" for \
+                     one server, or \"redisCluster\": [\"redis://HOST:PORT\", …] for some nodes of \
+                     a Redis Cluster",
+                );
+                None
+            }
         };
-        let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
-            .into_iter()
-            .any(starts_with);
-        if !scheme_ok {
-            ok = false;
-            self.error(
-                at,
-                "state.redis",
-                "expected a Redis URL: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://… \
-                 for TLS",
-            );
-        }
+        ok &= redis.is_some();
+        let tls = match &redis {
+            Some(StateRedis::Server(url)) => starts_with(url, "rediss://"),
+            Some(StateRedis::Cluster(seeds)) => seeds.iter().all(|s| starts_with(s, "rediss://")),
+            None => true,
+        };
         if raw.timeout_ms == Some(0) {
             ok = false;
             self.error(
@@ -99,7 +138,7 @@ impl Compiler {
             );
         }
         let ca = raw.ca_file.as_deref().and_then(|name| {
-            if !starts_with("rediss://") {
+            if !tls {
                 ok = false;
                 self.error(
                     at,
@@ -137,8 +176,9 @@ impl Compiler {
                 }
             }
         });
+        let redis = redis?;
         ok.then(|| StateConfig {
-            redis: raw.redis.clone(),
+            redis,
             prefix: raw
                 .prefix
                 .clone()
@@ -150,4 +190,86 @@ impl Compiler {
             ca,
         })
     }
+
+    /// Checks `redisCluster`: some nodes of one cluster, reached by address, sharing their
+    /// credentials and TLS, on database 0. No URL is quoted back: each may hold a password.
+    fn cluster(&mut self, at: WrittenIn<'_>, seeds: &[String]) -> Option<Vec<String>> {
+        if seeds.is_empty() {
+            self.error(
+                at,
+                "state.redisCluster",
+                "name at least one node of the cluster: [\"redis://HOST:PORT\", …]",
+            );
+            return None;
+        }
+        let mut ok = true;
+        for (i, seed) in seeds.iter().enumerate() {
+            let path = format!("state.redisCluster[{i}]");
+            if !(starts_with(seed, "redis://") || starts_with(seed, "rediss://")) {
+                ok = false;
+                self.error(
+                    at,
+                    path,
+                    "expected a node's URL: redis://[[USER]:PASSWORD@]HOST:PORT, or rediss://… \
+                     for TLS (a cluster's nodes are reached by address: no Unix socket)",
+                );
+                continue;
+            }
+            if !matches!(database(seed), "" | "0") {
+                ok = false;
+                self.error(
+                    at,
+                    path,
+                    "a Redis Cluster has database 0 only: end the URL at HOST:PORT or with /0",
+                );
+            }
+        }
+        if ok && !seeds.iter().all(|s| userinfo(s) == userinfo(&seeds[0])) {
+            ok = false;
+            self.error(
+                at,
+                "state.redisCluster",
+                "every node must carry the same user and password (or none): the cluster's \
+                 nodes share one",
+            );
+        }
+        let tls = |s: &String| starts_with(s, "rediss://");
+        if ok && seeds.iter().any(tls) && !seeds.iter().all(tls) {
+            ok = false;
+            self.error(
+                at,
+                "state.redisCluster",
+                "every node must use rediss:// (TLS), or none: a cluster speaks TLS on all its \
+                 nodes or on none",
+            );
+        }
+        ok.then(|| seeds.to_vec())
+    }
+}
+
+/// Whether `url` starts with `scheme`, in any case. By bytes, never by slicing the text: a
+/// URL may start with any character.
+fn starts_with(url: &str, scheme: &str) -> bool {
+    url.len() > scheme.len()
+        && url.as_bytes()[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes())
+}
+
+/// The authority of a `scheme://authority/path` URL, and what follows it.
+fn authority(url: &str) -> (&str, &str) {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    rest.split_at(end)
+}
+
+/// The user information of a URL (before the authority's last `@`), empty if none.
+fn userinfo(url: &str) -> &str {
+    let (authority, _) = authority(url);
+    authority.rfind('@').map_or("", |at| &authority[..at])
+}
+
+/// The database a URL's path names (`/3`: `3`), empty if none.
+fn database(url: &str) -> &str {
+    let (_, rest) = authority(url);
+    let path = rest.split(['?', '#']).next().unwrap_or("");
+    path.trim_start_matches('/')
 }

@@ -3,13 +3,21 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// State shared by several proxy replicas, in Redis.
+/// State shared by several proxy replicas, in Redis: one server (`redis`) or a Redis Cluster
+/// (`redisCluster`), exactly one of the two.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RawState {
-    /// The Redis URL: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://…` for TLS.
-    /// The password never appears in logs.
-    pub redis: String,
+    /// One Redis server's URL: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://…`
+    /// for TLS. The password never appears in logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<String>,
+    /// A Redis Cluster (or Valkey cluster): the URLs of some of its nodes, any of them —
+    /// `redis://[[USER]:PASSWORD@]HOST:PORT`, or `rediss://…` for TLS, all with the same
+    /// credentials. The proxy learns the other nodes, and which slots each serves, from
+    /// these. Instead of `redis`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_cluster: Option<Vec<String>>,
     /// Put before every key, so that proxies in front of different APIs can share one Redis
     /// without sharing windows. Default `holdoff:`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

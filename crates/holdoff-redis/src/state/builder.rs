@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use holdoff::clock::TokioClock;
 use holdoff_proxy::shared::OnFailure;
-use redis::Script;
 
 use crate::breaker::{Breaker, Probe, Words};
+use crate::connection::{Lua, Nodes};
 use crate::error::Error;
-use crate::url::{client, redact};
 
 use super::scripts::{BUDGET_CHECK, BUDGET_SPEND, CHECK, OPEN, PRELUDE, TAKE};
 use super::{Inner, Link, NEXT_ID, RedisState};
@@ -19,7 +18,7 @@ use super::{Inner, Link, NEXT_ID, RedisState};
 /// Settings for a [`RedisState`]; see [`RedisState::builder`].
 #[derive(Clone)]
 pub struct RedisStateBuilder {
-    url: String,
+    nodes: Nodes,
     prefix: String,
     timeout: Duration,
     root_ca: Option<Vec<u8>>,
@@ -28,7 +27,7 @@ pub struct RedisStateBuilder {
 impl fmt::Debug for RedisStateBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStateBuilder")
-            .field("url", &redact(&self.url))
+            .field("url", &self.nodes.redacted())
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .finish()
@@ -37,9 +36,9 @@ impl fmt::Debug for RedisStateBuilder {
 
 impl RedisStateBuilder {
     /// The defaults: keys under `holdoff:`, 500 ms per operation, the system's roots.
-    pub(super) fn new(url: String) -> RedisStateBuilder {
+    pub(super) fn new(nodes: Nodes) -> RedisStateBuilder {
         RedisStateBuilder {
-            url,
+            nodes,
             prefix: "holdoff:".to_owned(),
             timeout: Duration::from_millis(500),
             root_ca: None,
@@ -76,21 +75,26 @@ impl RedisStateBuilder {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidUrl`](crate::ErrorKind::InvalidUrl) if the URL is not a Redis URL this build can use (a
-    /// `rediss://` URL needs the `tls` feature).
+    /// [`ErrorKind::InvalidUrl`](crate::ErrorKind::InvalidUrl) if the URL is not a Redis URL
+    /// this build can use (a `rediss://` URL needs the `tls` feature); for a cluster, if
+    /// there are no seeds, or they disagree on the password or on TLS, or one names a
+    /// database other than 0 or a Unix socket.
     pub fn build(self) -> Result<RedisState, Error> {
         let link = Link {
-            client: client(&self.url, self.root_ca.as_deref())?,
+            client: self.nodes.client(self.timeout, self.root_ca.as_deref())?,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             generation: Arc::new(AtomicU64::new(0)),
             timeout: self.timeout,
         };
-        let url = redact(&self.url);
+        let url = self.nodes.redacted();
         let probe: Probe = {
             let link = link.clone();
             Arc::new(move || {
                 let link = link.clone();
-                Box::pin(async move { link.query::<()>(redis::cmd("PING")).await })
+                Box::pin(async move {
+                    link.bounded(|mut connection| async move { connection.probe().await })
+                        .await
+                })
             })
         };
         let words = Words {
@@ -104,7 +108,7 @@ impl RedisStateBuilder {
         // tokio's clock: so do the probes.
         let breaker = Breaker::new(words, url.clone(), Arc::new(TokioClock), probe);
         breaker.set_meanwhile(OnFailure::default().meanwhile());
-        let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+        let script = |body: &str| Lua::new(format!("{PRELUDE}{body}"));
         Ok(RedisState {
             inner: Arc::new(Inner {
                 link,

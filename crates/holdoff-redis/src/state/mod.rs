@@ -14,12 +14,11 @@ use holdoff_proxy::judge::{Penalty, WindowKey};
 use holdoff_proxy::shared::{
     Circuit, CounterKey, OnFailure, SharedCheck, SharedState, StateFuture,
 };
-use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, Script};
+use redis::FromRedisValue;
 
 use crate::breaker::Breaker;
+use crate::connection::{Client, Connection, Lua, Nodes};
 use crate::error::{Error, ErrorKind};
-use crate::url::manager;
 
 mod builder;
 mod scripts;
@@ -58,6 +57,11 @@ use scripts::{MAX_EXACT, budget_checked, checked, micros_up, scale, taken};
 /// - `{prefix}tk:{rule}:{scope}`: a token budget's window, a hash of its identity, its end
 ///   and the tokens used; it expires when the window ends.
 ///
+/// Every script reads and writes its one key and no other, so on a Redis Cluster
+/// ([`RedisState::cluster_builder`]) each runs on the primary that serves that key's slot,
+/// and the keys spread over every primary. (A `{…}` in the prefix would be a hash tag, and
+/// send every key to one slot.)
+///
 /// # Time
 ///
 /// Every time is read from Redis's clock (`TIME`) inside the scripts, never the proxies', in
@@ -92,11 +96,11 @@ pub struct RedisState {
 struct Inner {
     link: Link,
     breaker: Breaker,
-    open: Script,
-    check: Script,
-    take: Script,
-    budget_check: Script,
-    budget_spend: Script,
+    open: Lua,
+    check: Lua,
+    take: Lua,
+    budget_check: Lua,
+    budget_spend: Lua,
     url: String,
     prefix: String,
 }
@@ -105,12 +109,14 @@ struct Inner {
 /// The circuit breaker's probe has one too.
 #[derive(Clone)]
 struct Link {
-    client: redis::Client,
+    client: Client,
     /// Tells this store's connections apart from other stores' in [`CONNECTIONS`].
     id: u64,
-    /// Moves on at every failure: a thread's connection from an earlier generation is
-    /// dropped and made anew on its next use, so that no thread goes back to Redis, once
-    /// the circuit closes, on a connection broken during the outage.
+    /// Moves on at every failure of a single server: a thread's connection from an earlier
+    /// generation is dropped and made anew on its next use, so that no thread goes back to
+    /// Redis, once the circuit closes, on a connection broken during the outage. A cluster's
+    /// connection is kept: it mends itself node by node (a node it cannot reach, slots that
+    /// moved), where a new one would wait again for every seed, a dead one included.
     generation: Arc<AtomicU64>,
     timeout: Duration,
 }
@@ -130,10 +136,38 @@ impl RedisState {
     /// Settings for a store on the Redis at `url`
     /// (`redis://[user][:password@]host[:port][/db]`, or `rediss://` with the `tls` feature).
     pub fn builder(url: impl Into<String>) -> RedisStateBuilder {
-        RedisStateBuilder::new(url.into())
+        RedisStateBuilder::new(Nodes::Server(url.into()))
     }
 
-    /// The Redis URL with its password replaced by `***`.
+    /// Settings for a store on the Redis Cluster that `seeds` belong to
+    /// (`redis://[user][:password@]host:port`, or `rediss://` with the `tls` feature): a few
+    /// of its nodes, any of them, from which the client learns the others and which slots
+    /// each serves. They share one password and either all use TLS or none; the cluster has
+    /// database 0 only.
+    ///
+    /// Each operation touches one key, so it runs on the one primary that serves the key's
+    /// slot; the client follows `MOVED` and `ASK` when slots move, and learns the slots anew
+    /// when a replica takes over from a failed primary.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use holdoff_redis::RedisState;
+    ///
+    /// # async fn example() -> Result<(), holdoff_redis::Error> {
+    /// let state = RedisState::cluster_builder(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .prefix("myapi:")
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster_builder<S: Into<String>>(
+        seeds: impl IntoIterator<Item = S>,
+    ) -> RedisStateBuilder {
+        RedisStateBuilder::new(Nodes::Cluster(seeds.into_iter().map(Into::into).collect()))
+    }
+
+    /// The Redis URL with its password replaced by `***` (a cluster's seeds so, separated by
+    /// commas and followed by ` (cluster)`).
     pub fn url(&self) -> &str {
         &self.inner.url
     }
@@ -177,14 +211,14 @@ thread_local! {
     /// connection per thread keeps each Redis round trip on that thread too, its driver
     /// polled by the same runtime as the request waiting for it, instead of crossing to
     /// another thread and back twice per request.
-    static CONNECTIONS: RefCell<Vec<(u64, u64, ConnectionManager)>> =
+    static CONNECTIONS: RefCell<Vec<(u64, u64, Connection)>> =
         const { RefCell::new(Vec::new()) };
 }
 
 impl Link {
     /// This thread's connection, made now if it has none of the current generation
     /// (connecting itself waits for the first command, on whatever runtime then runs here).
-    fn connection(&self) -> Result<ConnectionManager, Error> {
+    fn connection(&self) -> Result<Connection, Error> {
         let generation = self.generation.load(Ordering::Acquire);
         CONNECTIONS.with_borrow_mut(|connections| {
             if let Some(at) = connections.iter().position(|(id, _, _)| *id == self.id) {
@@ -193,18 +227,15 @@ impl Link {
                 }
                 connections.swap_remove(at);
             }
-            let connection = manager(self.client.clone(), self.timeout)?;
+            let connection = self.client.connect(self.timeout)?;
             connections.push((self.id, generation, connection.clone()));
             Ok(connection)
         })
     }
 
-    /// `operation` on this thread's connection, within the timeout; after a failure, every
-    /// thread's connection is made anew.
-    async fn bounded<T, F>(
-        &self,
-        operation: impl FnOnce(ConnectionManager) -> F,
-    ) -> Result<T, Error>
+    /// `operation` on this thread's connection, within the timeout; after a failure of a
+    /// single server, every thread's connection is made anew.
+    async fn bounded<T, F>(&self, operation: impl FnOnce(Connection) -> F) -> Result<T, Error>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
@@ -217,7 +248,7 @@ impl Link {
             }
             Err(error) => Err(error),
         };
-        if outcome.is_err() {
+        if outcome.is_err() && !self.client.is_cluster() {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
         outcome
@@ -241,17 +272,13 @@ impl Inner {
     /// Runs `script` on `key` with `args`, through the circuit breaker.
     async fn run<T: FromRedisValue>(
         &self,
-        script: &Script,
+        script: &Lua,
         key: String,
         args: &[&str],
     ) -> Result<T, Error> {
-        let mut invocation = script.key(key);
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        let operation = self.link.bounded(|mut connection| async move {
-            invocation.invoke_async(&mut connection).await
-        });
+        let operation = self
+            .link
+            .bounded(|mut connection| async move { script.run(&mut connection, &key, args).await });
         self.breaker.call(operation).await
     }
 }

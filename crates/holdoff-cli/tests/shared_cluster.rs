@@ -1,0 +1,143 @@
+//! Two `holdoff proxy` replicas sharing their state in a real Redis Cluster (three primaries,
+//! three replicas, created by the test on free loopback ports): they judge as one, and a
+//! primary killed mid-run costs each replica one line when it fails open and one when it is
+//! back — never a wrong verdict.
+
+mod support;
+
+use holdoff_testkit::redis_cluster::RedisCluster;
+use holdoff_testkit::{Reply, TestServer};
+use support::{Proxy, TempDir, curl, runtime};
+
+/// Watches every plain-HTTP URL on loopback, whatever its port.
+const WATCH: &str = "http://127.0.0.1:*/*";
+/// Clients throttled before the kill: their windows spread over every primary.
+const CLIENTS: usize = 12;
+
+/// `curl` as client `who` (the identity the judge keys by), returning the status code.
+fn get_as(proxy: &Proxy, who: &str, url: &str) -> String {
+    curl(
+        proxy.addr,
+        &["-H", &format!("X-Holdoff-Client: {who}")],
+        url,
+    )
+}
+
+/// Whether `attempt` succeeds within 30 s, tried every 50 ms: a failover takes about 2 s
+/// here, and each replica's circuit breaker probes the cluster at intervals doubling to 5 s.
+// A real cluster and real proxies recover in real time.
+#[allow(clippy::disallowed_methods)]
+fn recovers(mut attempt: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if attempt() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        holdoff::clock::SystemClock.block_for(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn two_replicas_judge_as_one_on_a_cluster_and_outlive_a_primary_killed_mid_run() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/api", Reply::ok("hello"));
+    upstream.script(
+        "/limited",
+        (0..CLIENTS).map(|_| Reply::too_many_requests("3600")),
+    );
+    upstream.set_default("/limited", Reply::ok("hello"));
+    let mut cluster = RedisCluster::start();
+    let seeds: Vec<String> = cluster.seeds().iter().map(|s| format!("{s:?}")).collect();
+    let dir = TempDir::new("shared-cluster");
+    let config = dir.write(
+        "holdoff.json",
+        &format!(
+            r#"{{ "state": {{ "redisCluster": [{}], "prefix": "holdoff-test:",
+                             "timeoutMs": 300, "onFailure": "fail-open" }} }}"#,
+            seeds.join(", ")
+        ),
+    );
+    let a = Proxy::start(&["-c", &config, "-u", WATCH]);
+    let b = Proxy::start(&["-c", &config, "-u", WATCH]);
+    let (api, limited) = (upstream.url("/api"), upstream.url("/limited"));
+
+    // Throttled through A, retried at once through B: B knows A's windows.
+    let clients: Vec<String> = (0..CLIENTS).map(|i| format!("worker-{i}")).collect();
+    for who in &clients {
+        assert_eq!(get_as(&a, who, &limited), "429", "the upstream's 429");
+        assert_eq!(
+            get_as(&b, who, &limited),
+            "429",
+            "{who}: premature through B"
+        );
+    }
+    assert_eq!(upstream.requests_to("/limited").len(), CLIENTS);
+
+    cluster.wait_until_replicated();
+    let victim = cluster.primaries()[0];
+    cluster.kill(victim);
+    // Meanwhile traffic flows through both, and A — failing open on its own state, or
+    // judging with the cluster — answers every early retry as premature, never compliant.
+    let mut rounds = 0;
+    let back = recovers(|| {
+        rounds += 1;
+        assert_eq!(get_as(&a, &format!("new-{rounds}"), &api), "200");
+        assert_eq!(get_as(&b, &format!("new-{rounds}"), &api), "200");
+        for who in &clients {
+            assert_eq!(
+                get_as(&a, who, &limited),
+                "429",
+                "{who}: premature through A"
+            );
+        }
+        // B is back when it judges A's windows from the cluster again (failing open, it
+        // knows none of them: the first retry goes through, unjudged).
+        if !clients.iter().all(|who| get_as(&b, who, &limited) == "429") {
+            return false;
+        }
+        // A is back when it judges a window B has just opened.
+        let fresh = format!("fresh-{rounds}");
+        upstream.script("/limited", [Reply::too_many_requests("3600")]);
+        assert_eq!(get_as(&b, &fresh, &limited), "429", "the upstream's 429");
+        get_as(&a, &fresh, &limited) == "429"
+    });
+    assert!(
+        back,
+        "both replicas use the cluster again after the failover"
+    );
+    assert!(
+        !cluster.primaries().contains(&victim),
+        "a replica took over"
+    );
+
+    let (a, b) = (a.stop(), b.stop());
+    for log in [&a, &b] {
+        assert_eq!(
+            log.matches("shared state failed; failing open").count(),
+            1,
+            "one line when it opened:\n{log}"
+        );
+        assert_eq!(
+            log.matches("shared state is reachable again").count(),
+            1,
+            "one line when it closed:\n{log}"
+        );
+        assert_eq!(
+            log.matches("(cluster)").count(),
+            2,
+            "the two lines name the cluster, and nothing else does:\n{log}"
+        );
+        assert!(
+            !log.contains("Failed to connect"),
+            "not a line per failed attempt to reach the dead node:\n{log}"
+        );
+        assert!(
+            log.contains(" 0 compliant"),
+            "no early retry passed:\n{log}"
+        );
+    }
+}
