@@ -66,6 +66,9 @@ Examples:
 /// The seed when none is given: every run throttles alike.
 const DEFAULT_SEED: u64 = 7;
 
+/// How long the clients run when `--duration` is not given.
+const DEFAULT_DURATION: Duration = Duration::from_secs(20);
+
 /// See the judge catch a client that retries early, and clear one that uses holdoff.
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
@@ -146,7 +149,8 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     // A reverse proxy intercepts nothing and loads no CA; were that to change, the demo must
     // still never touch the user's.
     config.ca = CaSource::Ephemeral;
-    let (prepared, logs) = session::prepare(&options, config)?;
+    let (mut prepared, logs) = session::prepare(&options, config, session::Verbosity::Info)?;
+    prepared.reproducible_as(reproduce_line(&args));
     let http = clients::http().map_err(Failure::Runtime)?;
 
     let runtime = session::runtime()?;
@@ -208,6 +212,14 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
                 }
             })
             .await;
+        // The proxy's summary judges both clients as one run, so it says FAIL: say first
+        // that this is the naive client's, as the demo means it to be.
+        out.flush()?;
+        let _ = writeln!(
+            io::stderr(),
+            "\nThe proxy's summary follows, as `holdoff run` prints it. Its FAIL is the expected \
+             result:\n{NAIVE_CLIENT} retries early on purpose, and this is how holdoff reports it."
+        );
         stopped.report(None, &files.reports, &logs);
         drop(upstream);
 
@@ -221,7 +233,11 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
             }
         };
         let outcome = DemoOutcome::of(&report);
-        writeln!(out, "\nverdict: {}", outcome.line)?;
+        let expected = match outcome.problems.is_empty() {
+            true => "as expected",
+            false => "NOT as expected",
+        };
+        writeln!(out, "\nverdict of the demo, {expected}: {}", outcome.line)?;
         writeln!(out, "  event log  {}", files.events.display())?;
         writeln!(out, "  proxy log  {}", files.log.display())?;
         writeln!(
@@ -252,6 +268,18 @@ pub(crate) fn run(args: Args, out: &mut impl Write) -> Result<(), Failure> {
     drop(runtime);
     drop(logs);
     result
+}
+
+/// The command line that repeats this demo, for the reports' "Reproduce" section: `holdoff
+/// demo`, its duration when not the default, and its seed (the `--out` directory and the
+/// progress line change nothing the reports show).
+fn reproduce_line(args: &Args) -> Vec<String> {
+    let mut argv = vec!["holdoff".to_owned(), "demo".to_owned()];
+    if args.duration != DEFAULT_DURATION {
+        argv.extend(["--duration".to_owned(), duration::friendly(args.duration)]);
+    }
+    argv.extend(["--seed".to_owned(), args.seed.to_string()]);
+    argv
 }
 
 /// The directory the files go into: `out`, created if missing, or a new one in the system's
@@ -414,6 +442,34 @@ mod tests {
             let options = proxy_options(9, &files).unwrap();
             let config = options.config();
             assert!(config.urls_to_watch.is_empty());
+        }
+    }
+
+    mod reproduce_line {
+        use super::*;
+
+        fn line(args: &[&str]) -> String {
+            #[derive(Debug, Parser)]
+            struct Cli {
+                #[command(flatten)]
+                args: Args,
+            }
+            let cli = Cli::parse_from(std::iter::once("demo").chain(args.iter().copied()));
+            reproduce_line(&cli.args).join(" ")
+        }
+
+        #[test]
+        fn is_the_demo_with_its_seed_and_any_other_duration() {
+            assert_eq!(line(&[]), "holdoff demo --seed 7");
+            assert_eq!(
+                line(&["--out", "x", "--no-progress", "--seed", "3"]),
+                "holdoff demo --seed 3"
+            );
+            assert_eq!(
+                line(&["--duration", "1m30s"]),
+                "holdoff demo --duration 1m30s --seed 7"
+            );
+            assert_eq!(line(&["--duration", "20s"]), "holdoff demo --seed 7");
         }
     }
 

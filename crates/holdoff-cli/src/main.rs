@@ -18,6 +18,7 @@ mod explain;
 mod http;
 mod instances;
 mod jwt;
+mod orphans;
 mod proxy;
 mod report;
 mod run;

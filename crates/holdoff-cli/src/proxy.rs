@@ -90,131 +90,363 @@ Examples:
   holdoff proxy --devproxy-config devproxyrc.json
   holdoff proxy --ip-address 0.0.0.0 --proxy-auth alice:s3cret --output json";
 
+/// The end of `holdoff proxy -h`; `--help` has [`AFTER_HELP`].
+const SHORT_AFTER_HELP: &str = "\
+Clients use it as their proxy: HTTP_PROXY=http://127.0.0.1:8000 HTTPS_PROXY=http://127.0.0.1:8000.
+Ctrl-C or SIGTERM stops it, writes the reports asked for and prints a summary.
+
+Examples:
+  holdoff proxy --urls-to-watch 'https://api.example.com/*'
+  holdoff proxy --port 0 --upstream http://127.0.0.1:3000 --preset flaky --seed 7
+
+--help says more: every option, HTTPS interception, the faults, how clients are told apart.";
+
 /// Run the throttling proxy: forward (HTTP and HTTPS) or, with --upstream, reverse.
 #[derive(Debug, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = SHORT_AFTER_HELP, after_long_help = AFTER_HELP)]
 pub(crate) struct Args {
     /// The port to listen on; 0 picks a free one (the line on stdout says which).
     #[arg(
+        help_heading = "Where and how it runs",
         short,
         long,
         value_name = "N",
         env = "HOLDOFF_PORT",
-        default_value_t = holdoff_proxy::DEFAULT_PORT
+        default_value_t = holdoff_proxy::DEFAULT_PORT,
     )]
     port: u16,
 
     /// The address to listen on. Anything but loopback needs --proxy-auth.
-    #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    #[arg(
+        help_heading = "Where and how it runs",
+        long,
+        value_name = "ADDR",
+        default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST),
+    )]
     ip_address: IpAddr,
 
     /// Reverse-proxy mode: send every request to this upstream (http:// or https://, host and
     /// port, no path).
-    #[arg(long, value_name = "URL", value_parser = parse_upstream)]
+    #[arg(
+        help_heading = "Where and how it runs",
+        long,
+        value_name = "URL",
+        value_parser = parse_upstream,
+    )]
     upstream: Option<Upstream>,
 
-    /// Where the interception CA is kept (created on first use). Default: the user's data
-    /// directory, as `holdoff ca path` shows.
-    #[arg(long, value_name = "DIR")]
-    ca_dir: Option<PathBuf>,
-
     /// Require these proxy credentials (Proxy-Authorization: Basic) on every request.
-    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_credentials)]
+    #[arg(
+        help_heading = "Where and how it runs",
+        long,
+        value_name = "USER:PASSWORD",
+        value_parser = parse_credentials,
+    )]
     proxy_auth: Option<Credentials>,
-
-    /// Stop after N seconds without a request (from the start, or the last request), writing
-    /// the reports as on Ctrl-C: Dev Proxy's --timeout.
-    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    timeout: Option<u64>,
-
-    /// Dev Proxy's --as-system-proxy: holdoff does not change the system's settings, but
-    /// prints what to set (the proxy variables; on GNOME the gsettings commands; on macOS
-    /// networksetup) for the address it listens on.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = dev_proxy_options::parse_bool)]
-    as_system_proxy: Option<bool>,
-
-    /// Install the CA (--ca-dir's, created if needed) into the system's trust store before
-    /// starting, as `holdoff ca trust` does (Dev Proxy's --install-cert).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = dev_proxy_options::parse_bool)]
-    install_cert: Option<bool>,
 
     /// Run in the background and return once listening (Dev Proxy's -d/--detach): `holdoff
     /// status`, `holdoff logs` and `holdoff stop` find it; `stop` writes its reports and exits
     /// with its verdict.
-    #[arg(short = 'd', long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = dev_proxy_options::parse_bool)]
+    #[arg(
+        help_heading = "Where and how it runs",
+        short = 'd',
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = dev_proxy_options::parse_bool,
+    )]
     detach: Option<bool>,
 
-    /// Exit with the verdict when stopped, as `holdoff run` does: 3 when a client retried
-    /// before its Retry-After, 4 when no request reached the proxy; else 0.
-    #[arg(long)]
-    fail_on_premature: bool,
+    /// Stop after N seconds without a request (from the start, or the last request), writing
+    /// the reports as on Ctrl-C: Dev Proxy's --timeout.
+    #[arg(
+        help_heading = "Where and how it runs",
+        hide_short_help = true,
+        short,
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    timeout: Option<u64>,
 
     /// Set by --detach on the proxy it starts: its log file.
-    #[arg(long = "_detached-child", hide = true, value_name = "LOG")]
+    #[arg(
+        help_heading = "Where and how it runs",
+        long = "_detached-child",
+        hide = true,
+        value_name = "LOG"
+    )]
     detached_child: Option<PathBuf>,
 
     #[command(flatten)]
     options: Options,
 
-    #[command(flatten)]
-    reports: ReportArgs,
+    /// Exit with the verdict when stopped, as `holdoff run` does: 3 when a client retried
+    /// before its Retry-After, 4 when no request reached the proxy; else 0.
+    #[arg(help_heading = "Judging", long)]
+    fail_on_premature: bool,
+
+    /// Where the interception CA is kept: created there the first time an https:// URL is
+    /// watched (watching only http:// URLs needs no CA). Default: the user's data directory, as
+    /// `holdoff ca path` shows.
+    #[arg(help_heading = "Network and TLS", long, value_name = "DIR")]
+    ca_dir: Option<PathBuf>,
+
+    /// Install the CA (--ca-dir's, created if needed) into the system's trust store before
+    /// starting, as `holdoff ca trust` does (Dev Proxy's --install-cert).
+    #[arg(
+        help_heading = "Network and TLS",
+        hide_short_help = true,
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = dev_proxy_options::parse_bool,
+    )]
+    install_cert: Option<bool>,
+
+    /// Dev Proxy's --as-system-proxy: holdoff does not change the system's settings, but
+    /// prints what to set (the proxy variables; on GNOME the gsettings commands; on macOS
+    /// networksetup) for the address it listens on.
+    #[arg(
+        help_heading = "Dev Proxy compatibility",
+        hide_short_help = true,
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = dev_proxy_options::parse_bool,
+    )]
+    as_system_proxy: Option<bool>,
 }
 
 /// What `holdoff proxy` and `holdoff run` share: what is watched, the faults, the judge, the
-/// timeouts, the logs and the event log.
+/// reports and the event log, the logs, the timeouts. The fields are in the order of use, each
+/// under its help heading: clap lists the headings in the order they first appear.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Options {
-    /// Serve the control API on this loopback port (0 picks one; the log says which):
-    /// /status, /windows, /recording/start|stop, /ca.pem and /metrics, and Dev Proxy's API
-    /// paths (/proxy…); --api-port is Dev Proxy's name for it.
-    #[arg(long, value_name = "PORT", visible_alias = "api-port")]
-    pub(crate) control_port: Option<u16>,
-
-    /// Serve Prometheus metrics (/metrics) on this loopback port (0 picks one).
-    #[arg(long, value_name = "PORT")]
-    pub(crate) metrics_port: Option<u16>,
-
-    /// A URL pattern to watch, and to intercept when it is HTTPS: `*` matches anything, a
-    /// leading `!` excludes, the first match wins. Repeat for more. Without any (here or in
-    /// the config), `holdoff proxy` intercepts nothing (in reverse mode: watches everything)
-    /// and `holdoff run` watches everything.
-    #[arg(short, long, value_name = "PATTERN", value_parser = parse_pattern)]
+    /// A URL pattern to watch (and to intercept when it is HTTPS): `*` matches anything, a
+    /// leading `!` excludes. Repeat for more.
+    ///
+    /// The first match wins. Without any (here or in the config), `holdoff proxy` intercepts
+    /// nothing (in reverse mode: watches everything) and `holdoff run` watches everything.
+    #[arg(
+        help_heading = "What to watch",
+        short,
+        long,
+        value_name = "PATTERN",
+        value_parser = parse_pattern,
+    )]
     urls_to_watch: Vec<WatchPattern>,
 
-    /// A PEM file of root certificates to trust for upstream TLS, besides the system's (e.g.
-    /// a test server's CA). Repeat for more.
-    #[arg(long, value_name = "PEM")]
-    upstream_ca: Vec<PathBuf>,
+    /// Set NAME=VALUE in the environment of `holdoff run`'s command (Dev Proxy's --env).
+    /// Repeat for more.
+    #[arg(
+        help_heading = "What to watch",
+        short,
+        long = "env",
+        value_name = "NAME=VALUE",
+        value_parser = parse_env,
+    )]
+    pub(crate) env: Vec<(String, String)>,
 
-    /// The log level: error, warn, info, debug, trace or off, or Dev Proxy's names for them
-    /// (information, warning, critical, none; any case); or a filter such as
-    /// `info,holdoff::request=warn`. Notes on the config are shown at every level but off.
-    /// Default: the Dev Proxy file's logLevel, else info.
-    #[arg(long, value_name = "LEVEL")]
-    log_level: Option<String>,
+    /// Handle only the traffic of these processes and those they start (Dev Proxy's
+    /// --watch-pids; Linux, loopback clients): other clients pass through untouched, neither
+    /// intercepted nor judged.
+    #[arg(
+        help_heading = "What to watch",
+        hide_short_help = true,
+        long,
+        value_name = "PID",
+        num_args = 1..,
+    )]
+    watch_pids: Vec<u32>,
 
-    /// The log format: text for people, json for one JSON object per line.
-    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Output::Text)]
-    output: Output,
+    /// Handle only the traffic of processes with these names (their command name, or their
+    /// executable's file name) and those they start; as --watch-pids.
+    #[arg(
+        help_heading = "What to watch",
+        hide_short_help = true,
+        long,
+        value_name = "NAME",
+        num_args = 1..,
+    )]
+    watch_process_names: Vec<String>,
 
-    /// Write the log to FILE (created or truncated) instead of stderr. With --output text the
-    /// summary at the end still goes to stderr.
-    #[arg(long, value_name = "FILE")]
-    log_file: Option<PathBuf>,
+    /// The faults to inject, from a holdoff config file (JSON with comments, or YAML), or a Dev
+    /// Proxy one. Default: holdoff.json here, else devproxyrc.json, else the `throttle` preset.
+    ///
+    /// A Dev Proxy file is imported as --devproxy-config does. The files looked for, in order:
+    /// holdoff.json, holdoff.jsonc, holdoff.yaml or holdoff.yml in the current directory, else Dev
+    /// Proxy's devproxyrc.jsonc, .json, .yaml or .yml there or in .devproxy/.
+    ///
+    /// `~dataFolder` and `~appFolder` stand for Dev Proxy's folders, as in Dev Proxy, and a
+    /// leading `~` for the home folder, quoted or not.
+    #[arg(
+        help_heading = "Faults",
+        short,
+        long,
+        value_name = "FILE",
+        group = "faults",
+        alias = "config-file",
+        value_parser = parse_config_path,
+    )]
+    config: Option<PathBuf>,
 
-    /// Keep every event — the start, each verdict, the end — in FILE as JSON lines while the
-    /// proxy runs (`holdoff report FILE` turns it into reports later).
-    #[arg(long, value_name = "FILE")]
+    /// A built-in preset instead of a config file: openai, anthropic, github, graph, stripe
+    /// and more.
+    ///
+    /// `holdoff config preset` lists them, `holdoff config preset NAME` prints one.
+    #[arg(help_heading = "Faults", long, value_name = "NAME", group = "faults")]
+    preset: Option<String>,
+
+    /// Read Microsoft Dev Proxy's config (devproxyrc.json, with its errors and mocks files)
+    /// instead; anything holdoff does differently is explained at start.
+    #[arg(
+        help_heading = "Faults",
+        hide_short_help = true,
+        long,
+        value_name = "FILE",
+        group = "faults",
+        value_parser = parse_config_path,
+    )]
+    devproxy_config: Option<PathBuf>,
+
+    /// Percent of matching requests that get an error response, 0–100, for every error rule.
+    ///
+    /// 0 never, 100 always.
+    #[arg(help_heading = "Faults", short, long, value_name = "PERCENT", value_parser = parse_rate)]
+    failure_rate: Option<Rate>,
+
+    /// The seed of every random choice the faults make: the same seed and the same requests
+    /// give the same faults.
+    ///
+    /// Default: a fresh one, which the reports' reproduce line and the summary give.
+    #[arg(help_heading = "Faults", long, value_name = "N")]
+    seed: Option<u64>,
+
+    /// How a `@dynamic` Retry-After is written: delay (seconds), http-date (with a matching
+    /// Date header) or mixed. Default: as the config says, else delay.
+    #[arg(
+        help_heading = "Faults",
+        hide_short_help = true,
+        long,
+        value_name = "FORM",
+        value_enum
+    )]
+    retry_after_form: Option<FormArg>,
+
+    /// Forward everything untouched: no faults and no judge (for comparing against other
+    /// proxies, or finding out whether holdoff is what breaks a client).
+    #[arg(
+        help_heading = "Faults",
+        hide_short_help = true,
+        long,
+        conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty", "judge_min_backoff", "judge_no_backoff", "judge_max_windows"],
+    )]
+    pass_through: bool,
+
+    /// What a throttle's window is keyed by: client-method-url (the default), method-url, url,
+    /// host, workload or header:NAME.
+    ///
+    /// client-method-url judges each client on its own; host is Dev Proxy's one wait per host,
+    /// workload its one wait per Microsoft Graph workload (/v1.0/users/…).
+    #[arg(help_heading = "Judging", long, value_name = "MODE")]
+    judge_key: Option<KeyMode>,
+
+    /// Who a request comes from when it does not name itself: auto (its process, else its
+    /// address) or peer (its address).
+    ///
+    /// A client names itself with proxy credentials or an X-Holdoff-Client header. auto finds
+    /// the process at the other end of a loopback connection where the system says which
+    /// (Linux), else takes the peer address.
+    #[arg(
+        help_heading = "Judging",
+        long,
+        value_name = "MODE",
+        value_enum,
+        default_value_t = ClientIdArg::Auto,
+    )]
+    client_id: ClientIdArg,
+
+    /// What a retry sooner than --judge-min-backoff after a 429 or 503 with no hint at all
+    /// does to the run: warn (the default: RFC 9110 sets no wait without a hint), or fail it
+    #[arg(
+        help_heading = "Judging",
+        hide_short_help = true,
+        long,
+        value_name = "WHAT",
+        value_enum,
+        default_value_t = NoBackoffArg::Warn,
+    )]
+    judge_no_backoff: NoBackoffArg,
+
+    /// How long a client must wait after a throttle whose Retry-After was malformed (a sooner
+    /// retry fails the run: the hint was read as zero) or missing (a sooner retry is reported
+    /// as a warning)
+    #[arg(
+        help_heading = "Judging",
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        default_value = "100ms",
+        value_parser = duration::parse,
+    )]
+    judge_min_backoff: Duration,
+
+    /// What a premature retry does to its window: none (the default), or sliding (the full
+    /// wait starts over from the premature request)
+    #[arg(
+        help_heading = "Judging",
+        hide_short_help = true,
+        long,
+        value_name = "PENALTY",
+        value_enum
+    )]
+    judge_penalty: Option<PenaltyArg>,
+
+    /// The most judge windows open at once: past it, opening one drops the oldest, and the
+    /// reports count them as not judged. Bounds the memory a flood of long hints on distinct
+    /// URLs can take (85 to 175 bytes a window).
+    #[arg(
+        help_heading = "Judging",
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        default_value_t = holdoff_proxy::judge::DEFAULT_MAX_WINDOWS,
+        value_parser = parse_max_windows,
+    )]
+    pub(crate) judge_max_windows: usize,
+
+    /// The reports to write when the run ends.
+    #[command(flatten, next_help_heading = "Reports")]
+    pub(crate) reports: ReportArgs,
+
+    /// Keep every event in FILE as JSON lines while the proxy runs (`holdoff report FILE`
+    /// turns it into reports).
+    ///
+    /// The events are the start, each verdict and the end.
+    #[arg(help_heading = "Reports", long, value_name = "FILE")]
     events: Option<PathBuf>,
 
     /// Rotate the event log when it reaches SIZE (e.g. 512MiB): FILE becomes FILE.1, the
     /// older FILE.1 becomes FILE.2, up to --events-keep files. The reports at the end still
     /// count every event. Without it the log grows as long as the proxy runs.
-    #[arg(long, value_name = "SIZE", value_parser = size::parse, requires = "events")]
+    #[arg(
+        help_heading = "Reports",
+        hide_short_help = true,
+        long,
+        value_name = "SIZE",
+        value_parser = size::parse,
+        requires = "events",
+    )]
     events_max_size: Option<u64>,
 
     /// How many rotated event logs --events-max-size keeps (0: none, only the current one).
     #[arg(
+        help_heading = "Reports",
+        hide_short_help = true,
         long,
         value_name = "N",
         default_value_t = 1,
@@ -222,135 +454,129 @@ pub(crate) struct Options {
     )]
     events_keep: usize,
 
-    /// On shutdown, how long requests in flight may take to finish before they are cut.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
-    grace: Duration,
+    /// The log level: error, warn, info, debug, trace or off (or Dev Proxy's names), or a
+    /// filter such as `info,holdoff::request=warn`.
+    ///
+    /// Dev Proxy's names are information, warning, critical and none, in any case. Notes on the
+    /// config are shown at every level but off. Default: the Dev Proxy file's logLevel, else
+    /// RUST_LOG, else info (`holdoff run`: warnings only, unless -v).
+    #[arg(help_heading = "Logs", long, value_name = "LEVEL")]
+    log_level: Option<String>,
+
+    /// Write the log to FILE (created or truncated) instead of stderr.
+    ///
+    /// With --output text the summary at the end still goes to stderr.
+    #[arg(help_heading = "Logs", long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+
+    /// The log format: text for people, json for one JSON object per line.
+    #[arg(
+        help_heading = "Logs",
+        hide_short_help = true,
+        long,
+        value_name = "FORMAT",
+        value_enum,
+        default_value_t = Output::Text,
+    )]
+    output: Output,
+
+    /// A PEM file of root certificates to trust for upstream TLS, besides the system's.
+    /// Repeat for more.
+    ///
+    /// E.g. a test server's own CA.
+    #[arg(help_heading = "Network and TLS", long, value_name = "PEM")]
+    upstream_ca: Vec<PathBuf>,
 
     /// How long an upstream may make no progress before the client gets 504: to connect, to
     /// take the next piece of the request body, to send its response head once the request is
     /// sent, or (then the response is cut) the next piece of its response body.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+    #[arg(
+        help_heading = "Network and TLS",
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = duration::parse,
+    )]
     upstream_timeout: Duration,
 
     /// How long a client connection may stay idle before it is closed.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
+    #[arg(
+        help_heading = "Network and TLS",
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        default_value = "60s",
+        value_parser = duration::parse,
+    )]
     idle_timeout: Duration,
 
     /// How long a write to a client may make no progress (the client reads nothing of its
     /// response) before the connection is closed.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration::parse)]
+    #[arg(
+        help_heading = "Network and TLS",
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        default_value = "60s",
+        value_parser = duration::parse,
+    )]
     send_timeout: Duration,
+
+    /// On shutdown, how long requests in flight may take to finish before they are cut.
+    #[arg(
+        help_heading = "Network and TLS",
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        default_value = "5s",
+        value_parser = duration::parse,
+    )]
+    grace: Duration,
 
     /// At most this many connections from one client address at once; more are refused
     /// (default: 2500, a quarter of all; every client of `holdoff run` is the one loopback
     /// address)
-    #[arg(long, value_name = "N")]
+    #[arg(
+        help_heading = "Network and TLS",
+        hide_short_help = true,
+        long,
+        value_name = "N"
+    )]
     max_connections_per_peer: Option<usize>,
 
     /// Threads serving connections, each an event loop keeping a connection and its requests
     /// together (default: one per core); 0 serves them on the shared runtime
-    #[arg(long, value_name = "N")]
+    #[arg(
+        help_heading = "Network and TLS",
+        hide_short_help = true,
+        long,
+        value_name = "N"
+    )]
     threads: Option<usize>,
 
-    /// What a throttle's window is keyed by: client-method-url (the default: each client
-    /// judged on its own), method-url, url, host (Dev Proxy's one wait per host), workload
-    /// (Dev Proxy's one wait per Microsoft Graph workload, /v1.0/users/…) or header:NAME
-    #[arg(long, value_name = "MODE")]
-    judge_key: Option<KeyMode>,
-
-    /// What a premature retry does to its window: none (the default), or sliding (the full
-    /// wait starts over from the premature request)
-    #[arg(long, value_name = "PENALTY", value_enum)]
-    judge_penalty: Option<PenaltyArg>,
-
-    /// How long a client must wait after a throttle whose Retry-After was malformed (a sooner
-    /// retry fails the run: the hint was read as zero) or missing (a sooner retry is reported
-    /// as a warning)
-    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = duration::parse)]
-    judge_min_backoff: Duration,
-
-    /// The most judge windows open at once: past it, opening one drops the oldest, and the
-    /// reports count them as not judged. Bounds the memory a flood of long hints on distinct
-    /// URLs can take (85 to 175 bytes a window).
-    #[arg(long, value_name = "N", default_value_t = holdoff_proxy::judge::DEFAULT_MAX_WINDOWS, value_parser = parse_max_windows)]
-    pub(crate) judge_max_windows: usize,
-
-    /// What a retry sooner than --judge-min-backoff after a 429 or 503 with no hint at all
-    /// does to the run: warn (the default: RFC 9110 sets no wait without a hint), or fail it
-    #[arg(long, value_name = "WHAT", value_enum, default_value_t = NoBackoffArg::Warn)]
-    judge_no_backoff: NoBackoffArg,
-
-    /// Who a request comes from when it does not say (by proxy credentials or an
-    /// X-Holdoff-Client header): auto, the process at the other end of a loopback connection
-    /// where the system says which (Linux), else the peer address; or peer, always the peer
-    /// address
-    #[arg(long, value_name = "MODE", value_enum, default_value_t = ClientIdArg::Auto)]
-    client_id: ClientIdArg,
-
-    /// Forward everything untouched: no faults and no judge (for comparing against other
-    /// proxies, or finding out whether holdoff is what breaks a client).
-    #[arg(long, conflicts_with_all = ["faults", "failure_rate", "seed", "retry_after_form", "judge_key", "judge_penalty", "judge_min_backoff", "judge_no_backoff", "judge_max_windows"])]
-    pass_through: bool,
-
-    /// The faults to inject, from a holdoff config file (JSON with comments, or YAML), or a Dev
-    /// Proxy one (imported as --devproxy-config does). Default: holdoff.json, holdoff.jsonc,
-    /// holdoff.yaml or holdoff.yml in the current directory, else Dev Proxy's devproxyrc.jsonc,
-    /// .json, .yaml or .yml there or in .devproxy/, else the `throttle` preset.
-    ///
-    /// `~dataFolder` and `~appFolder` stand for Dev Proxy's folders, as in Dev Proxy, and a
-    /// leading `~` for the home folder, quoted or not.
+    /// Serve the control API on this loopback port (0 picks one; the log says which):
+    /// /status, /windows, /verdicts, /recording/start|stop, /ca.pem and /metrics, and Dev Proxy's
+    /// API paths (/proxy…); --api-port is Dev Proxy's name for it.
     #[arg(
-        short,
+        help_heading = "Control API",
+        hide_short_help = true,
         long,
-        value_name = "FILE",
-        group = "faults",
-        alias = "config-file",
-        value_parser = parse_config_path
+        value_name = "PORT",
+        visible_alias = "api-port"
     )]
-    config: Option<PathBuf>,
+    pub(crate) control_port: Option<u16>,
 
-    /// A built-in preset instead of a config file: openai, anthropic, github, graph, stripe
-    /// and more (`holdoff config preset` lists them, `holdoff config preset NAME` prints one).
-    #[arg(long, value_name = "NAME", group = "faults")]
-    preset: Option<String>,
+    /// Serve Prometheus metrics (/metrics) on this loopback port (0 picks one).
+    #[arg(
+        help_heading = "Control API",
+        hide_short_help = true,
+        long,
+        value_name = "PORT"
+    )]
+    pub(crate) metrics_port: Option<u16>,
 
-    /// Read Microsoft Dev Proxy's config (devproxyrc.json, with its errors and mocks files)
-    /// instead; anything holdoff does differently is explained at start.
-    #[arg(long, value_name = "FILE", group = "faults", value_parser = parse_config_path)]
-    devproxy_config: Option<PathBuf>,
-
-    /// Percent of matching requests that get an error response, 0–100, for every error rule
-    /// (0 never, 100 always).
-    #[arg(short, long, value_name = "PERCENT", value_parser = parse_rate)]
-    failure_rate: Option<Rate>,
-
-    /// The seed of every random choice the faults make: the same seed and the same requests
-    /// give the same faults. Default: a fresh one, logged at start.
-    #[arg(long, value_name = "N")]
-    seed: Option<u64>,
-
-    /// How a `@dynamic` Retry-After is written: delay (seconds), http-date (with a matching
-    /// Date header) or mixed. Default: as the config says, else delay.
-    #[arg(long, value_name = "FORM", value_enum)]
-    retry_after_form: Option<FormArg>,
-
-    /// Set NAME=VALUE in the environment of `holdoff run`'s command (Dev Proxy's --env).
-    /// Repeat for more.
-    #[arg(short, long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
-    pub(crate) env: Vec<(String, String)>,
-
-    /// Handle only the traffic of these processes and those they start (Dev Proxy's
-    /// --watch-pids; Linux, loopback clients): other clients pass through untouched, neither
-    /// intercepted nor judged.
-    #[arg(long, value_name = "PID", num_args = 1..)]
-    watch_pids: Vec<u32>,
-
-    /// Handle only the traffic of processes with these names (their command name, or their
-    /// executable's file name) and those they start; as --watch-pids.
-    #[arg(long, value_name = "NAME", num_args = 1..)]
-    watch_process_names: Vec<String>,
-
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Dev Proxy compatibility")]
     pub(crate) dev_proxy: DevProxyOptions,
 }
 
@@ -563,7 +789,8 @@ pub(crate) fn run(
     if args.detach == Some(true) && args.detached_child.is_none() {
         return crate::background::start(&argv, args.options.control_port.is_some(), out);
     }
-    let (mut prepared, logs) = session::prepare(&args.options, args.config())?;
+    let (mut prepared, logs) =
+        session::prepare(&args.options, args.config(), session::Verbosity::Info)?;
     prepared.reproducible_as(session::reproducible_argv(argv));
     if let Some(seconds) = args.timeout {
         prepared.stop_when_idle(Duration::from_secs(seconds));
@@ -610,7 +837,7 @@ pub(crate) fn run(
             }
         };
         let stopped = serving.stop_when(stop).await;
-        let report = stopped.report(None, &args.reports, &logs);
+        let report = stopped.report(None, &args.options.reports, &logs);
         if args.detached_child.is_some() {
             crate::background::ended(&report);
         }

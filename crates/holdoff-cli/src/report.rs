@@ -93,8 +93,10 @@ pub(crate) struct ReportArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) report_json: Option<PathBuf>,
 
-    /// Write the JUnit XML report to FILE: a test case per client and request, failing on a
-    /// retry that broke its window (one failing case when no request reached the proxy).
+    /// Write the JUnit XML report to FILE: a test case per client and request.
+    ///
+    /// A case fails on a retry that broke its window; when no request reached the proxy, one
+    /// failing case says so.
     #[arg(long, value_name = "FILE")]
     pub(crate) report_junit: Option<PathBuf>,
 

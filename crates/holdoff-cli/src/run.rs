@@ -20,7 +20,7 @@ use holdoff_proxy::tls::CertificateAuthority;
 use tokio::process::{Child, Command};
 
 use crate::proxy::{Options, session};
-use crate::report::{self, ReportArgs};
+use crate::report;
 use crate::{Failure, exit_codes};
 
 const AFTER_HELP: &str = "\
@@ -50,6 +50,7 @@ The command's environment, besides holdoff's own:
                          -Djavax.net.ssl.trustStore, a PKCS #12 trust store of the system's roots
                          and the throwaway CA (the JVM ignores SSL_CERT_FILE)
   HOLDOFF_PROXY_URL      the proxy's URL
+  HOLDOFF_CONTROL_URL    the control API's URL, http://127.0.0.1:PORT, with --control-port
 Clients that ignore the proxy variables must be pointed at HOLDOFF_PROXY_URL themselves: fetch in
 Node.js before 22.21 (undici's EnvHttpProxyAgent as the global dispatcher does it), urllib3
 (ProxyManager), and aiohttp unless its session has trust_env=True. Go never proxies localhost or
@@ -58,10 +59,11 @@ Node.js before 22.21 (undici's EnvHttpProxyAgent as the global dispatcher does i
 resolves to 127.* or ::1, whatever its name. Java's own proxy or trust settings in the program
 (a ProxySelector, an SSLContext) override JAVA_TOOL_OPTIONS.
 
-The command's input and output are holdoff's own; the proxy logs on stderr (or --log-file), and
-the summary follows when the command is done. SIGINT, SIGTERM and SIGHUP are passed on to the
-command (Ctrl-C in a terminal reaches it directly); when it exits, the proxy lets the requests in
-flight finish within --grace.
+The command's input and output are holdoff's own. The proxy logs only warnings on stderr (or
+--log-file) unless -v, --log-level or RUST_LOG asks for more; the summary follows when the command
+is done, ending with the command line that repeats the run, its seed included. SIGINT, SIGTERM and
+SIGHUP are passed on to the command (Ctrl-C in a terminal reaches it directly); when it exits, the
+proxy lets the requests in flight finish within --grace.
 
 Exit status:
   0    the command succeeded and no client retried early (requests reached the proxy, or
@@ -117,28 +119,47 @@ const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// Run a command through a throttling proxy of its own, and fail if it retried too early.
 #[derive(Debug, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = SHORT_AFTER_HELP, after_long_help = AFTER_HELP)]
 pub(crate) struct Args {
-    #[command(flatten)]
-    options: Options,
-
-    /// Leave NO_PROXY and no_proxy as they are: hosts they name bypass the proxy, unjudged.
-    #[arg(long)]
-    keep_no_proxy: bool,
-
-    /// Exit 0, not 4, when no request reaches the proxy (for a command that legitimately sends
-    /// none); the reports still say nothing was tested.
-    #[arg(long)]
-    allow_no_traffic: bool,
-
     /// The command to run, after `--`, and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     command: Vec<OsString>,
 
-    // Last: its help heading applies to the arguments after it.
     #[command(flatten)]
-    reports: ReportArgs,
+    options: Options,
+
+    /// Leave NO_PROXY and no_proxy as they are: hosts they name bypass the proxy, unjudged.
+    #[arg(long, help_heading = "What to watch", hide_short_help = true)]
+    keep_no_proxy: bool,
+
+    /// Exit 0, not 4, when no request reaches the proxy (for a command that legitimately sends
+    /// none); the reports still say nothing was tested.
+    #[arg(long, help_heading = "Judging")]
+    allow_no_traffic: bool,
+
+    /// Log what the proxy does: where it listens, the faults and their seed, each request
+    /// (-vv: and the details). Default: warnings only; the summary says what happened.
+    // First of its heading: it is what most want of the logs.
+    #[arg(
+        short,
+        long,
+        help_heading = "Logs",
+        display_order = 0,
+        action = clap::ArgAction::Count,
+        conflicts_with = "log_level",
+    )]
+    verbose: u8,
 }
+
+/// The end of `holdoff run -h`; `--help` has [`AFTER_HELP`].
+const SHORT_AFTER_HELP: &str = "\
+Exit status: 3 a client retried early, 4 no request reached the proxy, else the command's own.
+
+Examples:
+  holdoff run -- npm test
+  holdoff run -u 'https://api.example.com/*' --report-junit holdoff.xml -- pytest -q
+
+--help says more: every option, the environment the command gets, which clients it reaches.";
 
 /// Runs `holdoff run`; it writes nothing on stdout, which is the command's.
 pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<(), Failure> {
@@ -168,7 +189,12 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<(), Failure> {
     let mut config = args.options.config();
     config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     config.ca = CaSource::Provided(Arc::clone(&trust.ca));
-    let (mut prepared, logs) = session::prepare(&args.options, config)?;
+    let verbosity = match args.verbose {
+        0 => session::Verbosity::Quiet,
+        1 => session::Verbosity::Info,
+        _ => session::Verbosity::Debug,
+    };
+    let (mut prepared, logs) = session::prepare(&args.options, config, verbosity)?;
     prepared.reproducible_as(session::reproducible_argv(argv));
     prepared.allow_no_traffic(args.allow_no_traffic);
     // `*` always parses; were it ever not to, nothing would be watched.
@@ -187,7 +213,8 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<(), Failure> {
             command.join(" "),
             trust.cert.display()
         );
-        let spawned = environment(&args, &proxy_url, &trust).spawn();
+        let control_url = serving.control_addr().map(|addr| format!("http://{addr}"));
+        let spawned = environment(&args, &proxy_url, control_url.as_deref(), &trust).spawn();
         let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
@@ -233,7 +260,7 @@ pub(crate) fn run(args: Args, argv: Vec<OsString>) -> Result<(), Failure> {
                 return Err(failure);
             }
         };
-        let report = stopped.report(Some(i32::from(own)), &args.reports, &logs);
+        let report = stopped.report(Some(i32::from(own)), &args.options.reports, &logs);
         outcome(report::judged(&report), own)
     });
     // Every log line is out before the process exits, and the certificates are gone.
@@ -362,12 +389,15 @@ fn pem(label: &str, bytes: &[u8]) -> String {
     pem::encode_config(&pem::Pem::new(label, bytes), config)
 }
 
-/// The command, with the proxy and CA variables set.
-fn environment(args: &Args, proxy_url: &str, trust: &Trust) -> Command {
-    let mut command = Command::new(&args.command[0]);
+/// The command, with the proxy, control API and CA variables set.
+fn environment(args: &Args, proxy_url: &str, control_url: Option<&str>, trust: &Trust) -> Command {
+    let mut command = crate::orphans::command(&args.command[0]);
     command.args(&args.command[1..]);
     for var in PROXY_VARS {
         command.env(var, proxy_url);
+    }
+    if let Some(url) = control_url {
+        command.env("HOLDOFF_CONTROL_URL", url);
     }
     if !args.keep_no_proxy {
         command.env_remove("NO_PROXY").env_remove("no_proxy");

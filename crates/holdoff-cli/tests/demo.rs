@@ -69,7 +69,7 @@ fn catches_the_naive_client_and_clears_the_holdoff_client() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let verdict = stdout
         .lines()
-        .find(|line| line.starts_with("verdict: "))
+        .find(|line| line.starts_with("verdict of the demo, as expected: "))
         .unwrap_or_else(|| panic!("no verdict line\n{}", show(&output)));
     assert!(
         verdict.contains("naive-client retried early") && verdict.contains("(caught)"),
@@ -81,6 +81,35 @@ fn catches_the_naive_client_and_clears_the_holdoff_client() {
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("reports:"), "{}", show(&output));
+    // The proxy's FAIL is said to be the expected one before it is printed.
+    let expected = stderr
+        .find("Its FAIL is the expected result")
+        .unwrap_or_else(|| panic!("no word that FAIL is expected\n{}", show(&output)));
+    let fail = stderr
+        .find("holdoff: FAIL: ")
+        .expect("the proxy's headline");
+    assert!(expected < fail, "{}", show(&output));
+    // Clients as a person names them, in the summary and on the page.
+    assert!(stderr.contains("  naive-client  GET "), "{}", show(&output));
+    assert!(!stderr.contains("header:"), "{}", show(&output));
+    // The reports repeat the demo, not a bare proxy.
+    assert!(
+        stderr.contains("\nreproduce: holdoff demo --duration 6s --seed 7\n"),
+        "{}",
+        show(&output)
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).expect("the Markdown report");
+    assert!(
+        md.contains("```sh\nholdoff demo --duration 6s --seed 7\n```"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).expect("the HTML report");
+    assert!(
+        html.contains("<pre><code>holdoff demo --duration 6s --seed 7</code></pre>"),
+        "{html}"
+    );
+    assert!(!html.contains(">header:"), "{html}");
+    assert!(html.contains("<figcaption>naive-client "), "{html}");
     assert!(
         !stderr.contains(" / 6s "),
         "a progress line: {}",

@@ -157,6 +157,27 @@ mod running {
         assert!(first.contains(&*cert.to_string_lossy()), "{first}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[test]
+    fn makes_no_ca_when_only_plain_http_is_watched() {
+        let dir = holdoff_testkit::TempDir::new("proxy-http-only");
+        let ca_dir = dir.path().join("ca");
+        let ca_arg = ca_dir.to_string_lossy().into_owned();
+        let proxy = Running::start(&[
+            "--ca-dir",
+            &ca_arg,
+            "-u",
+            "http://api.example.invalid/*",
+            "-u",
+            "http://127.0.0.1:*/*",
+        ]);
+        let (output, _) = proxy.terminate();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert!(!ca_dir.exists(), "a CA was made for plain HTTP: {ca_dir:?}");
+        let log = stderr(&output);
+        assert!(log.contains("none of them HTTPS"), "{log}");
+        assert!(!log.contains("trust the CA"), "{log}");
+    }
 }
 
 mod refusals {

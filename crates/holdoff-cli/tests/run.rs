@@ -139,6 +139,48 @@ fn an_immediate_retry_exits_3_and_the_report_says_where_and_how_early() {
     assert!(stderr.contains(&url), "the summary names the URL: {stderr}");
 }
 
+/// A shell loop of `curl`s: a process per request, each a client of its own.
+fn curl_loop(dir: &TempDir, url: &str, extra: &[&str]) -> (Output, serde_json::Value) {
+    let report = dir.path().join("report.json");
+    let script = format!("for i in 1 2 3 4 5; do curl -s -o /dev/null '{url}'; done");
+    let mut args = vec!["-u", WATCH, "-f", "100", "--seed", "3"];
+    args.extend_from_slice(extra);
+    let report_arg = report.display().to_string();
+    args.extend(["--report-json", &report_arg, "--", "sh", "-c", &script]);
+    let output = holdoff_run(dir.path(), &args);
+    (output, json_report(&report))
+}
+
+#[test]
+fn a_shell_loop_of_curls_is_reported_as_other_processes_inside_the_wait() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.set_default("/api", Reply::ok("hello"));
+    let dir = TempDir::new("run-curl-loop");
+    let url = upstream.url("/api");
+
+    // Each process is judged apart, so none retried; but four came inside the wait the one
+    // before was told. Reported everywhere, not failed (documented in docs/judge.md).
+    let (output, report) = curl_loop(&dir, &url, &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    assert_eq!(report["verdict"], "pass", "{report:#}");
+    assert_eq!(report["retries"]["sibling"], 4, "{report:#}");
+    let warning = &report["warnings"][0];
+    assert_eq!(warning["kind"], "sibling", "{report:#}");
+    assert_eq!(warning["url"], url.as_str(), "{report:#}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("4 requests came from another process inside the wait one was told")
+            && stderr.contains("--judge-key method-url"),
+        "{stderr}"
+    );
+
+    // Judged as one client, the same loop fails: every curl after the first is premature.
+    let (output, report) = curl_loop(&dir, &url, &["--judge-key", "method-url"]);
+    assert_eq!(output.status.code(), Some(3), "{}", show(&output));
+    assert_eq!(report["retries"]["premature"], 4, "{report:#}");
+}
+
 #[test]
 fn a_failing_command_without_violations_keeps_its_own_exit_status() {
     let dir = TempDir::new("run-exit");
@@ -303,13 +345,17 @@ fn keep_no_proxy_leaves_no_proxy_alone() {
     assert_eq!(env["no_proxy"], "example.org");
 }
 
-#[test]
-fn sigterm_is_passed_on_to_the_command() {
-    let dir = TempDir::new("run-sigterm");
+/// `holdoff run OPTIONS -- sh -c SCRIPT` in `dir`, started, and the first line the script
+/// printed (it prints one once it is ready for what the test does next).
+fn started(
+    dir: &TempDir,
+    options: &[&std::ffi::OsStr],
+    script: &str,
+) -> (std::process::Child, String) {
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
-        .args(["run", "--log-level", "warn", "--", "sh", "-c"])
-        // `wait` returns as soon as a trapped signal arrives; the trap then stops the sleep.
-        .arg(r#"trap 'kill $pid; exit 42' TERM; sleep 60 & pid=$!; echo ready; wait"#)
+        .args(["run", "--log-level", "warn"])
+        .args(options)
+        .args(["--", "sh", "-c", script])
         .current_dir(dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -320,6 +366,15 @@ fn sigterm_is_passed_on_to_the_command() {
     BufReader::new(child.stdout.take().expect("piped"))
         .read_line(&mut line)
         .expect("read the command's stdout");
+    (child, line)
+}
+
+#[test]
+fn sigterm_is_passed_on_to_the_command() {
+    let dir = TempDir::new("run-sigterm");
+    // `wait` returns as soon as a trapped signal arrives; the trap then stops the sleep.
+    let script = r#"trap 'kill $pid; exit 42' TERM; sleep 60 & pid=$!; echo ready; wait"#;
+    let (child, line) = started(&dir, &[], script);
     assert_eq!(line, "ready\n");
 
     let status = Command::new("kill")
@@ -331,35 +386,54 @@ fn sigterm_is_passed_on_to_the_command() {
     assert_eq!(output.status.code(), Some(42), "{}", show(&output));
 }
 
+/// When holdoff itself is killed, it can pass nothing on: the kernel kills the command
+/// (`setpriv --pdeathsig`, see `src/orphans.rs`), which would otherwise run on, orphaned.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_dies_with_a_killed_holdoff() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: no setpriv (util-linux) on this machine");
+        return;
+    }
+    let dir = TempDir::new("run-sigkill");
+    let (mut child, line) = started(&dir, &[], "echo $$; exec sleep 600");
+    let pid: u32 = line.trim().parse().expect("the command's pid");
+
+    child.kill().expect("SIGKILL holdoff");
+    child.wait().expect("wait for holdoff");
+    // Gone, or a zombie nobody has reaped yet: either way, not running.
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    let clock = holdoff::clock::SystemClock;
+    let deadline = clock.now() + std::time::Duration::from_secs(10);
+    while running() && clock.now() < deadline {
+        clock.block_for(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !running(),
+        "the command (pid {pid}) outlived a killed holdoff"
+    );
+}
+
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_after_the_grace_and_the_run_still_ends() {
     let dir = TempDir::new("run-sigterm-ignored");
     let report = dir.path().join("report.json");
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
-        .args([
-            "run",
-            "--log-level",
-            "warn",
-            "--allow-no-traffic",
-            "--report-json",
-        ])
-        .arg(&report)
-        .args([
-            "--",
-            "sh",
-            "-c",
-            r#"trap '' TERM; echo ready; while :; do sleep 1; done"#,
-        ])
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start holdoff run");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped"))
-        .read_line(&mut line)
-        .expect("read the command's stdout");
+    let options = [
+        "--allow-no-traffic".as_ref(),
+        "--report-json".as_ref(),
+        report.as_os_str(),
+    ];
+    let script = r#"trap '' TERM; echo ready; while :; do sleep 1; done"#;
+    let (child, line) = started(&dir, &options, script);
     assert_eq!(line, "ready\n");
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -884,4 +958,170 @@ fn a_command_without_the_dashes_gets_a_hint() {
             .contains("hint: put `--` before the command to run: holdoff run [OPTIONS] -- curl …"),
         "{stderr}"
     );
+}
+
+/// `holdoff run ARGS…` in `dir` as a newcomer types it: no `--log-level`, `env` added.
+fn holdoff_run_plain(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+        .arg("run")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run holdoff")
+}
+
+#[test]
+fn is_quiet_by_default_and_gives_the_seed_once_in_the_reproduce_line() {
+    let dir = TempDir::new("run-quiet");
+    let json = dir.path().join("report.json");
+    let json_arg = json.display().to_string();
+    let args = [
+        "--allow-no-traffic",
+        "--report-json",
+        &json_arg,
+        "--",
+        "true",
+    ];
+    let output = holdoff_run_plain(dir.path(), &args, &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains(" INFO "), "{stderr}");
+    assert!(
+        stderr.starts_with("holdoff faults: "),
+        "the summary comes first: {stderr}"
+    );
+    let seed = json_report(&json)["seed"].as_u64().expect("a drawn seed");
+    assert_eq!(
+        stderr.matches(&seed.to_string()).count(),
+        1,
+        "the seed once: {stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "\nreproduce: holdoff run --allow-no-traffic --seed {seed} -- true\n"
+        )),
+        "{stderr}"
+    );
+
+    // -v, or RUST_LOG, asks for what the proxy does.
+    for (args, env) in [
+        (&["-v", "--allow-no-traffic", "--", "true"][..], &[][..]),
+        (
+            &["--allow-no-traffic", "--", "true"][..],
+            &[("RUST_LOG", "info")][..],
+        ),
+    ] {
+        let output = holdoff_run_plain(dir.path(), args, env);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(" INFO "), "{args:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains("running `true` through the proxy"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_failing_command_is_said_first_without_the_causes_of_no_traffic() {
+    let dir = TempDir::new("run-command-failed");
+    let output = holdoff_run_plain(dir.path(), &["--", "sh", "-c", "exit 3"], &[]);
+    assert_eq!(output.status.code(), Some(3), "{}", show(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let headline = stderr
+        .lines()
+        .position(|line| line.starts_with("holdoff: FAIL: the command exited 3"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let next = stderr.lines().nth(headline + 1).unwrap_or_default();
+    assert!(
+        next.starts_with("  the command failed (exit status 3) and sent no request"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Node.js"), "{stderr}");
+    assert!(!stderr.contains("aiohttp"), "{stderr}");
+}
+
+mod help {
+    use super::*;
+
+    fn help(flag: &str) -> String {
+        let output = Command::new(assert_cmd::cargo::cargo_bin("holdoff"))
+            .args(["run", flag])
+            .env("COLUMNS", "100")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run holdoff");
+        assert_eq!(output.status.code(), Some(0), "{}", show(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The headings of `text`, in order.
+    fn headings(text: &str) -> Vec<&str> {
+        text.lines()
+            .filter(|line| !line.starts_with(' ') && line.ends_with(':'))
+            .collect()
+    }
+
+    #[test]
+    fn short_help_groups_the_options_in_the_order_of_use() {
+        let short = help("-h");
+        assert!(short.lines().count() <= 80, "{short}");
+        assert_eq!(
+            headings(&short),
+            [
+                "Arguments:",
+                "Options:",
+                "What to watch:",
+                "Faults:",
+                "Judging:",
+                "Reports:",
+                "Logs:",
+                "Network and TLS:",
+                "Examples:",
+            ],
+            "{short}"
+        );
+        let watch = short.find("What to watch:\n").expect("the heading");
+        assert!(
+            short[watch..]
+                .lines()
+                .nth(1)
+                .is_some_and(|line| line.trim_start().starts_with("-u, --urls-to-watch")),
+            "{short}"
+        );
+        for rare in [
+            "--control-port",
+            "--threads",
+            "--judge-max-windows",
+            "--no-mocks",
+        ] {
+            assert!(!short.contains(rare), "{rare} in -h:\n{short}");
+        }
+        insta::assert_snapshot!(short);
+    }
+
+    #[test]
+    fn long_help_keeps_every_option_and_the_details() {
+        let long = help("--help");
+        for heading in [
+            "Control API:",
+            "Dev Proxy compatibility:",
+            "Network and TLS:",
+        ] {
+            assert!(long.contains(heading), "{heading}:\n{long}");
+        }
+        for option in [
+            "--control-port",
+            "--metrics-port",
+            "--threads",
+            "--judge-max-windows",
+            "--no-mocks",
+            "--keep-no-proxy",
+            "NODE_EXTRA_CA_CERTS",
+        ] {
+            assert!(long.contains(option), "{option}:\n{long}");
+        }
+    }
 }

@@ -100,7 +100,7 @@ pub use config::{
     CaSource, ClientIdMode, ConfigError, Credentials, DEFAULT_PORT, ProxyConfig, Upstream,
     WatchPattern,
 };
-pub use control::{Control, MockRequestSender, RecordingSwitch};
+pub use control::{Control, KEPT_VERDICTS, MockRequestSender, RecordingSwitch, VerdictFeed};
 pub use error::{ErrorKind, ProxyError};
 pub use pipeline::PipelineBuilder;
 pub use proxy::{

@@ -55,6 +55,7 @@ fn pair(i: u64) -> [Event; 2] {
             retried_at: at(if compliant { t + 1010 } else { t + 100 }),
             early_by_ms: (!compliant).then_some(900.0 + (i % 100) as f64),
             late_by_ms: compliant.then_some(10.0),
+            throttled_client: None,
         },
     ]
 }

@@ -2,6 +2,10 @@
 //! --doc`; their examples are `no_run`: they name public hosts), and, in
 //! `tests/scenarios.rs`, the published API driven against a local server.
 
+// The workspace's README: its library example is a whole program, compiled as written.
+#[doc = include_str!("../../../README.md")]
+pub mod readme {}
+
 #[doc = include_str!("../../../crates/holdoff/README.md")]
 pub mod holdoff_readme {}
 

@@ -88,7 +88,7 @@ pub(super) fn spawn(
     scenario: &str,
     command: &[OsString],
 ) -> Result<Spawned, Failure> {
-    let mut run = Command::new(exe);
+    let mut run = crate::orphans::command(exe.as_os_str());
     // `holdoff run` passes its environment on to the command.
     run.arg("run").env(SCENARIO_VARIABLE, scenario);
     proxy_args(&mut run, config, &files.events);
@@ -124,7 +124,7 @@ pub(super) async fn spawn_reverse(
     scenario: &str,
     command: &[OsString],
 ) -> Result<Spawned, Failure> {
-    let mut proxy = Command::new(exe);
+    let mut proxy = crate::orphans::command(exe.as_os_str());
     proxy
         .args([
             "proxy",
@@ -169,7 +169,7 @@ pub(super) async fn spawn_reverse(
         _ => word.clone(),
     });
     let program = words.next().unwrap_or_default();
-    let child = Command::new(&program)
+    let child = crate::orphans::command(&program)
         .args(words)
         .env("HOLDOFF_CHECK_URL", &url)
         .env(SCENARIO_VARIABLE, scenario)

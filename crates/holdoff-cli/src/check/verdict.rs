@@ -343,6 +343,7 @@ pub(crate) mod fixtures {
                 "compliant" => Some((after - 2.0).max(0.0) * 1000.0),
                 _ => None,
             },
+            throttled_client: None,
         }
     }
 

@@ -10,47 +10,47 @@ use std::path::PathBuf;
 pub(crate) struct DevProxyOptions {
     /// Turn the config's mocks off: their requests go upstream (Dev Proxy's -n/--no-mocks;
     /// `--no-mocks false` leaves them on).
-    #[arg(short = 'n', long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(hide_short_help = true, short = 'n', long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub(crate) no_mocks: Option<bool>,
 
     /// Dev Proxy's --mocks-file: the mocks file the Dev Proxy config's MockResponsePlugin
     /// reads, instead of the one its settings name.
-    #[arg(long, value_name = "FILE")]
+    #[arg(hide_short_help = true, long, value_name = "FILE")]
     pub(crate) mocks_file: Option<PathBuf>,
 
     /// Dev Proxy's -a/--allowed-errors: only the error responses with these statuses are sent
     /// (e.g. `-a 429 503`); error rules left with none are dropped. Dev Proxy applies it to
     /// GraphRandomErrorPlugin; holdoff to every error rule.
-    #[arg(short = 'a', long, value_name = "STATUS", num_args = 1.., value_parser = clap::value_parser!(u16).range(100..=599))]
+    #[arg(hide_short_help = true, short = 'a', long, value_name = "STATUS", num_args = 1.., value_parser = clap::value_parser!(u16).range(100..=599))]
     pub(crate) allowed_errors: Vec<u16>,
 
     /// Dev Proxy's --record: holdoff records every request from the start (the reports and
     /// --events have them), so this changes nothing; the control API's /recording/stop and
     /// /recording/start pause and resume it.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub(crate) record: Option<bool>,
 
     /// Do not reload the config when its files change (Dev Proxy's --no-watch).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub(crate) no_watch: Option<bool>,
 
     /// No colours in the log (Dev Proxy's --no-color; NO_COLOR in the environment does the
     /// same).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub(crate) no_color: Option<bool>,
 
     /// Dev Proxy's --no-first-run: holdoff has no first-run experience to skip.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub(crate) no_first_run: Option<bool>,
 
     /// Dev Proxy's --discover (URL discovery mode): the config's faults are off and every URL
     /// is watched (intercepted when HTTPS); the request log lists each URL the proxy sees.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub(crate) discover: Option<bool>,
 
     /// Dev Proxy's --summary-group-by (url or messageType): taken, and said at start that
     /// holdoff's summary and reports are grouped by client, method and URL.
-    #[arg(long, value_name = "GROUP", value_parser = ["url", "messageType", "messagetype"])]
+    #[arg(hide_short_help = true, long, value_name = "GROUP", value_parser = ["url", "messageType", "messagetype"])]
     pub(crate) summary_group_by: Option<String>,
 }
 

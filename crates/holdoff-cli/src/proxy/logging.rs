@@ -84,6 +84,17 @@ impl Level {
         Level {
             given: given.to_owned(),
             filter: filter.to_owned(),
+            notes: "info",
+        }
+    }
+
+    /// Warnings only, the notes on the configuration that are warnings included: `holdoff
+    /// run`'s default, quiet as a test runner is, since the report says what the proxy did.
+    pub(crate) fn quiet() -> Level {
+        Level {
+            given: "warn".to_owned(),
+            filter: "warn".to_owned(),
+            notes: "warn",
         }
     }
 

@@ -78,6 +78,15 @@ impl Serving {
         &self.endpoints
     }
 
+    /// The control API's address, `127.0.0.1:PORT`, when asked for (`--control-port`).
+    pub(crate) fn control_addr(&self) -> Option<&str> {
+        let control = super::wiring::SideServer::Control(0).what();
+        self.endpoints
+            .iter()
+            .find(|(what, _)| *what == control)
+            .map(|(_, addr)| addr.as_str())
+    }
+
     /// Completes once no request has come for the `--timeout` given
     /// ([`super::session::Prepared::stop_when_idle`]), counted from the start or the last
     /// request; never without one.

@@ -31,8 +31,21 @@ pub(crate) struct Prepared {
     recorder: Arc<Recorder>,
 }
 
+/// How much a command logs when neither `--log-level`, a Dev Proxy file's `logLevel` nor
+/// `RUST_LOG` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verbosity {
+    /// Every request, and what the proxy does (`holdoff proxy`, `holdoff run -v`).
+    Info,
+    /// And the details (`holdoff run -vv`).
+    Debug,
+    /// Warnings only ([`logging::Level::quiet`]): `holdoff run`, as test runners are.
+    Quiet,
+}
+
 /// Checks `config` (the proxy's settings from `options` and the command's own), loads the
-/// faults, opens the event log, and sets up the logs, whose guard must outlive the runtime.
+/// faults, opens the event log, and sets up the logs, whose guard must outlive the runtime;
+/// they log as `verbosity` says unless `--log-level`, a Dev Proxy file or `RUST_LOG` does.
 ///
 /// URL patterns on the command line win; without any, the config file's.
 ///
@@ -43,6 +56,7 @@ pub(crate) struct Prepared {
 pub(crate) fn prepare(
     options: &Options,
     config: ProxyConfig,
+    verbosity: Verbosity,
 ) -> Result<(Prepared, Guard), Failure> {
     config
         .validate()
@@ -72,7 +86,7 @@ pub(crate) fn prepare(
             path.display()
         ))
     })?;
-    // A Dev Proxy file's own logLevel, unless the command line says.
+    // A Dev Proxy file's own logLevel, unless the command line says; then RUST_LOG.
     let level = options
         .log_level
         .clone()
@@ -80,8 +94,17 @@ pub(crate) fn prepare(
             Some((faults::Source::DevProxy(path), _)) => crate::devproxy::log_level(path),
             _ => None,
         })
-        .unwrap_or_else(|| "info".to_owned());
-    let level = logging::Level::parse(&level);
+        .or_else(|| {
+            std::env::var("RUST_LOG")
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+        });
+    let level = match (level, verbosity) {
+        (Some(level), _) => logging::Level::parse(&level),
+        (None, Verbosity::Info) => logging::Level::parse("info"),
+        (None, Verbosity::Debug) => logging::Level::parse("debug"),
+        (None, Verbosity::Quiet) => logging::Level::quiet(),
+    };
     let logs = logging::init(
         &level,
         options.output,
@@ -89,8 +112,9 @@ pub(crate) fn prepare(
         options.dev_proxy.colour_allowed(),
     )
     .map_err(Failure::Usage)?;
+    // Warnings: each says that an option given does less than in Dev Proxy.
     for note in options.dev_proxy.notes() {
-        tracing::info!(target: logging::NOTES, "{note}");
+        tracing::warn!(target: logging::NOTES, "{note}");
     }
     let settings = Settings::new(options, &cwd, config, faults, level.is_off());
     let prepared = Prepared {

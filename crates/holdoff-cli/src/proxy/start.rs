@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::fault::FaultRng;
-use holdoff_proxy::judge::Judge;
+use holdoff_proxy::judge::{Judge, Record};
 use holdoff_proxy::report::Recorder;
 use holdoff_proxy::{Control, ErrorKind, MetricsStage, Pipeline, ProxyError, ProxyServer};
-use holdoff_proxy::{FaultStage, JudgeStage, Upstream, WindowBook};
+use holdoff_proxy::{FaultStage, JudgeStage, Upstream, VerdictFeed, WindowBook};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -52,8 +52,23 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
     // The one clock the proxy and its stages read.
     let clock: Arc<dyn Clock> = Arc::new(TokioClock);
     let mut tasks = Vec::new();
+    // With a control API, the judge's verdicts pass through a feed for `GET /verdicts` on
+    // their way to the recorder.
+    let feed = side_servers
+        .iter()
+        .any(|side| matches!(side, SideServer::Control(_)))
+        .then(|| {
+            let feed = VerdictFeed::new()
+                .forward_to(recorder.clone())
+                .fail_on_no_backoff(run.fail_on_no_backoff);
+            Arc::new(feed)
+        });
+    let record: Arc<dyn Record> = match &feed {
+        Some(feed) => feed.clone(),
+        None => recorder.clone(),
+    };
     let (stages, faults_log) = match wired {
-        Some(wired) => Some(build_stages(wired, &recorder, &clock, &mut tasks)?),
+        Some(wired) => Some(build_stages(wired, record, &clock, &mut tasks)?),
         None => None,
     }
     .unzip();
@@ -103,6 +118,9 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
             control = control
                 .judge(Arc::clone(&stages.judge))
                 .faults(Arc::clone(&stages.faults));
+            if let Some(feed) = &feed {
+                control = control.verdicts(Arc::clone(feed));
+            }
         }
         if let Some(book) = book {
             control = control.windows(book);
@@ -148,8 +166,8 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
                 }
                 SideServer::Control(_) => {
                     tracing::info!(
-                        "control API on http://{addr}/ (status, windows, recording, ca.pem, \
-                         metrics)"
+                        "control API on http://{addr}/ (status, windows, verdicts, recording, \
+                         ca.pem, metrics)"
                     );
                     tokio::spawn(control.serve(listener, pending))
                 }
@@ -177,11 +195,11 @@ pub(super) async fn start(wiring: Wiring, recorder: Arc<Recorder>) -> Result<Ser
     })
 }
 
-/// The judge and the faults `wired` describes, with the task that reloads the faults pushed
-/// on `tasks`; and what to log of them once the proxy listens.
+/// The judge, recording in `recorder`, and the faults `wired` describes, with the task that
+/// reloads the faults pushed on `tasks`; and what to log of them once the proxy listens.
 fn build_stages(
     wired: StagesWiring,
-    recorder: &Arc<Recorder>,
+    recorder: Arc<dyn Record>,
     clock: &Arc<dyn Clock>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Result<(Stages, FaultsLog), Failure> {
@@ -203,12 +221,11 @@ fn build_stages(
     let mut judge = JudgeStage::new(Arc::new(judge), Arc::clone(clock))
         .keep_events(0)
         .min_backoff(min_backoff)
-        .with_recorder(recorder.clone());
+        .with_recorder(recorder);
     let mut fault_stage = FaultStage::new(plan, FaultRng::new(seed), Arc::clone(clock));
     if let Some(state) = &state {
-        let store = shared_store(state).map_err(|message| {
-            Failure::Usage(format!("{}: state.redis: {message}", reload.source))
-        })?;
+        let store = shared_store(state)
+            .map_err(|message| Failure::Usage(format!("{}: {message}", reload.source)))?;
         judge = judge.with_shared(Arc::clone(&store));
         fault_stage = fault_stage.with_shared(store);
     }
@@ -251,6 +268,10 @@ fn log_mode(upstream: Option<&Upstream>, server: &ProxyServer, watching: usize) 
                  clients must trust the CA certificate {path}"
             );
         }
+        (None, None) if watching > 0 => tracing::info!(
+            "forward proxy watching {watching} URL pattern(s), none of them HTTPS: HTTPS is \
+             tunnelled without interception, and no CA is needed"
+        ),
         (None, None) => tracing::info!(
             "forward proxy: no URLs watched, so HTTPS is tunnelled without interception"
         ),
@@ -270,10 +291,9 @@ fn log_faults(log: FaultsLog, seed: u64) {
     for note in notes {
         tracing::warn!(target: logging::NOTES, "{note}");
     }
-    tracing::info!(
-        seed,
-        "{describe}; seed {seed} (repeat this run with --seed {seed})"
-    );
+    // The seed once, as a field (JSON lines keep it apart); the reports' reproduce line
+    // repeats the run with it.
+    tracing::info!(seed, "{describe}");
 }
 
 /// Why the proxy could not start: a usage error, or a runtime failure.

@@ -9,11 +9,12 @@ use holdoff_proxy::{FaultCounts, Summary};
 use super::Output;
 use super::logging::Guard;
 
-/// What the faults did, one line, with the seed that repeats it.
+/// What the faults did, one line (the JSON event has the seed too; the text leaves it to the
+/// summary's reproduce line).
 pub(super) fn report_faults(counts: &FaultCounts, seed: u64, output: Output, logs: &Guard) {
     let line = format!(
         "holdoff faults: {}, {} rate-limited, {} mocked, {} delayed, {}, {}, {} truncated, {} \
-         slowed{} (seed {seed}).",
+         slowed{}.",
         plural(counts.errors, "error response", "error responses"),
         counts.rate_limited,
         counts.mocked,

@@ -176,9 +176,14 @@ impl ProxyConfig {
     }
 
     /// Whether this configuration can intercept HTTPS (and so needs a CA): a forward proxy
-    /// with at least one inclusion in its watch list.
+    /// with at least one inclusion in its watch list that can match an `https://` URL. A
+    /// proxy that watches only `http://` URLs neither loads nor creates a CA.
     pub fn intercepts(&self) -> bool {
-        self.upstream.is_none() && self.urls_to_watch.iter().any(|p| !p.is_exclusion())
+        self.upstream.is_none()
+            && self
+                .urls_to_watch
+                .iter()
+                .any(|p| !p.is_exclusion() && p.can_match_https())
     }
 }
 
@@ -317,6 +322,22 @@ mod tests {
             assert!(config.intercepts());
             config.upstream = Some("http://127.0.0.1:3000".parse().unwrap());
             assert!(!config.intercepts());
+        }
+
+        #[test]
+        fn not_when_only_plain_http_is_watched() {
+            let mut config = ProxyConfig {
+                urls_to_watch: vec![
+                    "http://api.example.com/*".parse().unwrap(),
+                    "http://127.0.0.1:*/*".parse().unwrap(),
+                ],
+                ..ProxyConfig::default()
+            };
+            assert!(!config.intercepts());
+            for https in ["https://a.com/*", "http*://a.com/*", "*.a.com", "*"] {
+                config.urls_to_watch = vec![https.parse().unwrap()];
+                assert!(config.intercepts(), "{https}");
+            }
         }
     }
 

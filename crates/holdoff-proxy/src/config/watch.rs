@@ -68,6 +68,20 @@ impl WatchPattern {
         )
     }
 
+    /// Whether the pattern can match an `https://` URL: it names no scheme, or a scheme glob
+    /// that `https` matches (`https`, `http*`). Only such an inclusion gets a `CONNECT`
+    /// intercepted, and so needs a CA.
+    pub(crate) fn can_match_https(&self) -> bool {
+        self.scheme.as_deref().is_none_or(|scheme| {
+            glob(
+                scheme.as_bytes(),
+                &Text {
+                    parts: ["https", "", "", "", "", ""],
+                },
+            )
+        })
+    }
+
     pub(crate) fn shared(&self) -> &Arc<str> {
         &self.raw
     }
@@ -229,13 +243,8 @@ impl WatchList {
         let host_text = Text {
             parts: [host, "", "", "", "", ""],
         };
-        let https = Text {
-            parts: ["https", "", "", "", "", ""],
-        };
         for pattern in &self.patterns {
-            if let Some(scheme) = &pattern.scheme
-                && !glob(scheme.as_bytes(), &https)
-            {
+            if !pattern.can_match_https() {
                 continue;
             }
             if !glob(pattern.host.as_bytes(), &host_text) {

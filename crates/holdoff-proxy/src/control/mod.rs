@@ -3,6 +3,7 @@
 mod answer;
 mod dev_proxy;
 mod server;
+mod verdicts;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,6 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::TcpListener;
 
 use crate::{FaultStage, JudgeStage, MetricsStage, OpenWindows};
+
+pub use verdicts::{KEPT_VERDICTS, VerdictFeed};
 
 /// Whether events are being recorded, and a way to flip it: what
 /// `POST /recording/start` and `/recording/stop` act on.
@@ -102,6 +105,7 @@ impl RecordingSwitch for AtomicBool {
 /// | `GET /` | this list, as text |
 /// | `GET /status` | JSON: `uptime_s`, `requests`, `responses` (by class), `faults` (by kind), `retries` (`premature`, `compliant`), `open_windows`, `seed`, `recording`; `null` for what the proxy does not run |
 /// | `GET /windows` | JSON: `open` (how many the judge has) and `windows`, each with `client`, `method`, `url`, `throttled_at`, `permitted_at` (RFC 3339) and `remaining_ms`, soonest first |
+/// | `GET /verdicts?since=N` | JSON: `next` (the `since` to ask with next time), `missed` (verdicts from `N` on no longer kept) and `verdicts` from number `N` on (without `since`, every one kept), each with `seq`, `kind` (`premature`, `read_as_zero`, `no_backoff`), `fails` (else a warning), `client`, `pid` (of a `process:NAME[PID]` client, else `null`), `method`, `url`, `retried_at`, `why`, the judge's sentence, and `judged_by`, how it read the hint (`null` when its throttle is not known); every verdict but a compliant retry, listed before the judge's answer reaches the client. With a [`VerdictFeed`] only ([`Control::verdicts`]) |
 /// | `POST /recording/start`, `POST /recording/stop` | flip the recording switch; JSON `{"recording": true\|false}` |
 /// | `GET /ca.pem` | the interception CA's certificate (`application/x-pem-file`); `404` when there is none (reverse mode) |
 /// | `GET /metrics` | the Prometheus text exposition (`text/plain; version=0.0.4`) |
@@ -148,6 +152,7 @@ pub struct Control {
     judge: Option<Arc<JudgeStage>>,
     faults: Option<Arc<FaultStage>>,
     windows: Option<Arc<dyn OpenWindows>>,
+    verdicts: Option<Arc<VerdictFeed>>,
     recording: Option<Arc<dyn RecordingSwitch>>,
     ca_pem: Option<Arc<str>>,
     /// Cancelled by `POST /proxy/stopProxy`.
@@ -167,6 +172,7 @@ impl Control {
             judge: None,
             faults: None,
             windows: None,
+            verdicts: None,
             recording: None,
             ca_pem: None,
             stop: None,
@@ -190,6 +196,13 @@ impl Control {
     /// Lists the open windows on `/windows` (without it, `/windows` answers `404`).
     pub fn windows(mut self, windows: Arc<dyn OpenWindows>) -> Control {
         self.windows = Some(windows);
+        self
+    }
+
+    /// Lists the verdicts `feed` collects on `/verdicts` (without it, `/verdicts` answers
+    /// `404`). The feed must be the judge's recorder: see [`VerdictFeed`].
+    pub fn verdicts(mut self, feed: Arc<VerdictFeed>) -> Control {
+        self.verdicts = Some(feed);
         self
     }
 
@@ -255,6 +268,7 @@ impl std::fmt::Debug for Control {
             .field("judge", &self.judge.is_some())
             .field("faults", &self.faults.is_some())
             .field("windows", &self.windows.is_some())
+            .field("verdicts", &self.verdicts.is_some())
             .field("recording", &self.recording.as_ref().map(|r| r.is_on()))
             .field("ca", &self.ca_pem.is_some())
             .finish()

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::pin::pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use holdoff::Receipt;
 use holdoff::clock::{Clock, TokioClock};
@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::Control;
 use super::answer::{Answer, json, text, with_type};
 use crate::WindowInfo;
+use crate::report::time;
 use crate::shared::OnFailure;
 use crate::stages::fault_kinds;
 
@@ -37,6 +38,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 const INDEX: &str = "holdoff control API
 GET  /status           counts, verdicts, open windows, seed, recording (JSON)
 GET  /windows          the open windows: client, method, URL, times (JSON)
+GET  /verdicts?since=N the judge's verdicts against retries from number N on: kind, client,
+                       process id, method, URL, the judge's sentence (JSON)
 POST /recording/start  start recording events
 POST /recording/stop   stop recording events
 GET  /ca.pem           the interception CA certificate
@@ -169,7 +172,7 @@ fn refusal<B>(request: &Request<B>) -> Option<Answer> {
 fn route<B>(control: &Control, routes: Routes, request: &Request<B>) -> Answer {
     let path = request.uri().path();
     let (allowed, get) = match (routes, path) {
-        (_, "/" | "/metrics") | (Routes::All, "/status" | "/windows" | "/ca.pem") => {
+        (_, "/" | "/metrics") | (Routes::All, "/status" | "/windows" | "/verdicts" | "/ca.pem") => {
             ("GET, HEAD", true)
         }
         (Routes::All, "/recording/start" | "/recording/stop") => ("POST", false),
@@ -202,6 +205,9 @@ fn route<B>(control: &Control, routes: Routes, request: &Request<B>) -> Answer {
         (_, "/metrics") => with_type(StatusCode::OK, METRICS_TYPE, control.metrics_text()),
         (_, "/status") => json(&status(control)),
         (_, "/windows") => windows(control),
+        (_, "/verdicts") => {
+            super::verdicts::answer(control.verdicts.as_deref(), request.uri().query())
+        }
         (_, "/ca.pem") => match &control.ca_pem {
             Some(pem) => with_type(StatusCode::OK, "application/x-pem-file", pem.to_string()),
             None => text(
@@ -379,8 +385,8 @@ impl From<WindowInfo> for Window {
             client: info.client,
             method: info.method,
             url: info.url,
-            throttled_at: rfc3339(info.throttled_at),
-            permitted_at: rfc3339(info.permitted_at),
+            throttled_at: time::format(info.throttled_at),
+            permitted_at: time::format(info.permitted_at),
             remaining_ms: u64::try_from(info.remaining.as_millis()).unwrap_or(u64::MAX),
         }
     }
@@ -416,16 +422,6 @@ fn recording(control: &Control, on: bool) -> Answer {
     };
     switch.set(on);
     json(&serde_json::json!({ "recording": switch.is_on() }))
-}
-
-/// `at` in RFC 3339, UTC, with milliseconds (`2025-03-01T12:00:02.250Z`).
-fn rfc3339(at: SystemTime) -> String {
-    let timestamp = jiff::Timestamp::try_from(at).unwrap_or(if at < UNIX_EPOCH {
-        jiff::Timestamp::MIN
-    } else {
-        jiff::Timestamp::MAX
-    });
-    format!("{timestamp:.3}")
 }
 
 #[cfg(test)]
@@ -539,17 +535,6 @@ mod tests {
                 let request = request(Method::GET, "/", Some(host));
                 assert!(!loopback_host(&request), "{host}");
             }
-        }
-    }
-
-    mod rfc3339 {
-        use super::*;
-
-        #[test]
-        fn writes_utc_with_milliseconds() {
-            let at = UNIX_EPOCH + Duration::from_millis(1_740_830_402_250);
-            assert_eq!(rfc3339(at), "2025-03-01T12:00:02.250Z");
-            assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         }
     }
 }

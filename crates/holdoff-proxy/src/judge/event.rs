@@ -32,10 +32,13 @@ pub struct JudgeEvent {
     /// How early (a violation) or late (compliant) it came; `None` when early against a
     /// window that never closes.
     pub by: Option<Duration>,
+    /// For [`Verdict::Sibling`]: the other process, the one that was told to wait
+    /// (`ClientId`'s display form); `None` for every other verdict.
+    pub throttled_client: Option<String>,
 }
 
 /// A verdict on a retry; in the event log and the reports, `"premature"`, `"read_as_zero"`,
-/// `"no_backoff"` or `"compliant"`.
+/// `"no_backoff"`, `"compliant"` or `"sibling"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -51,16 +54,24 @@ pub enum Verdict {
     NoBackoff,
     /// Came at or after the permitted time (or the minimum backoff).
     Compliant,
+    /// Came from one process inside the wait another process was told, on the same method
+    /// and URL (windows keyed by client, and clients told apart by process): e.g. a shell
+    /// loop of `curl`s, each a process of its own. Reported; it does not fail the run, since
+    /// independent processes (pytest-xdist's workers) may ask for one URL. Judging every
+    /// process as one client (`--judge-key method-url`) makes such a request premature.
+    Sibling,
 }
 
 impl Verdict {
-    /// `premature`, `read_as_zero`, `no_backoff` or `compliant`, as in the event log.
+    /// `premature`, `read_as_zero`, `no_backoff`, `compliant` or `sibling`, as in the event
+    /// log.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Premature => "premature",
             Verdict::ReadAsZero => "read_as_zero",
             Verdict::NoBackoff => "no_backoff",
             Verdict::Compliant => "compliant",
+            Verdict::Sibling => "sibling",
         }
     }
 }

@@ -110,6 +110,12 @@ impl WindowKey {
     pub(crate) fn shard(self, shards: usize) -> usize {
         (self.0 % shards as u64) as usize
     }
+
+    /// A key of this number, for tests that need keys apart from any request.
+    #[cfg(test)]
+    pub(crate) fn numbered(n: u64) -> WindowKey {
+        WindowKey(n, !n)
+    }
 }
 
 /// Builds [`WindowKey`]s: with per-process random seeds, or, for windows in a store several

@@ -17,6 +17,7 @@
 
 mod event;
 mod key;
+mod siblings;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +30,7 @@ pub use crate::lines::LINES_PER_SECOND;
 pub use event::{HintKind, JudgeEvent, Record, ThrottleEvent, Verdict};
 pub(crate) use key::{KeyHasher, KeyText, KeyUrl};
 pub use key::{KeyMode, KeyParts, WindowKey};
+pub(crate) use siblings::{SiblingCheck, Siblings};
 
 const SHARDS: usize = 32;
 
@@ -176,6 +178,9 @@ pub struct Judge {
     evicted: AtomicU64,
     /// Verdicts so far, for metrics: `[premature, compliant, too soon]`.
     verdicts: [AtomicU64; 3],
+    /// Who was told to wait on each method and URL, to tell another process that came back
+    /// inside that wait (keyed by client only).
+    siblings: Siblings,
 }
 
 /// The default cap on open windows: at 85 to 175 bytes a window, under 200 MB.
@@ -195,6 +200,7 @@ impl Judge {
             per_shard: per_shard(DEFAULT_MAX_WINDOWS),
             evicted: AtomicU64::new(0),
             verdicts: Default::default(),
+            siblings: Siblings::default(),
         }
     }
 
@@ -292,6 +298,29 @@ impl Judge {
         let local = self.key_of(&text);
         let shared = stable.then(|| KeyHasher::Stable.key_of(&self.mode, &text));
         (local, shared)
+    }
+
+    /// The processes told to wait, by method and URL.
+    pub(crate) fn siblings(&self) -> &Siblings {
+        &self.siblings
+    }
+
+    /// The key of the request `meta` describes by its method and URL alone, whoever the
+    /// client: what [`Judge::siblings`] files waits under. `None` unless windows are keyed by
+    /// client: under any other key, another client's request is judged by the window itself.
+    pub(crate) fn sibling_key(&self, meta: &RequestMeta) -> Option<WindowKey> {
+        if self.mode != KeyMode::ClientMethodUrl {
+            return None;
+        }
+        let origin = meta.target.origin();
+        let text = KeyText {
+            client: &meta.client,
+            method: meta.method.as_str(),
+            url: KeyUrl::Target(&meta.target),
+            origin: &origin,
+            header: None,
+        };
+        Some(self.hasher.key_of(&KeyMode::MethodUrl, &text))
     }
 
     fn offset(&self, at: Instant) -> u64 {
@@ -421,6 +450,7 @@ impl Judge {
             NEVER => w.opened >= horizon,
             permitted => permitted >= horizon,
         };
+        self.siblings.evict(now, self.retention);
         self.shards
             .iter()
             .map(|shard| {

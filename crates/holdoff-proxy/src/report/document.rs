@@ -23,8 +23,10 @@
 //! them, and the lead's sentences (a run cut short, the usual causes of no traffic) are one
 //! text for all three.
 
-use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES, unintercepted};
-use super::text::{client_label, millis, shell_words};
+use super::outcome::{
+    Case, Headline, NO_TRAFFIC_CAUSES, command_failed, failed_before_any_request, unintercepted,
+};
+use super::text::{client_label, client_name, millis, shell_words};
 use super::{HintKind, JudgedBy, Report, Violation, time};
 
 /// A report for people: the headline, then its sections in order.
@@ -263,6 +265,16 @@ impl Report {
         }
         let paragraph = |s: &str| Block::Paragraph(Text::plain(s));
         match Case::of(self) {
+            Case::NotTested { allowed: false } if command_failed(self).is_some() => {
+                let code = command_failed(self).unwrap_or_default();
+                let text = failed_before_any_request(code);
+                // A sentence of its own here: `The command failed …`.
+                let sentence = match text.strip_prefix("the ") {
+                    Some(rest) => format!("The {rest}"),
+                    None => text,
+                };
+                blocks.push(Block::Paragraph(Text::marked(&sentence)));
+            }
             Case::NotTested { allowed: false } => {
                 blocks.push(paragraph(
                     "No request reached the proxy, so no retry was judged: this is not a pass. \
@@ -365,7 +377,7 @@ impl Report {
             ),
             _ if self.warnings.is_empty() => return None,
             _ => (
-                "Warnings: retries without backoff after a throttle with no hint",
+                self.warnings_title(),
                 self.warnings.iter().collect(),
                 self.omitted.warnings,
             ),
@@ -376,10 +388,19 @@ impl Report {
         if rows.is_empty() {
             return Some(section);
         }
-        if part == Part::Warnings {
+        if part == Part::Warnings && self.retries.no_backoff > 0 && !self.fail_on_no_backoff {
             section.blocks.push(Block::Paragraph(Text::marked(
                 "RFC 9110 names no wait for a throttle without `Retry-After`, so these do not \
                  fail the run; a client should still back off (with jitter).",
+            )));
+        }
+        if part == Part::Warnings && self.retries.sibling > 0 {
+            section.blocks.push(Block::Paragraph(Text::marked(
+                "Each process is judged apart: a request from one process inside the wait \
+                 another was told does not fail the run, since independent processes (say \
+                 pytest-xdist's workers) may well ask for one URL. If they are one client — a \
+                 shell loop of `curl`s, a script that starts a process per request — run with \
+                 `--judge-key method-url` to judge them as one.",
             )));
         }
         section.blocks.push(Block::Table(Table {
@@ -434,8 +455,8 @@ impl Report {
             .iter()
             .map(|e| {
                 let client = match e.user_agents.as_slice() {
-                    [] => e.client.clone(),
-                    agents => format!("{} ({})", e.client, agents.join(", ")),
+                    [] => client_name(&e.client).into_owned(),
+                    agents => format!("{} ({})", client_name(&e.client), agents.join(", ")),
                 };
                 let mut judged_by = Text::default();
                 for (i, j) in e.judged_by.iter().enumerate() {

@@ -123,6 +123,9 @@ pub enum Event {
         /// How late a compliant retry came, in milliseconds.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         late_by_ms: Option<f64>,
+        /// For a `sibling` verdict: the other process, which was told to wait.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        throttled_client: Option<String>,
     },
     /// The run ended: the last event.
     Finish {
@@ -207,7 +210,9 @@ impl From<JudgeEvent> for Event {
         let ms = event.by.map(|by| by.as_secs_f64() * 1000.0);
         let (early_by_ms, late_by_ms) = match event.verdict {
             Verdict::Compliant => (None, ms),
-            Verdict::Premature | Verdict::ReadAsZero | Verdict::NoBackoff => (ms, None),
+            Verdict::Premature | Verdict::ReadAsZero | Verdict::NoBackoff | Verdict::Sibling => {
+                (ms, None)
+            }
         };
         Event::Retry {
             verdict: event.verdict,
@@ -221,6 +226,7 @@ impl From<JudgeEvent> for Event {
             retried_at: event.retried_at,
             early_by_ms,
             late_by_ms,
+            throttled_client: event.throttled_client,
         }
     }
 }
@@ -273,6 +279,7 @@ mod tests {
                 retried_at: t(100),
                 early_by_ms: Some(1900.0),
                 late_by_ms: None,
+                throttled_client: None,
             };
             let line = serde_json::to_string(&event).unwrap();
             assert_eq!(
@@ -389,6 +396,7 @@ mod tests {
                 permitted_at: Some(t(1000)),
                 retried_at: t(1250),
                 by: Some(Duration::from_micros(250_500)),
+                throttled_client: None,
             };
             let Event::Retry {
                 early_by_ms,

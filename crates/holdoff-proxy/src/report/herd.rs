@@ -56,7 +56,11 @@ impl Herd {
     pub(crate) fn describe(&self, at: &str) -> String {
         format!(
             "{} resumed within {} of each other at {at}, the permitted time they shared ({})",
-            self.clients.join(", "),
+            self.clients
+                .iter()
+                .map(|client| super::text::client_name(client))
+                .collect::<Vec<_>>()
+                .join(", "),
             super::text::millis(self.spread_ms),
             super::text::count(self.retries, "retry", "retries"),
         )

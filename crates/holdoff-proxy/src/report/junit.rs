@@ -258,7 +258,7 @@ fn testcase(report: &Report, endpoint: &Endpoint, rows: &Rows<'_>) -> TestCase {
                     r.by_ms.map_or_else(|| "?".to_owned(), millis)
                 );
             }
-            v if !report.fails(v) && v == Verdict::NoBackoff => {
+            v if !report.fails(v) && matches!(v, Verdict::NoBackoff | Verdict::Sibling) => {
                 let _ = write!(story, "\nwarning: {}", explain(report, r));
             }
             _ => {}

@@ -73,7 +73,7 @@ mod run;
 mod tally;
 mod terminal;
 mod text;
-mod time;
+pub(crate) mod time;
 
 use std::time::Duration;
 

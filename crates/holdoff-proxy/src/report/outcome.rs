@@ -136,7 +136,30 @@ impl Case {
     }
 }
 
-/// Why a run with failed interceptions is not a pass, for the reports: `failures` of them.
+/// What a pass with warnings warns of: retries without backoff after a throttle with no
+/// hint, and requests inside the wait another process was told.
+fn warned(report: &Report) -> String {
+    let retries = report.retries;
+    let mut what = Vec::new();
+    if retries.no_backoff > 0 {
+        what.push(format!(
+            "{} came without backoff after a throttle with no hint",
+            retries.no_backoff
+        ));
+    }
+    if retries.sibling > 0 {
+        let came = count(retries.sibling, "request", "requests");
+        what.push(format!(
+            "{came} came from another process inside the wait one was told (each process is \
+             judged apart; --judge-key method-url judges them as one)"
+        ));
+    }
+    if what.is_empty() {
+        what.push(count(report.warnings.len(), "warning", "warnings"));
+    }
+    what.join(", and ")
+}
+
 /// What every report says of windows dropped at the cap: not judged, and why.
 pub(crate) fn evicted(windows: u64) -> String {
     let windows = count(
@@ -150,6 +173,7 @@ pub(crate) fn evicted(windows: u64) -> String {
     )
 }
 
+/// Why a run with failed interceptions is not a pass, for the reports: `failures` of them.
 pub(crate) fn unintercepted(failures: u64) -> String {
     let connections = count(
         usize::try_from(failures).unwrap_or(usize::MAX),
@@ -162,6 +186,25 @@ pub(crate) fn unintercepted(failures: u64) -> String {
          cause). The requests it meant to send there never reached the proxy, so this is not a \
          pass. Under `holdoff run` the CA is in `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE` and \
          `NODE_EXTRA_CA_CERTS`; see `holdoff run --help`."
+    )
+}
+
+/// What the reports say, before anything else, when the command failed and no request
+/// reached the proxy: that the command failed, and how. The causes of a run with no traffic
+/// are beside the point until the command runs, so they are named, not listed.
+pub(crate) fn failed_before_any_request(code: i32) -> String {
+    let how = match code {
+        // How a shell reports a command that a signal ended.
+        129..=192 => format!(
+            "exit status {code}, as a shell reports signal {}",
+            code - 128
+        ),
+        _ => format!("exit status {code}"),
+    };
+    format!(
+        "the command failed ({how}) and sent no request through the proxy: its own output says \
+         why; fix that first. If it then runs and still sends nothing through the proxy, \
+         `holdoff run --help` names the usual causes."
     )
 }
 
@@ -261,11 +304,7 @@ impl Headline {
                 format!("{throttled}, none retried; {requests}"),
             ),
             Case::PassWithWarnings => (
-                format!(
-                    "no retry broke its window, but {} came without backoff after a throttle \
-                     with no hint",
-                    report.warnings.len()
-                ),
+                format!("no retry broke its window, but {}", warned(report)),
                 format!("{compliant}; {throttled}, {requests}"),
             ),
             Case::Pass if failed.is_some() => (

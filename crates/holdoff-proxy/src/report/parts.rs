@@ -16,6 +16,13 @@ pub(super) struct Retries {
     pub(super) premature: usize,
     pub(super) read_as_zero: usize,
     pub(super) no_backoff: usize,
+    /// Requests inside the wait another process was told (left out of the JSON when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(super) sibling: usize,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 /// Throttles by what their hint was.
@@ -213,6 +220,8 @@ pub(super) struct RetryRow {
     pub(super) by_ms: Option<f64>,
     /// Its window in [`Report::windows`], once linked.
     pub(super) window: Option<usize>,
+    /// For a [`Verdict::Sibling`]: the process that was told to wait.
+    pub(super) throttled_client: Option<String>,
 }
 
 impl Lateness {

@@ -406,6 +406,7 @@ mod tests {
             retried_at: t(ms),
             early_by_ms: None,
             late_by_ms: Some(ms as f64 - 1000.0),
+            throttled_client: None,
         }
     }
 

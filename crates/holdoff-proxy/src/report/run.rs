@@ -248,10 +248,29 @@ impl Report {
         &self.violations
     }
 
-    /// The retries without backoff after a throttle with no hint that do not fail the run, in
-    /// the order they came.
+    /// What does not fail the run but is worth a look, in the order it came: retries without
+    /// backoff after a throttle with no hint (unless they fail the run), and requests inside
+    /// the wait another process was told ([`Verdict::Sibling`]).
     pub fn warnings(&self) -> &[Violation] {
         &self.warnings
+    }
+
+    /// How many requests came inside the wait another process was told.
+    pub fn siblings(&self) -> usize {
+        self.retries.sibling
+    }
+
+    /// What the warnings are, for their heading: `Warnings: …`.
+    pub(super) fn warnings_title(&self) -> &'static str {
+        let no_backoff = self.retries.no_backoff > 0 && !self.fail_on_no_backoff;
+        match (no_backoff, self.retries.sibling > 0) {
+            (true, true) => {
+                "Warnings: retries without backoff after a throttle with no hint, and requests \
+                 inside the wait another process was told"
+            }
+            (false, true) => "Warnings: requests inside the wait another process was told",
+            _ => "Warnings: retries without backoff after a throttle with no hint",
+        }
     }
 
     /// The violations, the earliest (most early) first; inside a window that never closes
@@ -371,7 +390,7 @@ impl Report {
         match verdict {
             Verdict::Premature | Verdict::ReadAsZero => true,
             Verdict::NoBackoff => self.fail_on_no_backoff,
-            _ => false,
+            Verdict::Sibling | Verdict::Compliant => false,
         }
     }
 }

@@ -1,10 +1,13 @@
 //! The summary at the end of `holdoff run` and `holdoff proxy`: a few lines for a terminal.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::outcome::{Case, Headline, NO_TRAFFIC_CAUSES, unintercepted};
-use super::text::{millis, truncate};
+use super::outcome::{
+    Case, Headline, NO_TRAFFIC_CAUSES, command_failed, failed_before_any_request, unintercepted,
+};
+use super::text::{client_name, millis, truncate};
 use super::{Format, Report, Violation};
 
 /// How many of the worst violations, and of the warnings, are listed.
@@ -31,7 +34,10 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
     if report.evicted_windows > 0 {
         writeln!(out, "  {}", super::outcome::evicted(report.evicted_windows))?;
     }
-    if Case::of(report) == (Case::NotTested { allowed: false }) {
+    let not_tested = Case::of(report) == (Case::NotTested { allowed: false });
+    if let Some(code) = command_failed(report).filter(|_| not_tested) {
+        writeln!(out, "  {}", failed_before_any_request(code))?;
+    } else if not_tested {
         writeln!(
             out,
             "  the command's HTTP clients bypassed the proxy, or sent nothing; the usual causes:"
@@ -49,7 +55,8 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
     if !report.warnings.is_empty() {
         writeln!(
             out,
-            "warnings: retries without backoff after a throttle with no hint ({}):",
+            "warnings: {} ({}):",
+            report.warnings_title().trim_start_matches("Warnings: "),
             times.note()
         )?;
         let warnings: Vec<&Violation> = report.warnings.iter().collect();
@@ -62,6 +69,10 @@ fn write(out: &mut String, report: &Report, written: &[(Format, PathBuf)]) -> st
             herd.describe(&times.show(herd.permitted_at)),
             herd.advice()
         )?;
+    }
+    // The seed is said once, where it helps: in the command that repeats the run.
+    if report.seed.is_some() {
+        writeln!(out, "reproduce: {}", report.reproduce())?;
     }
     if !written.is_empty() {
         writeln!(out, "reports:")?;
@@ -82,7 +93,7 @@ fn rows(
 ) -> std::fmt::Result {
     let times = report.times();
     let shown = &all[..all.len().min(WORST)];
-    let clients: Vec<&str> = shown.iter().map(|v| v.client.as_str()).collect();
+    let clients: Vec<Cow<'_, str>> = shown.iter().map(|v| client_name(&v.client)).collect();
     let requests: Vec<String> = shown
         .iter()
         .map(|v| truncate(&format!("{} {}", v.method, v.url), 60).into_owned())

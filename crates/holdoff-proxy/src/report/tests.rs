@@ -88,6 +88,7 @@ fn retry(client: &str, url: &str, throttled: u64, permitted: u64, at: u64) -> Ev
         retried_at: t(at),
         early_by_ms: premature.then(|| (permitted - at) as f64),
         late_by_ms: (!premature).then(|| (at - permitted) as f64),
+        throttled_client: None,
     }
 }
 
@@ -113,6 +114,7 @@ fn judged(
         retried_at: t(at),
         early_by_ms: permitted.map(|p| p.saturating_sub(at) as f64),
         late_by_ms: None,
+        throttled_client: None,
     }
 }
 
@@ -417,6 +419,65 @@ mod throttles_and_verdicts {
                 .render(Format::Junit)
                 .contains(r#"type="NoBackoff">"#)
         );
+    }
+
+    #[test]
+    fn another_process_inside_the_wait_is_a_warning_in_every_report_even_when_no_backoff_fails() {
+        let told = "process:curl[100]";
+        let mut sibling = judged(
+            Verdict::Sibling,
+            "process:curl[101]",
+            URL,
+            1000,
+            Some(3000),
+            1020,
+        );
+        if let Event::Retry {
+            throttled_client, ..
+        } = &mut sibling
+        {
+            *throttled_client = Some(told.into());
+        }
+        let events = vec![
+            throttle_with(told, URL, 1000, HintKind::Usable, Some("2")),
+            sibling,
+        ];
+        // A run that fails retries without backoff still only warns of another process.
+        let report = Report::from_events(&run(3, true, events));
+        assert_eq!(report.outcome(), RunOutcome::Pass);
+        assert!(report.violations().is_empty());
+        assert_eq!(report.siblings(), 1);
+        assert_eq!(
+            report.warnings()[0].why,
+            "came 20 ms after pid 100 (curl) got a 429, 1.98 s before it was permitted to \
+             retry: another process of the same client machine, judged apart (--judge-key \
+             method-url judges all processes as one client)"
+        );
+        let summary = report.terminal_summary(&[]);
+        assert!(
+            summary.starts_with(
+                "holdoff: PASS: no retry broke its window, but 1 request came from another \
+                 process inside the wait one was told"
+            ),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("warnings: requests inside the wait another process was told"),
+            "{summary}"
+        );
+        let md = report.render(Format::Markdown);
+        assert!(
+            md.contains("Warnings: requests inside the wait another process was told"),
+            "{md}"
+        );
+        assert!(md.contains("--judge-key method-url"), "{md}");
+        assert!(!md.contains("RFC 9110 names no wait"), "{md}");
+        let html = report.render(Format::Html);
+        assert!(html.contains("another process was told"), "{html}");
+        let junit = report.render(Format::Junit);
+        assert!(!junit.contains("<failure"), "{junit}");
+        let json: serde_json::Value = serde_json::from_str(&report.render(Format::Json)).unwrap();
+        assert_eq!(json["retries"]["sibling"], 1, "{json:#}");
     }
 
     #[test]
@@ -846,6 +907,75 @@ mod render {
     }
 
     #[test]
+    fn html_shows_the_worst_ten_violations_and_folds_the_rest() {
+        let events: Vec<Event> = (0..120)
+            .map(|i| retry("naive", &format!("http://x/{i}"), 0, 5000, 100 + i))
+            .collect();
+        let html = Report::from_events(&events).render(Format::Html);
+        let violations = &html[html.find(r#"<section id="violations">"#).unwrap()..];
+        let violations = &violations[..violations.find("</section>").unwrap()];
+        let (open, folded) = violations
+            .split_once(r#"<details class="more"><summary>And 110 more</summary>"#)
+            .expect("the rest folded, with their count");
+        assert_eq!(open.matches("<tr data-kind").count(), 10, "{open}");
+        assert_eq!(folded.matches("<tr data-kind").count(), 110, "{folded}");
+        // The worst first: the earliest retry (at 100 ms, 4.90 s early) opens the list.
+        let first = open.find("<tr data-kind").unwrap();
+        assert!(open[first..].contains("4.90 s"), "{open}");
+        assert!(!html.contains("<script"));
+    }
+
+    #[test]
+    fn html_lets_urls_wrap_at_slashes_and_never_inside_a_word() {
+        let report = Report::from_events(&[
+            throttle("naive", "https://api.example.com/v1/items?a=1&b=2", 0, 1000),
+            retry(
+                "naive",
+                "https://api.example.com/v1/items?a=1&b=2",
+                0,
+                1000,
+                100,
+            ),
+        ]);
+        let html = report.render(Format::Html);
+        assert!(
+            html.contains(
+                r#"<td class="url">GET https://api.example.com/<wbr>v1/<wbr>items?<wbr>a=1&amp;<wbr>b=2</td>"#
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("break-all"), "break-all cuts words anywhere");
+        assert!(!html.contains("overflow-wrap: anywhere"));
+    }
+
+    #[test]
+    fn html_names_clients_as_people_do_and_keeps_the_machine_form_for_tools() {
+        let report = Report::from_events(&[
+            throttle("header:naive-client", "http://x/", 0, 1000),
+            retry("header:naive-client", "http://x/", 0, 1000, 100),
+            throttle("process:curl[1234]", "http://x/", 0, 1000),
+            retry("process:curl[1234]", "http://x/", 0, 1000, 100),
+        ]);
+        let html = report.render(Format::Html);
+        assert!(html.contains("<td>naive-client</td>"), "{html}");
+        assert!(html.contains("<td>pid 1234 (curl)</td>"), "{html}");
+        assert!(html.contains("<figcaption>naive-client "), "{html}");
+        assert!(
+            html.contains(r#"data-client="header:naive-client""#),
+            "{html}"
+        );
+        assert!(!html.contains(">header:"), "{html}");
+        let json = report.render(Format::Json);
+        assert!(
+            json.contains(r#""client": "header:naive-client""#),
+            "{json}"
+        );
+        let summary = report.terminal_summary(&[]);
+        assert!(summary.contains("  naive-client "), "{summary}");
+        assert!(!summary.contains("header:"), "{summary}");
+    }
+
+    #[test]
     fn markdown_caps_the_violation_table() {
         let events: Vec<Event> = (0..25)
             .map(|i| retry("naive", &format!("http://x/{i}"), 0, 5000, 100 + i))
@@ -861,6 +991,54 @@ mod render {
 
 mod terminal_summary {
     use super::*;
+
+    /// A run of `holdoff run` whose command exited `code` with no request through the proxy.
+    fn no_traffic(code: i32) -> Report {
+        let mut events = run(0, false, Vec::new());
+        if let Some(Event::Finish { exit_code, .. }) = events.last_mut() {
+            *exit_code = Some(code);
+        }
+        Report::from_events(&events)
+    }
+
+    #[test]
+    fn says_first_that_the_command_failed_and_leaves_out_the_causes_of_no_traffic() {
+        let summary = no_traffic(1).terminal_summary(&[]);
+        let lines: Vec<&str> = summary.lines().collect();
+        assert_eq!(
+            lines[0],
+            "holdoff: FAIL: the command exited 1; no request reached the proxy (0 requests)"
+        );
+        assert!(
+            lines[1].starts_with(
+                "  the command failed (exit status 1) and sent no request through the proxy: \
+                 its own output says why; fix that first."
+            ),
+            "{summary}"
+        );
+        assert!(!summary.contains("Node.js"), "{summary}");
+        let summary = no_traffic(137).terminal_summary(&[]);
+        assert!(
+            summary.contains("(exit status 137, as a shell reports signal 9)"),
+            "{summary}"
+        );
+        let md = no_traffic(3).render(Format::Markdown);
+        assert!(md.contains("The command failed (exit status 3)"), "{md}");
+        assert!(!md.contains("Node.js"), "{md}");
+        // A command that succeeded but sent nothing: the causes are the point.
+        let summary = no_traffic(0).terminal_summary(&[]);
+        assert!(summary.contains("Node.js before 22.21"), "{summary}");
+    }
+
+    #[test]
+    fn gives_the_seed_once_in_the_command_that_repeats_the_run() {
+        let summary = no_traffic(0).terminal_summary(&[]);
+        assert!(
+            summary.contains("\nreproduce: holdoff run --seed 1 -- npm test\n"),
+            "{summary}"
+        );
+        assert_eq!(summary.matches("--seed 1").count(), 1, "{summary}");
+    }
 
     #[test]
     fn lists_the_worst_five_the_herds_and_the_reports() {

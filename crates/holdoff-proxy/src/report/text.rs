@@ -126,11 +126,36 @@ pub(crate) fn header_name(name: &str) -> String {
         .join("-")
 }
 
-/// The client and, when known, its `User-Agent`: `alice · curl/8.5.0`.
+/// The client and, when known, its `User-Agent`: `alice · curl/8.5.0`, the client as
+/// [`client_name`] writes it.
 pub(crate) fn client_label(client: &str, user_agent: Option<&str>) -> String {
+    let client = client_name(client);
     match user_agent {
         Some(agent) => format!("{client} · {}", truncate(agent, 60)),
-        None => client.to_owned(),
+        None => client.into_owned(),
+    }
+}
+
+/// A client as a person reads it, from the machine form the judge keys windows by (which the
+/// JSON report and the event log keep): the name a client gives itself, `header:worker-3`
+/// and `user:alice` as `worker-3` and `alice`; a process, `process:curl[4242]`, as `pid 4242
+/// (curl)`; anything else (a peer address) as it is.
+pub(crate) fn client_name(client: &str) -> Cow<'_, str> {
+    if let Some(name) = client
+        .strip_prefix("header:")
+        .or_else(|| client.strip_prefix("user:"))
+        .filter(|name| !name.is_empty())
+    {
+        return Cow::Borrowed(name);
+    }
+    let process = client
+        .strip_prefix("process:")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .and_then(|rest| rest.rsplit_once('['))
+        .filter(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+    match process {
+        Some((name, pid)) => Cow::Owned(format!("pid {pid} ({name})")),
+        None => Cow::Borrowed(client),
     }
 }
 
@@ -159,6 +184,21 @@ pub(crate) fn why(retry: &RetryRow, window: Option<&WindowRow>) -> String {
             format!("retried {gap} after a malformed {hint} on {throttle}{backoff}: read as zero?")
         }
         Verdict::NoBackoff => format!("retried {gap} after {throttle} with no hint{backoff}"),
+        Verdict::Sibling => {
+            let other = match retry.throttled_client.as_deref() {
+                Some(told) => client_name(told),
+                None => "another process".into(),
+            };
+            let early = match retry.by_ms {
+                Some(early) => format!("{} before", millis(early)),
+                None => "inside the wait, which never ends, that".to_owned(),
+            };
+            format!(
+                "came {gap} after {other} got {throttle}, {early} it was permitted to retry: \
+                 another process of the same client machine, judged apart (--judge-key \
+                 method-url judges all processes as one client)"
+            )
+        }
         _ if retry.permitted_at.is_none()
             || judged.is_some_and(|j| j.hint == HintKind::Unbounded) =>
         {
@@ -296,6 +336,40 @@ mod tests {
             assert_eq!(header_name("retry-after"), "Retry-After");
             assert_eq!(header_name("x-ratelimit-reset"), "X-Ratelimit-Reset");
             assert_eq!(header_name("ratelimit"), "Ratelimit");
+        }
+    }
+
+    mod client_name {
+        use super::*;
+
+        #[test]
+        fn reads_as_a_person_would_say_it() {
+            assert_eq!(client_name("header:naive-client"), "naive-client");
+            assert_eq!(client_name("user:alice"), "alice");
+            assert_eq!(client_name("process:curl[1234]"), "pid 1234 (curl)");
+            assert_eq!(client_name("process:a[b][77]"), "pid 77 (a[b])");
+            assert_eq!(client_name("127.0.0.1"), "127.0.0.1");
+            assert_eq!(client_name("::1"), "::1");
+        }
+
+        #[test]
+        fn leaves_what_it_does_not_recognise_as_it_is() {
+            for odd in [
+                "header:",
+                "process:curl",
+                "process:curl[]",
+                "process:x[12a]",
+            ] {
+                assert_eq!(client_name(odd), odd);
+            }
+        }
+
+        #[test]
+        fn is_what_the_label_shows_before_the_user_agent() {
+            assert_eq!(
+                client_label("header:naive-client", Some("reqwest/0.13")),
+                "naive-client · reqwest/0.13"
+            );
         }
     }
 

@@ -6,7 +6,7 @@ use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
 use crate::judge::Verdict;
-use crate::report::text::{count, millis, truncate, xml};
+use crate::report::text::{client_name, count, millis, truncate, xml};
 use crate::report::{HintKind, Report, RetryRow, WindowRow, time};
 
 /// The fill of premature retries.
@@ -190,11 +190,15 @@ fn chart(
                 Verdict::Premature => premature += 1,
                 Verdict::ReadAsZero => read_as_zero += 1,
                 Verdict::NoBackoff => no_backoff += 1,
+                // Another process's window, drawn on this lane but no retry of its own.
+                Verdict::Sibling => {}
                 _ => compliant += 1,
             }
         }
     }
+    // The machine form stays in `data-client`, as the JSON report has it.
     let client_x = xml(client);
+    let name_x = xml(&client_name(client)).into_owned();
     let agents = match agents.len() {
         0 => String::new(),
         _ => format!(
@@ -205,12 +209,12 @@ fn chart(
     writeln!(out, r#"<figure class="client" id="client-{index}">"#)?;
     writeln!(
         out,
-        r#"<figcaption>{client_x}{agents} <span class="counts">— {}, {premature} premature, {read_as_zero} read as zero, {no_backoff} without backoff, {compliant} compliant</span></figcaption>"#,
+        r#"<figcaption>{name_x}{agents} <span class="counts">— {}, {premature} premature, {read_as_zero} read as zero, {no_backoff} without backoff, {compliant} compliant</span></figcaption>"#,
         count(throttles, "throttle", "throttles"),
     )?;
     writeln!(
         out,
-        r#"<svg class="timeline" id="timeline-{index}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="Timeline of {client_x}" data-client="{client_x}" data-premature="{premature}" data-read-as-zero="{read_as_zero}" data-no-backoff="{no_backoff}" data-compliant="{compliant}">"#
+        r#"<svg class="timeline" id="timeline-{index}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="Timeline of {name_x}" data-client="{client_x}" data-premature="{premature}" data-read-as-zero="{read_as_zero}" data-no-backoff="{no_backoff}" data-compliant="{compliant}">"#
     )?;
     let plot_width = WIDTH - LABELS - RIGHT;
     writeln!(
@@ -339,6 +343,7 @@ fn lane_svg(
                 let (class, fill) = match verdict {
                     Verdict::ReadAsZero => ("retry read-as-zero", PREMATURE),
                     Verdict::NoBackoff => ("retry no-backoff", NO_BACKOFF),
+                    Verdict::Sibling => ("retry sibling", NO_BACKOFF),
                     _ => ("retry premature", PREMATURE),
                 };
                 (

@@ -21,11 +21,15 @@ pub(crate) use charts::PLOT_END;
 pub(crate) use charts::{BUCKET_COUNT, bucket};
 
 use super::Report;
-use super::document::{Block, Document, Part, Section, Span, Style, Table, Text};
+use super::document::{Block, Document, Part, Row, Section, Span, Style, Table, Text};
 use super::text::xml;
 
 /// The most rows a table shows.
 const MAX_ROWS: usize = 200;
+
+/// The rows of violations (and of warnings) shown open, the worst first; the rest, up to
+/// [`MAX_ROWS`], are one click away in a `<details>` that needs no script.
+const SHOWN_RETRIES: usize = 10;
 
 pub(super) fn render(report: &Report) -> String {
     let mut out = String::with_capacity(32 * 1024);
@@ -101,10 +105,12 @@ table { border-collapse: collapse; width: 100%; font-size: .9rem; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid #eaecef; vertical-align: top; }
 th { background: #f6f8fa; }
 td.num, th.num { text-align: right; white-space: nowrap; }
-td.url { word-break: break-all; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; }
+td.url { word-break: normal; overflow-wrap: normal; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
+details.more { margin-top: 6px; }
+details.more > summary { cursor: pointer; color: #0b57d0; padding: 4px 0; }
+dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 4px 16px; }
 dt { color: #57606a; }
-dd { margin: 0; word-break: break-all; }
+dd { margin: 0; word-break: normal; overflow-wrap: break-word; }
 .notice { border-left: 4px solid #f0c987; background: #fff8ec; padding: 8px 12px; }
 pre { background: #f6f8fa; padding: 8px 12px; overflow-x: auto; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
@@ -168,7 +174,13 @@ fn write_section(out: &mut String, section: &Section) -> fmt::Result {
                 }
                 writeln!(out, "</dl>")?;
             }
-            Block::Table(table) => write_table(out, table)?,
+            Block::Table(table) => {
+                let shown = match section.part {
+                    Part::Violations | Part::Warnings => SHOWN_RETRIES,
+                    _ => MAX_ROWS,
+                };
+                write_table(out, table, shown)?;
+            }
             Block::Command(command) => {
                 writeln!(out, "<pre><code>{}</code></pre>", xml(command))?;
             }
@@ -177,7 +189,34 @@ fn write_section(out: &mut String, section: &Section) -> fmt::Result {
     writeln!(out, "</section>")
 }
 
-fn write_table(out: &mut String, table: &Table) -> fmt::Result {
+/// A table: its first `shown` rows, then the rest up to [`MAX_ROWS`] folded in a
+/// `<details class="more">` whose summary says how many, then how many are left out.
+fn write_table(out: &mut String, table: &Table, shown: usize) -> fmt::Result {
+    let rows = &table.rows[..table.rows.len().min(MAX_ROWS)];
+    let (open, folded) = rows.split_at(rows.len().min(shown));
+    write_rows(out, table, open)?;
+    if !folded.is_empty() {
+        writeln!(
+            out,
+            r#"<details class="more"><summary>And {} more</summary>"#,
+            folded.len()
+        )?;
+        write_rows(out, table, folded)?;
+        writeln!(out, "</details>")?;
+    }
+    if table.rows.len() > MAX_ROWS {
+        writeln!(
+            out,
+            r#"<p class="note">And {} more{}.</p>"#,
+            table.rows.len() - MAX_ROWS,
+            xml(table.rest)
+        )?;
+    }
+    Ok(())
+}
+
+/// `rows` of `table`, under its header.
+fn write_rows(out: &mut String, table: &Table, rows: &[Row]) -> fmt::Result {
     let class = |style: Style| match style {
         Style::Text => "",
         Style::Number => r#" class="num""#,
@@ -194,30 +233,43 @@ fn write_table(out: &mut String, table: &Table) -> fmt::Result {
         write!(out, "<th{th_class}>{}</th>", xml(column.title))?;
     }
     writeln!(out, "</tr></thead><tbody>")?;
-    for row in table.rows.iter().take(MAX_ROWS) {
+    for row in rows {
         match row.kind {
             Some(kind) => write!(out, r#"<tr data-kind="{kind}">"#)?,
             None => write!(out, "<tr>")?,
         }
         for (column, cell) in table.columns.iter().zip(&row.cells) {
             let text = match column.style {
-                Style::Request => xml(&cell.to_plain()).into_owned(),
+                Style::Request => breakable(&cell.to_plain()),
                 _ => inline(cell),
             };
             write!(out, "<td{}>{text}</td>", class(column.style))?;
         }
         writeln!(out, "</tr>")?;
     }
-    writeln!(out, "</tbody></table>")?;
-    if table.rows.len() > MAX_ROWS {
-        writeln!(
-            out,
-            r#"<p class="note">And {} more{}.</p>"#,
-            table.rows.len() - MAX_ROWS,
-            xml(table.rest)
-        )?;
+    writeln!(out, "</tbody></table>")
+}
+
+/// A request or URL as HTML that may wrap after a `/` (but not inside `://`), `?` or `&` (a
+/// `<wbr>` there), and nowhere inside a host or a path segment.
+fn breakable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 32);
+    let mut chars = s.chars().peekable();
+    let mut previous = None;
+    while let Some(c) = chars.next() {
+        let mut buf = [0; 4];
+        out.push_str(&xml(c.encode_utf8(&mut buf)));
+        let after = match c {
+            '/' => previous != Some('/') && chars.peek() != Some(&'/'),
+            '?' | '&' => true,
+            _ => false,
+        };
+        if after {
+            out.push_str("<wbr>");
+        }
+        previous = Some(c);
     }
-    Ok(())
+    out
 }
 
 /// Text as HTML: code in `<code>`, strong in `<strong>`.

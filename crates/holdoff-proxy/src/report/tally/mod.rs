@@ -88,6 +88,8 @@ pub(crate) struct Tally {
     agents: Vec<String>,
     violations: Kept,
     no_backoff: Kept,
+    /// Requests inside the wait another process was told: warnings, whatever fails the run.
+    siblings: Kept,
     links: Links,
     lateness: Sample,
     resumes: Vec<Resume>,
@@ -113,6 +115,7 @@ impl Default for Tally {
             agents: Vec::new(),
             violations: Kept::default(),
             no_backoff: Kept::default(),
+            siblings: Kept::default(),
             links: Links::default(),
             lateness: Sample::default(),
             resumes: Vec::new(),
@@ -195,6 +198,7 @@ impl Tally {
                 retried_at,
                 early_by_ms,
                 late_by_ms,
+                throttled_client,
                 ..
             } => {
                 // A hand-made log may leave the duration out: the times say it.
@@ -217,6 +221,7 @@ impl Tally {
                     retried_at: *retried_at,
                     by_ms: by_ms.map(|ms| ms.max(0.0)),
                     window: None,
+                    throttled_client: throttled_client.clone(),
                 });
             }
             Event::Finish {
@@ -283,7 +288,12 @@ impl Tally {
     fn retry(&mut self, mut row: RetryRow) {
         self.report.seen(row.retried_at);
         self.held += 1;
-        let links = self.links.of(&row.client, &row.method, &row.url);
+        // A sibling came inside another process's window: that one's, on its lane.
+        let owner = match (row.verdict, &row.throttled_client) {
+            (Verdict::Sibling, Some(told)) => told.clone(),
+            _ => row.client.clone(),
+        };
+        let links = self.links.of(&owner, &row.method, &row.url);
         if matches!(row.verdict, Verdict::Compliant | Verdict::NoBackoff) {
             // Let through: a throttle that follows may answer it.
             links.open_retry = Some(row.retried_at);
@@ -306,7 +316,7 @@ impl Tally {
             None => {
                 // Its throttle was not recorded, or a sliding penalty restarted the window.
                 let window = WindowRow {
-                    client: row.client.clone(),
+                    client: owner.clone(),
                     user_agent: row.user_agent.clone(),
                     method: row.method.clone(),
                     url: row.url.clone(),
@@ -369,6 +379,8 @@ impl Tally {
                             e.read_as_zero += 1;
                         }
                     }
+                    // Another process's window: not this client's endpoint to count.
+                    Verdict::Sibling => retries.sibling += 1,
                     _ => {
                         retries.no_backoff += 1;
                         if let Some(e) = e {
@@ -392,6 +404,7 @@ impl Tally {
                 };
                 match row.verdict {
                     Verdict::NoBackoff => self.no_backoff.add(violation),
+                    Verdict::Sibling => self.siblings.add(violation),
                     _ => self.violations.add(violation),
                 }
             }
@@ -457,6 +470,7 @@ impl Tally {
         if fail_on_no_backoff {
             violations.merge(std::mem::take(&mut warnings));
         }
+        warnings.merge(self.siblings);
         violations.trim();
         warnings.trim();
         report.omitted.violations = violations.left_out;

@@ -18,11 +18,11 @@ use read::{CENTURY, Read, asks_to_wait, followed, has_hint_header};
 use verdicts::{Kept, Verdicts, check_of, user_agent};
 
 use crate::judge::{
-    Check, HintKind, Judge, JudgeEvent, Record, ThrottleEvent, WindowKey, WindowKind,
+    Check, HintKind, Judge, JudgeEvent, Record, SiblingCheck, ThrottleEvent, WindowKey, WindowKind,
 };
 use crate::proxy::reply::OwnAnswer;
 use crate::shared::{OnFailure, SharedStore};
-use crate::{Action, Body, Finish, Notes, RequestMeta, Stage};
+use crate::{Action, Body, ClientId, Finish, Notes, RequestMeta, Stage};
 
 /// In header mode, the value of the header a request is keyed by: left for its response,
 /// whose window opens under the same key.
@@ -116,6 +116,20 @@ impl JudgeStage {
         &self.judge
     }
 
+    /// The wait another process was told on this request's method and URL, if the request
+    /// comes from a process inside it: see [`Verdict::Sibling`](crate::judge::Verdict::Sibling).
+    fn sibling(&self, meta: &RequestMeta) -> Option<SiblingCheck> {
+        let ClientId::Process { pid, .. } = meta.client else {
+            return None;
+        };
+        let siblings = self.judge.siblings();
+        if !siblings.any() {
+            return None;
+        }
+        let key = self.judge.sibling_key(meta)?;
+        siblings.check(key, pid, meta.received.instant)
+    }
+
     /// The request's window key in this proxy's judge and, with a shared store, in the store.
     fn keys(&self, meta: &RequestMeta, header: Option<&str>) -> (WindowKey, Option<WindowKey>) {
         self.judge.keys_for(meta, header, self.shared.is_some())
@@ -176,6 +190,12 @@ impl JudgeStage {
         let (local, shared) = self.keys(meta, header);
         self.judge
             .open_as(local, receipt.instant, read.permitted_at, read.kind);
+        if let (ClientId::Process { pid, .. }, WindowKind::Hinted) = (&meta.client, read.kind)
+            && let Some(key) = self.judge.sibling_key(meta)
+        {
+            let client = || Arc::from(meta.client.to_string());
+            (self.judge.siblings()).open(key, *pid, client, receipt.instant, read.permitted_at);
+        }
         if let Some(recorder) = self.verdicts.recording() {
             let value = read.source.and_then(|source| {
                 let value = response.headers().get(source.header_name())?;
@@ -218,6 +238,11 @@ impl Stage for JudgeStage {
         }
         let (Some(store), Some(shared)) = (&self.shared, shared) else {
             let check = self.judge.check(local, meta.received.instant);
+            if check == Check::Open
+                && let Some(found) = self.sibling(meta)
+            {
+                self.verdicts.sibling(found, &request, meta);
+            }
             return self.verdicts.act(check, request, meta);
         };
         let (store, judge, verdicts, meta) = (

@@ -47,6 +47,12 @@ pub(super) fn asks_to_wait(source: holdoff::HintSource) -> bool {
     )
 }
 
+/// The longest wait a window holds as a time: the judge keeps times as nanoseconds since it
+/// started (about 584 years in a `u64`). A longer hint opens a window that never closes, and
+/// the reports say so, rather than naming a permitted time hundreds of years short of the
+/// server's.
+pub(super) const LONGEST_WAIT: Duration = Duration::from_secs(500 * 365 * 24 * 3600);
+
 /// How long a shared store keeps a window that never closes.
 pub(super) const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
@@ -69,7 +75,12 @@ impl Read {
                 source,
                 reading,
             } => {
-                let permitted_at = receipt.instant.checked_add(after);
+                let permitted_at = match after {
+                    // Held as it is, the wait would be cut to what the judge's offsets hold,
+                    // and the reports would name a permitted time the server never sent.
+                    after if after > LONGEST_WAIT => None,
+                    after => receipt.instant.checked_add(after),
+                };
                 Read {
                     kind: WindowKind::Hinted,
                     hint: if permitted_at.is_some() {
@@ -82,7 +93,8 @@ impl Read {
                     reading: if permitted_at.is_some() {
                         reading.describe()
                     } else {
-                        "longer than the monotonic clock can hold: a window that never closes"
+                        "longer than 500 years, more than the judge's clock holds: a window \
+                         that never closes"
                     },
                 }
             }

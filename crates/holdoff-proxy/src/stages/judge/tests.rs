@@ -9,6 +9,30 @@ use crate::judge::Verdict;
 use crate::lines::LINES_PER_SECOND;
 use crate::proxy::reply::is_graph_host;
 
+/// A judge stage keying by `mode`, on `clock`.
+fn stage_on(mode: crate::judge::KeyMode, clock: &holdoff::clock::ManualClock) -> JudgeStage {
+    JudgeStage::new(
+        Arc::new(Judge::new(mode, clock.now())),
+        Arc::new(clock.clone()),
+    )
+}
+
+/// Request `id` of `client` for `url`, watched, arriving at `clock`'s time.
+fn watched(id: u64, client: &str, url: &str, clock: &holdoff::clock::ManualClock) -> RequestMeta {
+    RequestMeta {
+        watched: Some("*".into()),
+        ..RequestMeta::for_test(
+            id,
+            client,
+            url,
+            Receipt {
+                instant: clock.now(),
+                wall: clock.wall_now(),
+            },
+        )
+    }
+}
+
 mod has_hint_header {
     use super::*;
 
@@ -77,22 +101,8 @@ mod graph_hosts {
     /// A throttle of `url` then an immediate retry, through the stage alone.
     async fn premature_retry(url: &str) -> Response<Body> {
         let clock = holdoff::clock::ManualClock::new(UNIX_EPOCH + Duration::from_secs(1));
-        let stage = JudgeStage::new(
-            Arc::new(Judge::new(crate::judge::KeyMode::default(), clock.now())),
-            Arc::new(clock.clone()),
-        );
-        let meta = |id| RequestMeta {
-            watched: Some("*".into()),
-            ..RequestMeta::for_test(
-                id,
-                "alice",
-                url,
-                Receipt {
-                    instant: clock.now(),
-                    wall: clock.wall_now(),
-                },
-            )
-        };
+        let stage = stage_on(crate::judge::KeyMode::default(), &clock);
+        let meta = |id| watched(id, "alice", url, &clock);
         let request = || Request::get(url).body(Body::empty()).unwrap();
         let first = meta(1);
         let Action::Continue(_) = stage.on_request(request(), &first) else {
@@ -204,9 +214,12 @@ mod verdict_log {
                             "http://api.example/items",
                             Receipt { instant, wall: at },
                         ),
-                        instant,
-                        Some(instant),
-                        Some(Duration::from_millis(900)),
+                        Seen {
+                            throttled_at: instant,
+                            permitted_at: Some(instant),
+                            by: Some(Duration::from_millis(900)),
+                            holder: None,
+                        },
                     );
                 }
             }
@@ -248,5 +261,122 @@ mod verdict_log {
         let lines = log_of(&verdicts, &[3, 0, 5, 1]);
         assert_eq!(lines.len(), 9, "{lines:#?}");
         assert!(lines.iter().all(|line| line.contains("premature retry")));
+    }
+}
+
+mod siblings {
+    use super::*;
+    use crate::judge::KeyMode;
+    use holdoff::clock::ManualClock;
+
+    /// Process `pid`'s request for `url` at the clock's time.
+    fn from(pid: u32, url: &str, clock: &ManualClock) -> RequestMeta {
+        RequestMeta {
+            client: ClientId::Process {
+                pid,
+                name: "curl".into(),
+            },
+            ..watched(u64::from(pid), "unused", url, clock)
+        }
+    }
+
+    /// A stage keying by `mode`, on which process 100 was told to wait 2 s for `url`.
+    fn throttled(mode: KeyMode, url: &str, clock: &ManualClock) -> JudgeStage {
+        let stage = stage_on(mode, clock);
+        let first = from(100, url, clock);
+        let request = Request::get(url).body(Body::empty()).unwrap();
+        let Action::Continue(_) = stage.on_request(request, &first) else {
+            panic!("the first request goes on");
+        };
+        let mut throttle = Response::new(Body::empty());
+        *throttle.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        throttle.headers_mut().insert(header::RETRY_AFTER, 2.into());
+        stage.on_response(&mut throttle, &first);
+        stage
+    }
+
+    fn ask(stage: &JudgeStage, meta: &RequestMeta) -> bool {
+        let request = Request::get(meta.target.to_string())
+            .body(Body::empty())
+            .unwrap();
+        matches!(stage.on_request(request, meta), Action::Continue(_))
+    }
+
+    #[test]
+    fn another_process_inside_the_wait_is_reported_and_let_through() {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1));
+        let url = "http://api.test/jobs";
+        let stage = throttled(KeyMode::default(), url, &clock);
+        clock.advance(Duration::from_millis(500));
+        assert!(ask(&stage, &from(101, url, &clock)), "let through");
+        // Another URL, then the same after the wait: nothing to report.
+        assert!(ask(&stage, &from(102, "http://api.test/other", &clock)));
+        clock.advance(Duration::from_millis(1500));
+        assert!(ask(&stage, &from(103, url, &clock)));
+        let events = stage.events();
+        assert_eq!(events.len(), 1, "{events:?}");
+        let event = &events[0];
+        assert_eq!(event.verdict, Verdict::Sibling);
+        assert_eq!(event.client, "process:curl[101]");
+        assert_eq!(event.throttled_client.as_deref(), Some("process:curl[100]"));
+        assert_eq!(event.by, Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn the_process_told_is_judged_by_its_own_window_and_other_keys_judge_all_as_one() {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1));
+        let url = "http://api.test/jobs";
+        let stage = throttled(KeyMode::default(), url, &clock);
+        clock.advance(Duration::from_millis(500));
+        assert!(!ask(&stage, &from(100, url, &clock)), "answered: premature");
+        assert_eq!(stage.events()[0].verdict, Verdict::Premature);
+        assert_eq!(stage.events().len(), 1);
+
+        let stage = throttled(KeyMode::MethodUrl, url, &clock);
+        clock.advance(Duration::from_millis(500));
+        assert!(
+            !ask(&stage, &from(101, url, &clock)),
+            "one client: premature"
+        );
+        let verdicts: Vec<Verdict> = stage.events().iter().map(|e| e.verdict).collect();
+        assert_eq!(verdicts, [Verdict::Premature]);
+    }
+}
+
+mod longest_wait {
+    use super::*;
+    use holdoff::clock::ManualClock;
+
+    /// The verdict's permitted time on a retry 1 s after a 429 with `retry_after`.
+    fn permitted_after(retry_after: &str) -> Option<std::time::SystemTime> {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_780_000_000));
+        let stage = stage_on(crate::judge::KeyMode::default(), &clock);
+        let url = "http://api.test/x";
+        let meta = |id| watched(id, "alice", url, &clock);
+        let first = meta(1);
+        let _ = stage.on_request(Request::get(url).body(Body::empty()).unwrap(), &first);
+        let mut throttle = Response::new(Body::empty());
+        *throttle.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        let headers = throttle.headers_mut();
+        headers.insert(header::RETRY_AFTER, retry_after.parse().unwrap());
+        stage.on_response(&mut throttle, &first);
+        clock.advance(Duration::from_secs(1));
+        let _ = stage.on_request(Request::get(url).body(Body::empty()).unwrap(), &meta(2));
+        let events = stage.events();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].verdict, Verdict::Premature);
+        events[0].permitted_at
+    }
+
+    #[test]
+    fn a_hint_longer_than_the_judge_holds_never_closes_and_is_not_cut_short() {
+        // 317 years: a time.
+        let year = 365 * 24 * 3600;
+        let at = permitted_after(&(317 * year).to_string()).expect("a permitted time");
+        let after = at.duration_since(UNIX_EPOCH).unwrap().as_secs() - 1_780_000_000;
+        assert_eq!(after, 317 * year);
+        // 3,170 years, in seconds or as an HTTP-date: never, not a time in 2611.
+        assert_eq!(permitted_after("99999999999"), None);
+        assert_eq!(permitted_after("Fri, 31 Dec 9999 23:59:59 GMT"), None);
     }
 }

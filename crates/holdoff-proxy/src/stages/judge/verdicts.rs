@@ -9,7 +9,7 @@ use http::{Request, Response, StatusCode, header};
 
 use super::KEPT_EVENTS;
 use super::read::wall_of;
-use crate::judge::{Check, JudgeEvent, Record, Verdict, WindowKind};
+use crate::judge::{Check, JudgeEvent, Record, SiblingCheck, Verdict, WindowKind};
 use crate::lines::{Budget, LINES_PER_SECOND};
 use crate::proxy::reply::{OwnAnswer, graph_error, is_graph_host};
 use crate::secs::ceil_secs;
@@ -36,11 +36,9 @@ impl Verdicts {
         verdict: Verdict,
         request: &Request<Body>,
         meta: &RequestMeta,
-        throttled_at: Instant,
-        permitted_at: Option<Instant>,
-        by: Option<Duration>,
+        window: Seen,
     ) {
-        self.log(verdict, meta, by);
+        self.log(verdict, meta, window.by);
         let recorder = self.recording();
         let keep = self.events.wants_more();
         if recorder.is_none() && !keep {
@@ -55,10 +53,11 @@ impl Verdicts {
             idempotency_key: request.headers().contains_key(IDEMPOTENCY_KEY),
             method: meta.method.to_string(),
             url: meta.target.to_string(),
-            throttled_at: wall(throttled_at),
-            permitted_at: permitted_at.map(wall),
+            throttled_at: wall(window.throttled_at),
+            permitted_at: window.permitted_at.map(wall),
             retried_at: arrival.wall,
-            by,
+            by: window.by,
+            throttled_client: window.holder.map(|holder| holder.to_string()),
         };
         match recorder {
             Some(recorder) if keep => {
@@ -68,6 +67,18 @@ impl Verdicts {
             Some(recorder) => recorder.retry(event),
             None => self.events.push(event),
         }
+    }
+
+    /// Records a request that came inside the wait another process was told
+    /// ([`Verdict::Sibling`]); the request goes on, as any other that no window holds.
+    pub(super) fn sibling(&self, found: SiblingCheck, request: &Request<Body>, meta: &RequestMeta) {
+        let window = Seen {
+            throttled_at: found.throttled_at,
+            permitted_at: found.permitted_at,
+            by: found.early_by,
+            holder: Some(found.client),
+        };
+        self.record(Verdict::Sibling, request, meta, window);
     }
 
     /// Logs the verdict, within its budget of lines ([`lines`](super::lines)).
@@ -101,6 +112,11 @@ impl Verdicts {
             Verdict::Compliant => tracing::info!(
                 %client, %method, %url, late_ms = ms, "compliant retry"
             ),
+            Verdict::Sibling => tracing::warn!(
+                %client, %method, %url, early_ms = ms,
+                "came inside the wait another process was told: not failed, each process is \
+                 judged apart (--judge-key method-url judges them as one)"
+            ),
         }
     }
 
@@ -118,9 +134,7 @@ impl Verdicts {
                     verdict,
                     &request,
                     meta,
-                    throttled_at,
-                    Some(permitted_at),
-                    Some(late_by),
+                    Seen::of(throttled_at, permitted_at, late_by),
                 );
                 return Action::Continue(request);
             }
@@ -135,9 +149,7 @@ impl Verdicts {
                     verdict,
                     &request,
                     meta,
-                    throttled_at,
-                    Some(permitted_at),
-                    Some(early_by),
+                    Seen::of(throttled_at, permitted_at, early_by),
                 );
                 return Action::Continue(request);
             }
@@ -152,9 +164,7 @@ impl Verdicts {
                     verdict,
                     &request,
                     meta,
-                    throttled_at,
-                    Some(permitted_at),
-                    Some(early_by),
+                    Seen::of(throttled_at, permitted_at, early_by),
                 );
                 (
                     Some(permitted_at),
@@ -163,7 +173,13 @@ impl Verdicts {
                 )
             }
             Check::Unbounded { throttled_at } => {
-                self.record(Verdict::Premature, &request, meta, throttled_at, None, None);
+                let window = Seen {
+                    throttled_at,
+                    permitted_at: None,
+                    by: None,
+                    holder: None,
+                };
+                self.record(Verdict::Premature, &request, meta, window);
                 (
                     None,
                     "premature retry: the server asked for a wait longer than any clock can \
@@ -180,9 +196,7 @@ impl Verdicts {
                     verdict,
                     &request,
                     meta,
-                    throttled_at,
-                    Some(permitted_at),
-                    Some(early_by),
+                    Seen::of(throttled_at, permitted_at, early_by),
                 );
                 (
                     Some(permitted_at),
@@ -206,9 +220,31 @@ impl Verdicts {
     }
 }
 
+/// The window a verdict was made against: when it opened, when a retry was permitted
+/// (`None`: never), how early or late the request came, and, for [`Verdict::Sibling`], the
+/// process that was told to wait.
+pub(super) struct Seen {
+    pub(super) throttled_at: Instant,
+    pub(super) permitted_at: Option<Instant>,
+    pub(super) by: Option<Duration>,
+    pub(super) holder: Option<Arc<str>>,
+}
+
+impl Seen {
+    /// A window of one client's own, permitted at `permitted_at`, met `by` early or late.
+    fn of(throttled_at: Instant, permitted_at: Instant, by: Duration) -> Seen {
+        Seen {
+            throttled_at,
+            permitted_at: Some(permitted_at),
+            by: Some(by),
+            holder: None,
+        }
+    }
+}
+
 /// A budget of log lines per verdict.
 #[derive(Debug, Default)]
-pub(super) struct Budgets([Budget; 4]);
+pub(super) struct Budgets([Budget; 5]);
 
 impl Budgets {
     pub(super) fn of(&self, verdict: Verdict) -> &Budget {
@@ -217,6 +253,7 @@ impl Budgets {
             Verdict::ReadAsZero => 1,
             Verdict::NoBackoff => 2,
             Verdict::Compliant => 3,
+            Verdict::Sibling => 4,
         };
         &self.0[index]
     }
@@ -233,10 +270,11 @@ pub(super) fn log_left_out(verdict: Verdict, left_out: u64) {
             "retries sooner than the minimum backoff after a throttle without a hint"
         }
         Verdict::Compliant => "compliant retries",
+        Verdict::Sibling => "requests inside the wait another process was told",
     };
     let limit = LINES_PER_SECOND;
     match verdict {
-        Verdict::Premature | Verdict::ReadAsZero => tracing::warn!(
+        Verdict::Premature | Verdict::ReadAsZero | Verdict::Sibling => tracing::warn!(
             left_out,
             "{left_out} more {what} were not logged one by one (the log takes {limit} a second \
              of each verdict); the reports and the event log count every one"
