@@ -35,6 +35,7 @@
 //!         retried_at: at(100),
 //!         early_by_ms: Some(1900.0),
 //!         late_by_ms: None,
+//!         throttled_client: None,
 //!     },
 //! ];
 //! let report = Report::from_events(&events);
