@@ -9,6 +9,7 @@ use rand::Rng;
 use crate::fault::{FaultOutcome, NetworkFault};
 use crate::{Action, Body, Notes, RequestMeta};
 
+use super::batch::Batch;
 use super::{Armed, Flow, Inner, Kind, Left, Read, Step};
 
 impl Inner {
@@ -59,7 +60,8 @@ impl Inner {
             if !self.rng.with(|rng| rule.rate.fails(rng.random())) {
                 return Flow::Next(request);
             }
-            if let Some(answer) = super::batch::fail(armed, url, sent, rule, &self.rng, wall) {
+            if let Some(batch) = Batch::parse(url, sent) {
+                let answer = batch.fail(armed, rule, &self.rng, wall);
                 self.record(Kind::Error, meta, Some(http::StatusCode::OK), None);
                 let response = http::Response::builder()
                     .header(http::header::CONTENT_TYPE, "application/json")

@@ -8,6 +8,7 @@ use crate::fault::FaultOutcome;
 use crate::proxy::reply::Refusal;
 use crate::{Body, RequestMeta};
 
+use super::batch::Batch;
 use super::{Armed, Flow, Inner, Kind, Read};
 
 impl Inner {
@@ -25,9 +26,9 @@ impl Inner {
         if plan.batch_mocks
             && super::batch::is_batch(&meta.method, url)
             && let Some(sent) = read.body()
-            && let Some(batch) =
-                super::batch::answer(armed, url, sent, &self.rng, self.clock.wall_now())
+            && let Some(batch) = Batch::parse(url, sent)
         {
+            let batch = batch.answer(armed, &self.rng, self.clock.wall_now());
             self.record(Kind::Mocked, meta, Some(StatusCode::OK), None);
             let response = http::Response::builder()
                 .header(http::header::CONTENT_TYPE, "application/json")
