@@ -6,32 +6,19 @@
 mod support;
 
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use holdoff_testkit::redis::RedisServer;
 use holdoff_testkit::tls::TestCa;
 use holdoff_testkit::{Reply, TestServer};
-use support::{Proxy, TempDir, curl, runtime};
+use support::{Proxy, TempDir, curl_as, runtime, within};
 
 /// Watches every plain-HTTP URL on loopback, whatever its port.
 const WATCH: &str = "http://127.0.0.1:*/*";
-
-/// Whether `attempt` succeeds within 10 s, tried every 50 ms. After Redis comes back, a
-/// replica returns to it when its circuit breaker's next background probe gets an answer,
-/// at most 5 s after the one before: a fixed number of quick tries can all come too early.
-// A real Redis and a real proxy recover in real time.
-#[allow(clippy::disallowed_methods)]
-fn recovers(mut attempt: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        if attempt() {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        holdoff::clock::SystemClock.block_for(std::time::Duration::from_millis(50));
-    }
-}
+/// How long a replica may take to use the shared state again: after Redis comes back, a
+/// replica returns to it when its circuit breaker's next background probe gets an answer, at
+/// most 5 s after the one before.
+const RECOVERY: Duration = Duration::from_secs(10);
 
 /// A config sharing state in `redis`, with `rest` (more top-level keys, with a trailing comma).
 fn shared_config(redis: &RedisServer, state: &str, rest: &str) -> String {
@@ -52,15 +39,6 @@ fn replicas(config: &str) -> (Proxy, Proxy) {
     )
 }
 
-/// `curl` as client `who` (the identity the judge keys by), returning the status code.
-fn get_as(proxy: &Proxy, who: &str, url: &str) -> String {
-    curl(
-        proxy.addr,
-        &["-H", &format!("X-Holdoff-Client: {who}")],
-        url,
-    )
-}
-
 #[test]
 fn a_retry_through_the_other_replica_is_still_premature() {
     let rt = runtime();
@@ -74,17 +52,17 @@ fn a_retry_through_the_other_replica_is_still_premature() {
 
     let url = upstream.url("/api");
     assert_eq!(
-        get_as(&a, "worker-1", &url),
+        curl_as(&a, "worker-1", &url),
         "429",
         "the upstream's own 429"
     );
     assert_eq!(
-        get_as(&b, "worker-1", &url),
+        curl_as(&b, "worker-1", &url),
         "429",
         "replica B knows the window A opened"
     );
     assert_eq!(
-        get_as(&b, "worker-2", &url),
+        curl_as(&b, "worker-2", &url),
         "200",
         "another client has no window"
     );
@@ -115,9 +93,9 @@ fn a_compliant_retry_through_the_other_replica_closes_the_window_for_both() {
     let (a, b) = replicas(&config);
 
     let url = upstream.url("/api");
-    assert_eq!(get_as(&a, "worker-1", &url), "429");
-    assert_eq!(get_as(&b, "worker-1", &url), "200");
-    assert_eq!(get_as(&a, "worker-1", &url), "200", "no window is left");
+    assert_eq!(curl_as(&a, "worker-1", &url), "429");
+    assert_eq!(curl_as(&b, "worker-1", &url), "200");
+    assert_eq!(curl_as(&a, "worker-1", &url), "200", "no window is left");
     assert_eq!(
         redis_keys(&redis),
         "",
@@ -240,11 +218,11 @@ fn failing_open_keeps_judging_with_the_replicas_own_state_and_recovers() {
 
     redis.stop();
     for _ in 0..3 {
-        assert_eq!(get_as(&a, "worker-1", &api), "200", "traffic flows");
+        assert_eq!(curl_as(&a, "worker-1", &api), "200", "traffic flows");
     }
     // Throttled and retried early through the same replica: its own state catches it.
-    assert_eq!(get_as(&a, "worker-1", &limited), "429");
-    assert_eq!(get_as(&a, "worker-1", &limited), "429", "premature");
+    assert_eq!(curl_as(&a, "worker-1", &limited), "429");
+    assert_eq!(curl_as(&a, "worker-1", &limited), "429", "premature");
     assert_eq!(upstream.requests_to("/limited").len(), 1);
 
     redis.restart();
@@ -252,12 +230,12 @@ fn failing_open_keeps_judging_with_the_replicas_own_state_and_recovers() {
     // open); it reconnects by itself. Throttle a fresh client through B and retry at once
     // through A until A judges it from the shared window again.
     let mut attempt = 0;
-    let judged_across = recovers(|| {
+    let judged_across = within(RECOVERY, || {
         attempt += 1;
         let who = format!("after-restart-{attempt}");
         upstream.script("/limited", [Reply::too_many_requests("30")]);
-        assert_eq!(get_as(&b, &who, &limited), "429", "the upstream's 429");
-        get_as(&a, &who, &limited) == "429"
+        assert_eq!(curl_as(&b, &who, &limited), "429", "the upstream's 429");
+        curl_as(&a, &who, &limited) == "429"
     });
     assert!(
         judged_across,
@@ -292,7 +270,7 @@ fn failing_closed_answers_503_until_redis_is_back() {
     );
     let a = Proxy::start(&["-c", &config, "-u", WATCH]);
     let api = upstream.url("/api");
-    assert_eq!(get_as(&a, "worker-1", &api), "200");
+    assert_eq!(curl_as(&a, "worker-1", &api), "200");
 
     redis.stop();
     let body = TempDir::new("closed-body");
@@ -312,7 +290,7 @@ fn failing_closed_answers_503_until_redis_is_back() {
     );
 
     redis.restart();
-    let back = recovers(|| get_as(&a, "worker-1", &api) == "200");
+    let back = within(RECOVERY, || curl_as(&a, "worker-1", &api) == "200");
     assert!(back, "recovers by itself once Redis is back");
 
     let a = a.stop();
@@ -343,8 +321,8 @@ fn replicas_share_state_over_tls_verified_against_the_configured_ca() {
     let (a, b) = replicas(&config);
 
     let url = upstream.url("/api");
-    assert_eq!(get_as(&a, "worker-1", &url), "429");
-    assert_eq!(get_as(&b, "worker-1", &url), "429", "judged through TLS");
+    assert_eq!(curl_as(&a, "worker-1", &url), "429");
+    assert_eq!(curl_as(&b, "worker-1", &url), "429", "judged through TLS");
     assert_eq!(upstream.requests_to("/api").len(), 1);
     let b = b.stop();
     assert!(b.contains("holdoff judge: 1 premature"), "{b}");
@@ -354,7 +332,7 @@ fn replicas_share_state_over_tls_verified_against_the_configured_ca() {
     // open, never connecting unverified.
     let untrusting = dir.write("untrusting.json", &shared_config(&redis, "", ""));
     let c = Proxy::start(&["-c", &untrusting, "-u", WATCH]);
-    assert_eq!(get_as(&c, "worker-9", &url), "200");
+    assert_eq!(curl_as(&c, "worker-9", &url), "200");
     let c = c.stop();
     assert!(c.contains("shared state failed; failing open"), "{c}");
     drop(a);

@@ -5,40 +5,19 @@
 
 mod support;
 
+use std::time::Duration;
+
 use holdoff_testkit::redis_cluster::RedisCluster;
 use holdoff_testkit::{Reply, TestServer};
-use support::{Proxy, TempDir, curl, runtime};
+use support::{Proxy, TempDir, curl_as, runtime, within};
 
 /// Watches every plain-HTTP URL on loopback, whatever its port.
 const WATCH: &str = "http://127.0.0.1:*/*";
+/// How long a replica may take to use the shared state again: a failover takes about 2 s
+/// here, and each replica's circuit breaker probes the cluster at intervals doubling to 5 s.
+const RECOVERY: Duration = Duration::from_secs(30);
 /// Clients throttled before the kill: their windows spread over every primary.
 const CLIENTS: usize = 12;
-
-/// `curl` as client `who` (the identity the judge keys by), returning the status code.
-fn get_as(proxy: &Proxy, who: &str, url: &str) -> String {
-    curl(
-        proxy.addr,
-        &["-H", &format!("X-Holdoff-Client: {who}")],
-        url,
-    )
-}
-
-/// Whether `attempt` succeeds within 30 s, tried every 50 ms: a failover takes about 2 s
-/// here, and each replica's circuit breaker probes the cluster at intervals doubling to 5 s.
-// A real cluster and real proxies recover in real time.
-#[allow(clippy::disallowed_methods)]
-fn recovers(mut attempt: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        if attempt() {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        holdoff::clock::SystemClock.block_for(std::time::Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn two_replicas_judge_as_one_on_a_cluster_and_outlive_a_primary_killed_mid_run() {
@@ -68,9 +47,9 @@ fn two_replicas_judge_as_one_on_a_cluster_and_outlive_a_primary_killed_mid_run()
     // Throttled through A, retried at once through B: B knows A's windows.
     let clients: Vec<String> = (0..CLIENTS).map(|i| format!("worker-{i}")).collect();
     for who in &clients {
-        assert_eq!(get_as(&a, who, &limited), "429", "the upstream's 429");
+        assert_eq!(curl_as(&a, who, &limited), "429", "the upstream's 429");
         assert_eq!(
-            get_as(&b, who, &limited),
+            curl_as(&b, who, &limited),
             "429",
             "{who}: premature through B"
         );
@@ -83,27 +62,30 @@ fn two_replicas_judge_as_one_on_a_cluster_and_outlive_a_primary_killed_mid_run()
     // Meanwhile traffic flows through both, and A — failing open on its own state, or
     // judging with the cluster — answers every early retry as premature, never compliant.
     let mut rounds = 0;
-    let back = recovers(|| {
+    let back = within(RECOVERY, || {
         rounds += 1;
-        assert_eq!(get_as(&a, &format!("new-{rounds}"), &api), "200");
-        assert_eq!(get_as(&b, &format!("new-{rounds}"), &api), "200");
+        assert_eq!(curl_as(&a, &format!("new-{rounds}"), &api), "200");
+        assert_eq!(curl_as(&b, &format!("new-{rounds}"), &api), "200");
         for who in &clients {
             assert_eq!(
-                get_as(&a, who, &limited),
+                curl_as(&a, who, &limited),
                 "429",
                 "{who}: premature through A"
             );
         }
         // B is back when it judges A's windows from the cluster again (failing open, it
         // knows none of them: the first retry goes through, unjudged).
-        if !clients.iter().all(|who| get_as(&b, who, &limited) == "429") {
+        if !clients
+            .iter()
+            .all(|who| curl_as(&b, who, &limited) == "429")
+        {
             return false;
         }
         // A is back when it judges a window B has just opened.
         let fresh = format!("fresh-{rounds}");
         upstream.script("/limited", [Reply::too_many_requests("3600")]);
-        assert_eq!(get_as(&b, &fresh, &limited), "429", "the upstream's 429");
-        get_as(&a, &fresh, &limited) == "429"
+        assert_eq!(curl_as(&b, &fresh, &limited), "429", "the upstream's 429");
+        curl_as(&a, &fresh, &limited) == "429"
     });
     assert!(
         back,

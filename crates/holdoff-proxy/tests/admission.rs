@@ -25,6 +25,8 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// Long enough for anything that should happen at once, on a loaded machine.
 const PROMPTLY: Duration = Duration::from_secs(10);
+/// The idle timeout of the tests of it.
+const IDLE: Duration = Duration::from_millis(300);
 
 use support::InProcess as Proxy;
 use support::{EndlessUpstream, small_window_client};
@@ -74,6 +76,35 @@ async fn closed(stream: &mut TcpStream) -> bool {
         Ok(Ok(0) | Err(_)) => true,
         Ok(Ok(_)) | Err(_) => false,
     }
+}
+
+/// A new connection asking for `path` is closed unanswered, and nothing reaches `server`.
+async fn assert_refused(proxy: &Proxy, server: &TestServer, path: &str) {
+    let mut stream = TcpStream::connect(proxy.addr).await.unwrap();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+        server.url(path),
+        server.addr()
+    );
+    // The write may already find it closed.
+    let _ = stream.write_all(request.as_bytes()).await;
+    assert!(
+        closed(&mut stream).await,
+        "{path}: the connection was served"
+    );
+    assert!(
+        server.requests_to(path).is_empty(),
+        "{path} reached the server"
+    );
+}
+
+/// A server, and a proxy in front of it that closes a connection silent for 300 ms.
+async fn with_idle_timeout() -> (TestServer, Proxy) {
+    let server = TestServer::start().await;
+    let mut config = config();
+    config.idle_timeout = IDLE;
+    let proxy = Proxy::start(config, Vec::new()).await;
+    (server, proxy)
 }
 
 #[tokio::test]
@@ -150,14 +181,7 @@ async fn by_process_one_at_its_limit_leaves_another_on_the_same_address_served()
     let _held = hold(&proxy, &server, 2).await;
 
     // This process's third is closed unanswered.
-    let mut third = TcpStream::connect(proxy.addr).await.unwrap();
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
-        server.url("/third"),
-        server.addr()
-    );
-    let _ = third.write_all(request.as_bytes()).await;
-    assert!(closed(&mut third).await, "a third connection was served");
+    assert_refused(&proxy, &server, "/third").await;
 
     // curl, another process on 127.0.0.1, is served.
     let (proxy_url, url) = (format!("http://{}", proxy.addr), server.url("/curl"));
@@ -180,7 +204,6 @@ async fn by_process_one_at_its_limit_leaves_another_on_the_same_address_served()
     .unwrap();
     assert_eq!(String::from_utf8_lossy(&curl.stdout), "200", "{curl:?}");
     assert_eq!(server.requests_to("/curl").len(), 1);
-    assert!(server.requests_to("/third").is_empty());
     proxy.stop().await;
 }
 
@@ -195,16 +218,7 @@ async fn a_peer_past_its_limit_is_refused_and_another_is_served() {
     let mut held = hold(&proxy, &server, 2).await;
 
     // A third is closed unanswered.
-    let mut third = TcpStream::connect(proxy.addr).await.unwrap();
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
-        server.url("/third"),
-        server.addr()
-    );
-    // The write may already find it closed.
-    let _ = third.write_all(request.as_bytes()).await;
-    assert!(closed(&mut third).await, "a third connection was served");
-    assert!(server.requests_to("/third").is_empty());
+    assert_refused(&proxy, &server, "/third").await;
 
     // Another peer is served meanwhile (on Linux all of 127.0.0.0/8 is loopback).
     if cfg!(target_os = "linux") {
@@ -251,10 +265,7 @@ async fn a_peer_past_its_limit_is_refused_and_another_is_served() {
 
 #[tokio::test(start_paused = true)]
 async fn a_silent_connection_is_closed_at_the_idle_timeout() {
-    let server = TestServer::start().await;
-    let mut config = config();
-    config.idle_timeout = Duration::from_millis(300);
-    let proxy = Proxy::start(config, Vec::new()).await;
+    let (server, proxy) = with_idle_timeout().await;
 
     let clock = TokioClock;
     let mut silent = TcpStream::connect(proxy.addr).await.unwrap();
@@ -262,16 +273,13 @@ async fn a_silent_connection_is_closed_at_the_idle_timeout() {
     assert_served(&proxy, &server).await;
     assert!(closed(&mut silent).await, "a silent connection stays open");
     // Under paused time the clock moves only to the next timer: exactly one idle timeout.
-    assert_eq!(clock.now() - connected, Duration::from_millis(300));
+    assert_eq!(clock.now() - connected, IDLE);
     proxy.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn connections_holding_part_of_the_http2_preface_are_closed_at_the_idle_timeout() {
-    let server = TestServer::start().await;
-    let mut config = config();
-    config.idle_timeout = Duration::from_millis(300);
-    let proxy = Proxy::start(config, Vec::new()).await;
+    let (server, proxy) = with_idle_timeout().await;
 
     let clock = TokioClock;
     let mut partial = Vec::new();
@@ -288,7 +296,7 @@ async fn connections_holding_part_of_the_http2_preface_are_closed_at_the_idle_ti
             "a partial preface keeps its connection"
         );
     }
-    assert_eq!(clock.now() - started, Duration::from_millis(300));
+    assert_eq!(clock.now() - started, IDLE);
     proxy.stop().await;
 }
 

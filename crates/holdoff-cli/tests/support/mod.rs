@@ -158,6 +158,33 @@ pub fn curl(proxy: SocketAddr, args: &[&str], url: &str) -> String {
     status
 }
 
+/// [`curl`] through `proxy` as client `who` (the `X-Holdoff-Client` identity the judge keys
+/// by), returning the status code.
+pub fn curl_as(proxy: &Proxy, who: &str, url: &str) -> String {
+    curl(
+        proxy.addr,
+        &["-H", &format!("X-Holdoff-Client: {who}")],
+        url,
+    )
+}
+
+/// Whether `attempt` succeeds within `limit`, tried every 50 ms: for what a real process
+/// (Redis, a cluster's failover, a proxy's circuit breaker probing it) does in real time,
+/// where a fixed number of quick tries can all come too early.
+#[allow(clippy::disallowed_methods)]
+pub fn within(limit: std::time::Duration, mut attempt: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if attempt() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        holdoff::clock::SystemClock.block_for(std::time::Duration::from_millis(50));
+    }
+}
+
 /// A multi-thread runtime with one worker, for the test upstream.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

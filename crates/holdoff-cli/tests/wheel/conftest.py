@@ -23,3 +23,15 @@ def honouring() -> requests.Session:
     session.mount("http://", HTTPAdapter(max_retries=retry))
     session.mount("https://", HTTPAdapter(max_retries=retry))
     return session
+
+
+@pytest.fixture
+def impatient():
+    """A client that retries a 429 at once, whatever Retry-After says: `impatient(url)` gets
+    `url`, checks that it was throttled, and asks again."""
+
+    def get_twice(url: str) -> None:
+        assert requests.get(url, timeout=30).status_code == 429
+        requests.get(url, timeout=30)
+
+    return get_twice
