@@ -255,7 +255,7 @@ fn the_test_that_retried_at_once_fails_with_the_judges_sentence_and_its_neighbou
     assert!(failure.contains("after a 429"), "{failure}");
     assert!(failure.contains("`Retry-After: 1`"), "{failure}");
     assert!(
-        failure.contains("client process:"),
+        failure.contains("; client pid "),
         "the client is the test's own process: {failure}"
     );
     // The session's summary: holdoff's headline.

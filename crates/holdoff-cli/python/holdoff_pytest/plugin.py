@@ -276,7 +276,7 @@ def _describe(verdicts: List[Dict[str, Any]]) -> str:
         line = f"  {v['method']} {v['url']}: {v['why']}"
         if v.get("judged_by"):
             line += f" (judged by {v['judged_by']})"
-        lines.append(f"{line}; client {v['client']}")
+        lines.append(f"{line}; client {v.get('client_name') or v['client']}")
     return "\n".join(lines)
 
 

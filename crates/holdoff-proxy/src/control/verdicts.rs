@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::answer::{Answer, json, text};
 use crate::judge::{JudgeEvent, Record, ThrottleEvent, Verdict};
-use crate::report::{Event, JudgedBy, Report, time};
+use crate::report::{Event, JudgedBy, Report, client_name, time};
 
 /// How many verdicts the feed keeps (the latest): a reader that fell further behind is told
 /// how many it missed.
@@ -149,6 +149,7 @@ impl VerdictFeed {
             kind: verdict.verdict.as_str(),
             fails,
             pid: pid_of(&verdict.client),
+            client_name: client_name(&verdict.client).into_owned(),
             client: verdict.client,
             method: verdict.method,
             url: verdict.url,
@@ -223,7 +224,10 @@ struct Listed {
     kind: &'static str,
     /// Whether it fails the run (else it is a warning).
     fails: bool,
+    /// The client as the judge keys it: `process:python3[4242]`, `header:worker-3`.
     client: String,
+    /// The client as the reports name it for a person: `pid 4242 (python3)`, `worker-3`.
+    client_name: String,
     /// The process that retried, when the client is one (`process:NAME[PID]`).
     pid: Option<u32>,
     method: String,
@@ -343,6 +347,7 @@ mod tests {
                 (1, "premature", true)
             );
             assert_eq!(verdict.pid, Some(4242));
+            assert_eq!(verdict.client_name, "pid 4242 (python3)");
             assert!(verdict.why.contains("a 429"), "{}", verdict.why);
             assert!(verdict.why.contains("retried"), "{}", verdict.why);
             assert_eq!(
@@ -380,6 +385,7 @@ mod tests {
             assert_eq!(listed.verdicts.len(), KEPT_VERDICTS);
             assert_eq!(listed.verdicts[0].seq, 4);
             assert_eq!(listed.verdicts[0].pid, None);
+            assert_eq!(listed.verdicts[0].client_name, "127.0.0.1");
             assert_eq!(feed.since(KEPT_VERDICTS as u64 + 3).verdicts.len(), 1);
         }
 

@@ -89,6 +89,7 @@ pub use run::Report;
 pub use tally::{LISTED_ENDPOINTS, LISTED_VIOLATIONS, Omitted, TIMELINE_ROWS};
 
 use parts::{JUDGED_BY, RetryRow, WindowRow};
+pub(crate) use text::client_name;
 
 /// `s` escaped for XML and HTML text and attribute values: `& < > " '` as entities, and the
 /// characters XML 1.0 forbids even as entities replaced by U+FFFD. For reports written beside
