@@ -10,7 +10,7 @@ use holdoff::gate::{GateStore, NotBefore};
 use holdoff_proxy::fault::{Algorithm, Limit};
 use holdoff_proxy::judge::{Judge, KeyMode, KeyParts, Penalty, WindowKey};
 use holdoff_proxy::shared::{CounterKey, SharedCheck, SharedState, StateError};
-use holdoff_redis::{ErrorKind, RedisGate, RedisState};
+use holdoff_redis::{ErrorKind, RedisGate, RedisState, RedisStateBuilder};
 use holdoff_testkit::redis_cluster::RedisCluster;
 
 const S: Duration = Duration::from_secs(1);
@@ -173,7 +173,7 @@ mod state {
     #[tokio::test]
     async fn two_stores_judge_and_count_as_one() {
         let cluster = RedisCluster::start();
-        judges_and_counts_as_one(&cluster).await;
+        judges_and_counts_as_one(&cluster, |b| b).await;
     }
 
     /// The same on a Valkey cluster, where `valkey-server` is installed (Debian 12 has no
@@ -189,19 +189,29 @@ mod state {
             return;
         }
         let cluster = RedisCluster::start_with("valkey-server");
-        judges_and_counts_as_one(&cluster).await;
+        judges_and_counts_as_one(&cluster, |b| b).await;
     }
 
-    async fn judges_and_counts_as_one(cluster: &RedisCluster) {
+    /// Each store's builder `configured` (given the CA to verify a TLS cluster against).
+    pub(super) async fn judges_and_counts_as_one(
+        cluster: &RedisCluster,
+        configured: impl Fn(RedisStateBuilder) -> RedisStateBuilder,
+    ) {
         let build = || {
-            RedisState::cluster_builder(cluster.seeds())
-                .prefix("one-api:")
+            configured(RedisState::cluster_builder(cluster.seeds()).prefix("one-api:"))
                 .build()
                 .expect("state")
         };
         let (a, b) = (build(), build());
         let judge = judge();
         let keys = keys(&judge, 12);
+        // Both stores connect (to every primary, over TLS a handshake each) before the
+        // 40 ms windows are opened, so that none is spent connecting.
+        for store in [&a, &b] {
+            for &key in &keys {
+                store.check(key, Penalty::None).await.expect("connect");
+            }
+        }
         for &key in &keys {
             a.open(key, 40 * MS, 60 * S).await.expect("open");
         }
@@ -280,11 +290,19 @@ mod state {
 
     #[tokio::test]
     async fn a_primary_killed_mid_run_costs_one_opening_each_and_no_wrong_verdict() {
+        outlives_a_primary_killed_mid_run(RedisCluster::start(), |b| b).await;
+    }
+
+    /// Two stores on `cluster`, each builder `configured`, while one of its primaries is
+    /// killed: every answer right, one opening and one line each way per store, and
+    /// everything served again after the failover.
+    pub(super) async fn outlives_a_primary_killed_mid_run(
+        mut cluster: RedisCluster,
+        configured: impl Fn(RedisStateBuilder) -> RedisStateBuilder,
+    ) {
         let logs = Logs::capture();
-        let mut cluster = RedisCluster::start();
         let build = || {
-            RedisState::cluster_builder(cluster.seeds())
-                .timeout(TIMEOUT)
+            configured(RedisState::cluster_builder(cluster.seeds()).timeout(TIMEOUT))
                 .build()
                 .expect("state")
         };
@@ -356,6 +374,51 @@ mod state {
             let taken = store.take(&counter(&i.to_string()), limit(Algorithm::FixedWindow, 5));
             assert!(taken.await.expect("take").allowed);
         }
+    }
+}
+
+/// A cluster whose nodes serve TLS and talk TLS to each other: the stores verify every node
+/// against the CA they are given, follow the slot map to the nodes' TLS ports, and outlive a
+/// primary's failure as over plain TCP.
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+    use holdoff_testkit::tls::TestCa;
+
+    fn tls_cluster(ca: &TestCa) -> RedisCluster {
+        let leaf = ca.peer_leaf(&[]);
+        RedisCluster::start_tls(ca.pem(), &leaf.cert_pem, &leaf.key_pem)
+    }
+
+    #[tokio::test]
+    async fn two_stores_verified_against_the_ca_judge_and_count_as_one() {
+        let ca = TestCa::new("holdoff cluster test CA");
+        let cluster = tls_cluster(&ca);
+        assert!(cluster.seeds().iter().all(|s| s.starts_with("rediss://")));
+        state::judges_and_counts_as_one(&cluster, |b| b.root_ca(ca.pem())).await;
+
+        // The system's roots do not know this CA: refused, never connected unverified.
+        let untrusting = RedisState::cluster_builder(cluster.seeds())
+            .timeout(TIMEOUT)
+            .build()
+            .expect("state");
+        let judge = judge();
+        let key = keys(&judge, 1)[0];
+        let error = untrusting
+            .check(key, Penalty::None)
+            .await
+            .expect_err("a cluster whose CA the store does not trust");
+        assert!(
+            matches!(kind(&error), ErrorKind::Connection | ErrorKind::Timeout),
+            "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_primary_killed_mid_run_costs_one_opening_each_and_no_wrong_verdict() {
+        let ca = TestCa::new("holdoff cluster test CA");
+        let trusting = |b: RedisStateBuilder| b.root_ca(ca.pem());
+        state::outlives_a_primary_killed_mid_run(tls_cluster(&ca), trusting).await;
     }
 }
 

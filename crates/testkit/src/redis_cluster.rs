@@ -12,6 +12,9 @@
 //! # drop(seeds);
 //! ```
 //!
+//! [`RedisCluster::start_tls`] makes one whose nodes serve TLS, and talk TLS to each other
+//! (the cluster bus and replication); its [`seeds`](RedisCluster::seeds) are `rediss://`.
+//!
 //! The nodes time each other out after 1 s (`cluster-node-timeout 1000`), and a replica
 //! takes over however stale its data (`cluster-replica-validity-factor 0`), so a failover
 //! takes about two seconds. Nothing is saved: each node's data and `nodes.conf` live in a
@@ -34,10 +37,22 @@ pub struct RedisCluster {
     _dir: tempfile::TempDir,
 }
 
+/// A node. `port` is plain TCP, for the test's own queries (and a node's name for
+/// [`RedisCluster::kill`] and the like); a node with TLS serves clients on `tls_port` too,
+/// and names the TLS ports of the others to a client that asks over TLS.
 #[derive(Debug)]
 struct Node {
     port: u16,
+    tls_port: Option<u16>,
     child: Option<Child>,
+}
+
+/// The PEM a TLS cluster's nodes are given: the CA that issued their certificate, which
+/// each also checks its peers' against.
+struct Tls<'a> {
+    ca_pem: &'a str,
+    cert_pem: &'a str,
+    key_pem: &'a str,
 }
 
 impl RedisCluster {
@@ -59,8 +74,31 @@ impl RedisCluster {
     ///
     /// As [`RedisCluster::start`].
     pub fn start_with(server: &str) -> RedisCluster {
+        RedisCluster::start_on(server, None)
+    }
+
+    /// As [`RedisCluster::start`], with nodes that serve TLS with this certificate chain and
+    /// key, issued by the CA `ca_pem` (all PEM), and speak TLS to each other with them: on
+    /// the cluster bus, where a peer always asks for a client certificate (so the
+    /// certificate must be good for client authentication too: `TestCa::peer_leaf`), and
+    /// for replication. Clients are not asked for one. [`RedisCluster::seeds`] are then
+    /// `rediss://` URLs.
+    ///
+    /// # Panics
+    ///
+    /// As [`RedisCluster::start`], and if this `redis-server` was built without TLS.
+    pub fn start_tls(ca_pem: &str, cert_pem: &str, key_pem: &str) -> RedisCluster {
+        let tls = Tls {
+            ca_pem,
+            cert_pem,
+            key_pem,
+        };
+        RedisCluster::start_on("redis-server", Some(&tls))
+    }
+
+    fn start_on(server: &str, tls: Option<&Tls<'_>>) -> RedisCluster {
         for _ in 0..5 {
-            if let Some(cluster) = RedisCluster::try_start(server) {
+            if let Some(cluster) = RedisCluster::try_start(server, tls) {
                 return cluster;
             }
         }
@@ -68,10 +106,12 @@ impl RedisCluster {
     }
 
     /// One attempt: `None` if a node could not take its port (someone took it in between).
-    fn try_start(server: &str) -> Option<RedisCluster> {
+    fn try_start(server: &str, tls: Option<&Tls<'_>>) -> Option<RedisCluster> {
         let dir = tempfile::tempdir().expect("temporary directory");
-        // Twelve ports at once, so that they differ: a client port and a bus port per node.
-        let listeners: Vec<TcpListener> = (0..12)
+        // Every port at once, so that they differ: a client port and a bus port per node,
+        // and a TLS port with TLS.
+        let per_node = if tls.is_some() { 3 } else { 2 };
+        let listeners: Vec<TcpListener> = (0..6 * per_node)
             .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("free port"))
             .collect();
         let ports: Vec<u16> = listeners
@@ -83,8 +123,9 @@ impl RedisCluster {
             nodes: Vec::new(),
             _dir: dir,
         };
-        for pair in ports.chunks(2) {
-            let (port, bus) = (pair[0], pair[1]);
+        let tls_args = tls.map(|tls| tls_args(cluster._dir.path(), tls));
+        for ports in ports.chunks(per_node) {
+            let (port, bus, tls_port) = (ports[0], ports[1], ports.get(2).copied());
             let data = cluster._dir.path().join(port.to_string());
             std::fs::create_dir(&data).expect("a node's directory");
             let child = Command::new(server)
@@ -100,6 +141,13 @@ impl RedisCluster {
                     &NODE_TIMEOUT.as_millis().to_string(),
                 ])
                 .args(["--cluster-replica-validity-factor", "0"])
+                .args(
+                    tls_port
+                        .map(|p| ["--tls-port".to_owned(), p.to_string()])
+                        .into_iter()
+                        .flatten(),
+                )
+                .args(tls_args.iter().flatten())
                 .args(["--save", "", "--appendonly", "no"])
                 .arg("--dir")
                 .arg(&data)
@@ -111,6 +159,7 @@ impl RedisCluster {
                 });
             cluster.nodes.push(Node {
                 port,
+                tls_port,
                 child: Some(child),
             });
         }
@@ -137,13 +186,16 @@ impl RedisCluster {
         Some(cluster)
     }
 
-    /// `redis://127.0.0.1:<port>` of each node running, primaries and replicas: the seeds
-    /// to give a client.
+    /// `redis://127.0.0.1:<port>` of each node running, primaries and replicas, or
+    /// `rediss://127.0.0.1:<TLS port>` with TLS: the seeds to give a client.
     pub fn seeds(&self) -> Vec<String> {
         self.nodes
             .iter()
             .filter(|n| n.child.is_some())
-            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .map(|n| match n.tls_port {
+                Some(port) => format!("rediss://127.0.0.1:{port}"),
+                None => format!("redis://127.0.0.1:{}", n.port),
+            })
             .collect()
     }
 
@@ -329,15 +381,18 @@ impl RedisCluster {
                     .and_then(|v| v.parse::<u64>().ok())
             };
             if info.contains("role:master") {
-                primaries.push((node.port, field("master_repl_offset")));
+                primaries.push((node, field("master_repl_offset")));
             } else {
                 replicas.push((field("master_port"), field("slave_repl_offset")));
             }
         }
         replicas.iter().all(|&(primary, offset)| {
-            let primary = primaries
-                .iter()
-                .find(|(port, _)| Some(u64::from(*port)) == primary);
+            // A replica names its primary by the port it replicates from: the TLS one with
+            // TLS.
+            let primary = primaries.iter().find(|(node, _)| {
+                let port = node.tls_port.unwrap_or(node.port);
+                Some(u64::from(port)) == primary
+            });
             matches!((primary, offset), (Some((_, Some(want))), Some(have)) if have >= *want)
         })
     }
@@ -427,6 +482,31 @@ impl Drop for RedisCluster {
             }
         }
     }
+}
+
+/// A TLS node's options, its PEM files written in `dir`.
+fn tls_args(dir: &std::path::Path, tls: &Tls<'_>) -> Vec<String> {
+    let file = |name: &str, pem: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path.display().to_string()
+    };
+    let (ca, cert, key) = (
+        file("ca.pem", tls.ca_pem),
+        file("node.crt", tls.cert_pem),
+        file("node.key", tls.key_pem),
+    );
+    [
+        ("--tls-cluster", "yes".to_owned()),
+        ("--tls-replication", "yes".to_owned()),
+        ("--tls-cert-file", cert),
+        ("--tls-key-file", key),
+        ("--tls-ca-cert-file", ca),
+        ("--tls-auth-clients", "no".to_owned()),
+    ]
+    .into_iter()
+    .flat_map(|(name, value)| [name.to_owned(), value])
+    .collect()
 }
 
 /// Whether the node answers `PING` within about 10 seconds; false (and reaped) if it exited

@@ -70,6 +70,27 @@ impl TestCa {
     ///
     /// If key generation or signing fails.
     pub fn leaf(&self, names: &[&str]) -> Leaf {
+        self.issue(names, vec![ExtendedKeyUsagePurpose::ServerAuth])
+    }
+
+    /// As [`TestCa::leaf`], for a server that also connects to its peers with the same
+    /// certificate, and so is a TLS client of theirs too: a Redis Cluster node, whose peers
+    /// always ask for a client certificate on the cluster bus.
+    ///
+    /// # Panics
+    ///
+    /// As [`TestCa::leaf`].
+    pub fn peer_leaf(&self, names: &[&str]) -> Leaf {
+        self.issue(
+            names,
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        )
+    }
+
+    fn issue(&self, names: &[&str], usages: Vec<ExtendedKeyUsagePurpose>) -> Leaf {
         let key = KeyPair::generate().expect("generate a leaf key");
         let mut dns = vec!["localhost".to_owned()];
         dns.extend(names.iter().map(|name| (*name).to_owned()));
@@ -80,7 +101,7 @@ impl TestCa {
         params
             .distinguished_name
             .push(DnType::CommonName, "holdoff test server");
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.extended_key_usages = usages;
         let issuer = Issuer::from_params(&self.params, &self.key);
         let cert = params.signed_by(&key, &issuer).expect("sign the leaf");
         Leaf {
