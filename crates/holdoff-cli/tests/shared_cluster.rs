@@ -1,13 +1,14 @@
 //! Two `holdoff proxy` replicas sharing their state in a real Redis Cluster (three primaries,
 //! three replicas, created by the test on free loopback ports): they judge as one, and a
 //! primary killed mid-run costs each replica one line when it fails open and one when it is
-//! back — never a wrong verdict.
+//! back — never a wrong verdict; over TLS, they verify the cluster against the configured CA.
 
 mod support;
 
 use std::time::Duration;
 
 use holdoff_testkit::redis_cluster::RedisCluster;
+use holdoff_testkit::tls::TestCa;
 use holdoff_testkit::{Reply, TestServer};
 use support::{Proxy, TempDir, curl_as, runtime, within};
 
@@ -122,4 +123,51 @@ fn two_replicas_judge_as_one_on_a_cluster_and_outlive_a_primary_killed_mid_run()
             "no early retry passed:\n{log}"
         );
     }
+}
+
+#[test]
+fn two_replicas_share_a_tls_cluster_verified_against_the_configured_ca() {
+    let rt = runtime();
+    let upstream = rt.block_on(TestServer::start());
+    upstream.script("/api", [Reply::too_many_requests("30")]);
+    upstream.set_default("/api", Reply::ok("hello"));
+    let ca = TestCa::new("holdoff shared-cluster test CA");
+    let leaf = ca.peer_leaf(&[]);
+    let cluster = RedisCluster::start_tls(ca.pem(), &leaf.cert_pem, &leaf.key_pem);
+    let dir = TempDir::new("shared-cluster-tls");
+    dir.write("redis-ca.pem", ca.pem());
+    let seeds: Vec<String> = cluster.seeds().iter().map(|s| format!("{s:?}")).collect();
+    assert!(
+        seeds.iter().all(|s| s.starts_with("\"rediss://")),
+        "{seeds:?}"
+    );
+    // A generous timeout: a replica's first operation connects to every primary, a TLS
+    // handshake each, on a machine busy with other tests; a timeout would fail it open.
+    let config = |ca_file: &str| {
+        format!(
+            r#"{{ "state": {{ "redisCluster": [{}], "prefix": "holdoff-test:",
+                             "timeoutMs": 3000 {ca_file} }} }}"#,
+            seeds.join(", ")
+        )
+    };
+    let trusting = dir.write("holdoff.json", &config(r#", "caFile": "redis-ca.pem""#));
+    let a = Proxy::start(&["-c", &trusting, "-u", WATCH]);
+    let b = Proxy::start(&["-c", &trusting, "-u", WATCH]);
+
+    let url = upstream.url("/api");
+    assert_eq!(curl_as(&a, "worker-1", &url), "429", "the upstream's 429");
+    assert_eq!(curl_as(&b, "worker-1", &url), "429", "judged through TLS");
+    assert_eq!(upstream.requests_to("/api").len(), 1);
+    let b = b.stop();
+    assert!(b.contains("holdoff judge: 1 premature"), "{b}");
+    assert!(!b.contains("shared state failed"), "{b}");
+
+    // Without the CA, no node's certificate is trusted: the replica says so and fails open,
+    // never connecting unverified.
+    let untrusting = dir.write("untrusting.json", &config(""));
+    let c = Proxy::start(&["-c", &untrusting, "-u", WATCH]);
+    assert_eq!(curl_as(&c, "worker-9", &url), "200");
+    let c = c.stop();
+    assert!(c.contains("shared state failed; failing open"), "{c}");
+    drop(a);
 }
