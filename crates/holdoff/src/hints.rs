@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
-use crate::response::Stamp;
+use crate::date::Stamp;
 
 /// Every header a hint can come from (`Retry-After` and the vendor hints), lowercase. A
 /// response with none of them carries no hint, whatever the policy: callers on a hot path

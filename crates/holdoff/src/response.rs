@@ -4,7 +4,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderMap, StatusCode, header};
 
-use crate::date::HttpDate;
+use crate::date::{HttpDate, Stamp};
 use crate::error::ParseErrorKind;
 use crate::header::{Parsed, RetryAfter};
 use crate::hints::{self, HintSource, Precedence, Span, VendorHints};
@@ -288,69 +288,6 @@ pub(crate) struct Interval {
     pub(crate) malformed_vendor: Option<HintSource>,
 }
 
-/// A point on the wall clock as whole seconds since the epoch plus nanoseconds. Date
-/// arithmetic is done on this rather than on `i128` nanoseconds: 128-bit division is slow, and
-/// it sat on the decision's hot path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Stamp {
-    secs: i64,
-    nanos: u32,
-}
-
-impl Stamp {
-    pub(crate) fn whole(secs: i64) -> Stamp {
-        Stamp { secs, nanos: 0 }
-    }
-
-    /// Saturates outside `i64` seconds.
-    pub(crate) fn of(time: SystemTime) -> Stamp {
-        match time.duration_since(SystemTime::UNIX_EPOCH) {
-            Ok(after) => Stamp {
-                secs: i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
-                nanos: after.subsec_nanos(),
-            },
-            Err(before) => {
-                let before = before.duration();
-                let secs = i64::try_from(before.as_secs()).unwrap_or(i64::MAX);
-                match before.subsec_nanos() {
-                    0 => Stamp::whole(-secs),
-                    n => Stamp {
-                        secs: (-secs).saturating_sub(1),
-                        nanos: 1_000_000_000 - n,
-                    },
-                }
-            }
-        }
-    }
-
-    /// `self − earlier`: whether it is `≥ 0`, and its magnitude.
-    pub(crate) fn since(self, earlier: Stamp) -> (bool, Duration) {
-        let mut secs = i128::from(self.secs) - i128::from(earlier.secs);
-        let mut nanos = i64::from(self.nanos) - i64::from(earlier.nanos);
-        if nanos < 0 {
-            secs -= 1;
-            nanos += 1_000_000_000;
-        }
-        let magnitude =
-            |s: i128, n: i64| Duration::new(u64::try_from(s).unwrap_or(u64::MAX), n as u32);
-        if secs >= 0 {
-            (true, magnitude(secs, nanos))
-        } else if nanos == 0 {
-            (false, magnitude(-secs, 0))
-        } else {
-            (false, magnitude(-secs - 1, 1_000_000_000 - nanos))
-        }
-    }
-
-    /// `max(0, self − earlier)`, and whether it was clamped.
-    pub(crate) fn after(self, earlier: Stamp) -> (Duration, bool) {
-        match self.since(earlier) {
-            (true, d) => (d, false),
-            (false, _) => (Duration::ZERO, true),
-        }
-    }
-}
-
 /// The server's clock at receipt, `Date + Age`.
 fn server_clock(response: &ResponseInfo<'_>) -> Option<Stamp> {
     let date = HttpDate::parse_kind(response.date?, response.receipt.wall).ok()?;
@@ -516,53 +453,5 @@ impl Interval {
             }
         }
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    mod stamp {
-        use super::*;
-
-        fn at(secs: i64, nanos: u32) -> Stamp {
-            Stamp { secs, nanos }
-        }
-
-        #[test]
-        fn subtracts_with_a_borrow() {
-            assert_eq!(
-                at(10, 0).since(at(8, 250_000_000)),
-                (true, Duration::from_millis(1750))
-            );
-            assert_eq!(
-                at(8, 250_000_000).since(at(10, 0)),
-                (false, Duration::from_millis(1750))
-            );
-            assert_eq!(at(5, 0).since(at(5, 0)), (true, Duration::ZERO));
-            assert_eq!(at(-1, 0).since(at(1, 0)), (false, Duration::from_secs(2)));
-        }
-
-        #[test]
-        fn reads_times_before_the_epoch() {
-            let t = SystemTime::UNIX_EPOCH - Duration::from_millis(1500);
-            assert_eq!(Stamp::of(t), at(-2, 500_000_000));
-            assert_eq!(
-                Stamp::of(SystemTime::UNIX_EPOCH - Duration::from_secs(3)),
-                at(-3, 0)
-            );
-        }
-
-        #[test]
-        fn never_overflows_at_the_extremes() {
-            let (ahead, by) = at(i64::MAX, 0).since(at(i64::MIN, 999_999_999));
-            assert!(ahead);
-            assert_eq!(by.as_secs(), u64::MAX - 1); // 2⁶⁴ − 1 s, less the borrowed second
-            assert_eq!(
-                at(i64::MIN, 0).after(at(i64::MAX, 0)),
-                (Duration::ZERO, true)
-            );
-        }
     }
 }
