@@ -46,8 +46,8 @@ use std::time::Duration;
 use holdoff_proxy::ConfigError;
 
 use crate::Failure;
-pub(crate) use args::{Args, Options, Output};
-use args::{NoBackoffArg, PenaltyArg, usage};
+use args::usage;
+pub(crate) use args::{Args, Options};
 
 /// Runs `holdoff proxy`; `argv` is holdoff's own command line, for the reports' reproduce line.
 pub(crate) fn run(

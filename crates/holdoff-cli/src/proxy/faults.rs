@@ -13,7 +13,7 @@ use holdoff_proxy::FaultStage;
 use holdoff_proxy::fault::FaultPlan;
 use holdoff_proxy::fault::{Rate, RetryAfterForm};
 
-use super::Options;
+use super::args::Options;
 
 /// The preset used when no config is given or found.
 pub(crate) const DEFAULT_PRESET: &str = "throttle";

@@ -14,13 +14,14 @@ use holdoff_proxy::ProxyConfig;
 use holdoff_proxy::fault::FaultRng;
 use holdoff_proxy::report::{LogLimit, Recorder};
 
+use super::args::{Options, usage};
 use super::logging::{self, Guard};
 use super::process_tree::ProcessTree;
 use super::serving::Serving;
 #[cfg(doc)]
 use super::serving::Stopped;
 use super::wiring::{self, Settings};
-use super::{Options, faults, start, usage};
+use super::{faults, start};
 use crate::Failure;
 
 pub(crate) use super::reproduce::reproducible_argv;

@@ -16,10 +16,11 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::args::usage;
 use super::serving::{Serving, Stages};
 use super::shared_state::shared_store;
 use super::wiring::{FaultsLog, SideServer, StagesWiring, Wiring};
-use super::{faults, logging, usage};
+use super::{faults, logging};
 use crate::Failure;
 
 /// Builds `wiring`, binds, logs what the proxy does, and records the start in `recorder`.

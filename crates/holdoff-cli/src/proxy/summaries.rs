@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use holdoff_proxy::report::Report;
 use holdoff_proxy::{FaultCounts, Summary};
 
-use super::Output;
+use super::args::Output;
 use super::logging::Guard;
 
 /// What the faults did, one line (the JSON event has the seed too; the text leaves it to the

@@ -13,10 +13,10 @@ use holdoff_proxy::fault::FaultPlan;
 use holdoff_proxy::judge::{KeyMode, Penalty};
 use holdoff_proxy::report::RunInfo;
 
+use super::args::{NoBackoffArg, Options, Output, PenaltyArg};
 use super::faults::{Loaded, Overrides, Source};
 use super::process_tree::ProcessTree;
 use super::reproduce::with_seed;
-use super::{NoBackoffArg, Options, Output, PenaltyArg};
 
 /// A run as the options and the loaded config say it: checked, with nothing opened or bound.
 pub(super) struct Settings {
