@@ -23,11 +23,14 @@
 //! them, and the lead's sentences (a run cut short, the usual causes of no traffic) are one
 //! text for all three.
 
+use super::event::HintKind;
 use super::outcome::{
     Case, Headline, NO_TRAFFIC_CAUSES, command_failed, failed_before_any_request, unintercepted,
 };
+use super::parts::{JudgedBy, Violation};
+use super::run::Report;
 use super::text::{client_label, client_name, millis, shell_words};
-use super::{HintKind, JudgedBy, Report, Violation, time};
+use super::time;
 
 /// A report for people: the headline, then its sections in order.
 #[derive(Clone, Debug)]

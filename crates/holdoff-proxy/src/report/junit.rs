@@ -9,9 +9,12 @@ use std::time::{Duration, SystemTime};
 
 use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
 
+use super::event::HintKind;
 use super::outcome::{Case, NO_TRAFFIC_CAUSES, unintercepted};
+use super::parts::{Endpoint, RetryRow};
+use super::run::Report;
 use super::text::{count, millis, shell_words};
-use super::{Endpoint, HintKind, Report, RetryRow, time};
+use super::time;
 use crate::judge::Verdict;
 
 /// How many failing retries a failure's one-line message lists; its body lists them all.
@@ -293,7 +296,7 @@ fn explain(report: &Report, r: &RetryRow) -> String {
         "{} retry at {}: {}; throttled at {}, permitted at {}",
         r.verdict.as_str(),
         time::format(r.retried_at),
-        super::text::why(r, window),
+        r.why(window),
         time::format(r.throttled_at),
         permitted(r),
     );

@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::Event;
+use super::event::Event;
 
 /// The broad reason an event log could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

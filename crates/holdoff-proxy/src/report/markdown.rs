@@ -3,8 +3,8 @@
 
 use std::fmt::{self, Write as _};
 
-use super::Report;
 use super::document::{Block, Document, Section, Span, Style, Table, Text};
+use super::run::Report;
 use super::text::{md, md_code};
 
 /// How many rows a table shows before "and N more".

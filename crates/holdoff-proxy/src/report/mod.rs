@@ -54,10 +54,13 @@
 //!
 //! # Layout
 //!
-//! A [`Report`] (`run.rs`, its parts in `parts.rs`) is counted from events by `tally.rs`;
-//! `document.rs` turns it into the one document that `markdown.rs`, `html/` and
-//! `terminal.rs` render; `junit.rs` and serde write the JSON and JUnit forms from the report
-//! itself.
+//! A [`Report`] (`run.rs`, its parts and limits in `parts.rs`) is counted from events by
+//! `tally/`; `outcome.rs` says whether it passed and why; `document.rs` turns it into the one
+//! document that `markdown.rs`, `html/` and `terminal.rs` render; `junit.rs` and serde write
+//! the JSON and JUnit forms from the report itself; `write.rs` picks the format and writes
+//! the file. Each file takes what it needs from the file that defines it, so that the report
+//! itself (`run.rs`, `parts.rs`) never depends on a format, and no two files depend on each
+//! other.
 
 mod document;
 mod event;
@@ -75,20 +78,20 @@ mod tally;
 mod terminal;
 mod text;
 pub(crate) mod time;
-
-use std::time::Duration;
+mod write;
 
 pub use event::{Event, HintKind, RunInfo};
 pub use format::Format;
 pub use herd::RESUME_SPREAD;
 pub use log::{ReportError, ReportErrorKind};
-pub use outcome::RunOutcome;
-pub use parts::{Endpoint, HintCounts, JudgedBy, Lateness, Violation};
+
+pub use parts::{
+    Endpoint, HintCounts, JudgedBy, LISTED_ENDPOINTS, LISTED_VIOLATIONS, Lateness, Omitted,
+    RunOutcome, TIMELINE_ROWS, Violation,
+};
 pub use recorder::{LogLimit, Recorder};
 pub use run::Report;
-pub use tally::{LISTED_ENDPOINTS, LISTED_VIOLATIONS, Omitted, TIMELINE_ROWS};
 
-use parts::{JUDGED_BY, RetryRow, WindowRow};
 pub(crate) use text::client_name;
 
 /// `s` escaped for XML and HTML text and attribute values: `& < > " '` as entities, and the
@@ -97,10 +100,6 @@ pub(crate) use text::client_name;
 pub fn escape_markup(s: &str) -> std::borrow::Cow<'_, str> {
     text::xml(s)
 }
-
-/// How close a retry's `throttled_at` must be to a throttle event's time for both to be one
-/// window.
-const SAME_WINDOW: Duration = Duration::from_millis(5);
 
 #[cfg(test)]
 mod tests;

@@ -1,39 +1,9 @@
 //! What a run comes to — pass, fail or not tested — and the one case each report's headline
 //! is written from, so that the terminal, Markdown, HTML and JUnit never disagree.
 
-use serde::Serialize;
-
-use super::Report;
+use super::parts::RunOutcome;
+use super::run::Report;
 use super::text::count;
-
-/// The judge's verdict on a run, as the JSON report's `"verdict"` has it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum RunOutcome {
-    /// No client broke a window (warnings aside). Some requests reached the proxy, though
-    /// possibly none was throttled: see [`Report::throttled`].
-    Pass,
-    /// A retry broke its window: premature, read a malformed hint as zero, or (when the run
-    /// says so) came without backoff after a throttle with no hint.
-    Fail,
-    /// No request reached the proxy: nothing was tested. Never a pass — the command's clients
-    /// bypassed the proxy, or sent nothing (`--allow-no-traffic` accepts that). Also when an
-    /// interception failed (see [`Report::interception_failures`]): requests the client sent
-    /// in that tunnel never reached the judge, and `--allow-no-traffic` does not accept that.
-    NotTested,
-}
-
-impl RunOutcome {
-    /// `pass`, `fail` or `not_tested`, as in the JSON report.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunOutcome::Pass => "pass",
-            RunOutcome::Fail => "fail",
-            RunOutcome::NotTested => "not_tested",
-        }
-    }
-}
 
 /// Why no request reaches the proxy, usually, and what to do about each; code in backticks.
 pub(crate) const NO_TRAFFIC_CAUSES: [(&str, &str); 8] = [

@@ -1,13 +1,83 @@
 //! The parts of a [`Report`](super::Report): violations, endpoints, how hints were read,
 //! lateness, and the rows the timeline draws.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::time::{rfc3339, rfc3339_option};
-use super::{HintKind, text};
+use super::event::HintKind;
+use super::text::{self, client_name, header_name, millis};
+use super::time::{self, rfc3339, rfc3339_option};
 use crate::judge::Verdict;
+
+/// How close a retry's `throttled_at` must be to a throttle event's time for both to be one
+/// window.
+pub(super) const SAME_WINDOW: Duration = Duration::from_millis(5);
+
+/// How many client, method and URL families the report lists.
+pub const LISTED_ENDPOINTS: usize = 10_000;
+/// How many violations the report lists (the earliest); as many warnings.
+pub const LISTED_VIOLATIONS: usize = 1_000;
+/// How many windows, and how many retries, the timeline draws (the first).
+pub const TIMELINE_ROWS: usize = 10_000;
+/// How many lateness buckets the histogram has.
+pub(crate) const BUCKET_COUNT: usize = 10;
+
+/// The judge's verdict on a run, as the JSON report's `"verdict"` has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// No client broke a window (warnings aside). Some requests reached the proxy, though
+    /// possibly none was throttled: see [`Report::throttled`](super::Report::throttled).
+    Pass,
+    /// A retry broke its window: premature, read a malformed hint as zero, or (when the run
+    /// says so) came without backoff after a throttle with no hint.
+    Fail,
+    /// No request reached the proxy: nothing was tested. Never a pass — the command's clients
+    /// bypassed the proxy, or sent nothing (`--allow-no-traffic` accepts that). Also when an
+    /// interception failed (see [`Report::interception_failures`](super::Report::interception_failures)): requests the client sent
+    /// in that tunnel never reached the judge, and `--allow-no-traffic` does not accept that.
+    NotTested,
+}
+
+impl RunOutcome {
+    /// `pass`, `fail` or `not_tested`, as in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Pass => "pass",
+            RunOutcome::Fail => "fail",
+            RunOutcome::NotTested => "not_tested",
+        }
+    }
+}
+
+/// What the report counted but does not list. Serialized only when something was left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Omitted {
+    /// Violations not listed (only the earliest are).
+    pub violations: usize,
+    /// Warnings not listed.
+    pub warnings: usize,
+    /// Throttles and retries on endpoints not listed; the totals count them.
+    pub endpoint_events: usize,
+    /// Windows the timeline does not draw.
+    pub timeline_windows: usize,
+    /// Retries the timeline does not draw.
+    pub timeline_retries: usize,
+    /// Herds not listed.
+    pub herds: usize,
+    /// Compliant retries whose lateness is estimated from a sample.
+    pub lateness_unsampled: usize,
+}
+
+impl Omitted {
+    /// Whether nothing was left out.
+    pub fn is_empty(&self) -> bool {
+        *self == Omitted::default()
+    }
+}
 
 /// Retries by verdict.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -222,6 +292,66 @@ pub(super) struct RetryRow {
     pub(super) window: Option<usize>,
     /// For a [`Verdict::Sibling`]: the process that was told to wait.
     pub(super) throttled_client: Option<String>,
+}
+
+impl RetryRow {
+    /// Why a retry that broke its window (or came without backoff) is one, in one sentence
+    /// without a final stop, the hint's value in backticks: `retried 4 ms after a malformed
+    /// Retry-After (`soon`) on a 429, sooner than the minimum backoff of 100 ms: read as zero?`.
+    pub(crate) fn why(&self, window: Option<&WindowRow>) -> String {
+        let retry = self;
+        let gap = millis(time::millis_between(retry.throttled_at, retry.retried_at));
+        let throttle = match window.and_then(|w| w.status) {
+            Some(status) => format!("a {status}"),
+            None => "the throttle".to_owned(),
+        };
+        let backoff = retry
+            .permitted_at
+            .map(|at| millis(time::millis_between(retry.throttled_at, at)))
+            .map(|min| format!(", sooner than the minimum backoff of {min}"))
+            .unwrap_or_default();
+        let judged = window.and_then(|w| w.judged_by.as_ref());
+        match retry.verdict {
+            Verdict::ReadAsZero => {
+                let hint =
+                    match judged.and_then(|j| Some((j.header.as_deref()?, j.value.as_deref()?))) {
+                        Some((header, value)) => format!("{} (`{value}`)", header_name(header)),
+                        None => "hint".to_owned(),
+                    };
+                format!(
+                    "retried {gap} after a malformed {hint} on {throttle}{backoff}: read as zero?"
+                )
+            }
+            Verdict::NoBackoff => format!("retried {gap} after {throttle} with no hint{backoff}"),
+            Verdict::Sibling => {
+                let other = match retry.throttled_client.as_deref() {
+                    Some(told) => client_name(told),
+                    None => "another process".into(),
+                };
+                let early = match retry.by_ms {
+                    Some(early) => format!("{} before", millis(early)),
+                    None => "inside the wait, which never ends, that".to_owned(),
+                };
+                format!(
+                    "came {gap} after {other} got {throttle}, {early} it was permitted to retry: \
+                     another process of the same client machine, judged apart (--judge-key \
+                     method-url judges all processes as one client)"
+                )
+            }
+            _ if retry.permitted_at.is_none()
+                || judged.is_some_and(|j| j.hint == HintKind::Unbounded) =>
+            {
+                format!("retried {gap} after {throttle} whose hint never expires")
+            }
+            _ => match retry.by_ms {
+                Some(early) => format!(
+                    "retried {} before the permitted time, {gap} after {throttle}",
+                    millis(early)
+                ),
+                None => format!("retried {gap} after {throttle}, before the permitted time"),
+            },
+        }
+    }
 }
 
 impl Lateness {

@@ -8,8 +8,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::SystemTime;
 
+use super::event::{Event, RunInfo};
+use super::run::Report;
 use super::tally::Tally;
-use super::{Event, Report, RunInfo};
 use crate::FaultCounts;
 use crate::judge::{JudgeEvent, Record, ThrottleEvent};
 

@@ -1,26 +1,25 @@
-//! The [`Report`] of a run: what it holds, how it is built from events or a log, and what it
-//! answers.
+//! The [`Report`] of a run: what it holds and what it answers. It is built in `tally` (from
+//! events or a log) and written in `write`.
 
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::event::Event;
 use super::herd::Herd;
 use super::log::{ReportError, each_event};
-use super::parts::{HintCounts, Lateness, Retries, RetryRow, WindowRow};
-use super::time::rfc3339_option;
-use super::{
-    Endpoint, Event, Format, LISTED_VIOLATIONS, Omitted, RunOutcome, Violation, html, junit,
-    markdown, tally, terminal, text,
+use super::parts::{
+    BUCKET_COUNT, Endpoint, HintCounts, LISTED_VIOLATIONS, Lateness, Omitted, Retries, RetryRow,
+    RunOutcome, Violation, WindowRow,
 };
+use super::text;
+use super::time::rfc3339_option;
 use crate::FaultCounts;
 use crate::judge::Verdict;
 
 /// What a run found, built from its events with [`Report::from_events`] and written in any
-/// [`Format`]. Serializes as the JSON report.
+/// [`Format`](super::Format). Serializes as the JSON report.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub(super) verdict: RunOutcome,
@@ -72,7 +71,7 @@ pub struct Report {
     pub(super) all_retries: Vec<RetryRow>,
     /// Compliant retries per lateness bucket of the HTML histogram.
     #[serde(skip)]
-    pub(super) late_buckets: [usize; html::BUCKET_COUNT],
+    pub(super) late_buckets: [usize; BUCKET_COUNT],
     /// The first and last times any event shows.
     #[serde(skip)]
     pub(super) first_at: Option<SystemTime>,
@@ -81,17 +80,6 @@ pub struct Report {
 }
 
 impl Report {
-    /// The report of a run's events (in the order recorded). Any events make a report: without
-    /// a start or a finish, the run's details are missing, and `requests` counts the requests
-    /// the events show.
-    pub fn from_events(events: &[Event]) -> Report {
-        let mut tally = tally::Tally::default();
-        for event in events {
-            tally.add(event);
-        }
-        tally.into_report()
-    }
-
     /// A report of nothing yet.
     pub(super) fn empty() -> Report {
         Report {
@@ -126,7 +114,7 @@ impl Report {
             omitted: Omitted::default(),
             windows: Vec::new(),
             all_retries: Vec::new(),
-            late_buckets: [0; html::BUCKET_COUNT],
+            late_buckets: [0; BUCKET_COUNT],
             first_at: None,
             last_at: None,
         }
@@ -166,17 +154,6 @@ impl Report {
         let mut events = Vec::new();
         each_event(path, |event| events.push(event))?;
         Ok(events)
-    }
-
-    /// The report of an event log, read a line at a time: memory does not grow with the log.
-    ///
-    /// # Errors
-    ///
-    /// As [`Report::read_log`].
-    pub fn from_log(path: &Path) -> Result<Report, ReportError> {
-        let mut tally = tally::Tally::default();
-        each_event(path, |event| tally.add(&event))?;
-        Ok(tally.into_report())
     }
 
     /// The verdict: pass, fail, or not tested (no request reached the proxy, or some could
@@ -323,37 +300,6 @@ impl Report {
     /// Whether the log ends with a finish event; a run cut short has none.
     pub fn is_complete(&self) -> bool {
         self.complete
-    }
-
-    /// The report in `format`.
-    pub fn render(&self, format: Format) -> String {
-        match format {
-            Format::Json => {
-                // Serializing plain structs with string keys cannot fail.
-                let mut json = serde_json::to_string_pretty(self).unwrap_or_default();
-                json.push('\n');
-                json
-            }
-            Format::Junit => junit::render(self),
-            Format::Markdown => markdown::render(self),
-            Format::Html => html::render(self),
-        }
-    }
-
-    /// Writes the report in `format` to `path` (created or truncated).
-    ///
-    /// # Errors
-    ///
-    /// When the file cannot be written.
-    pub fn write(&self, format: Format, path: &Path) -> io::Result<()> {
-        fs::write(path, self.render(format))
-    }
-
-    /// The summary printed at the end of a run: the verdict and counts, the worst offenders
-    /// (the five earliest violations), the warnings, the herds, and each report written; when
-    /// no request reached the proxy, the usual causes and their fixes.
-    pub fn terminal_summary(&self, written: &[(Format, PathBuf)]) -> String {
-        terminal::render(self, written)
     }
 
     /// The first and last times the report shows: the start (or first event) and the finish

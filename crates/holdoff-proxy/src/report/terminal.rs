@@ -4,11 +4,13 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use super::format::Format;
 use super::outcome::{
     Case, Headline, NO_TRAFFIC_CAUSES, command_failed, failed_before_any_request, unintercepted,
 };
+use super::parts::Violation;
+use super::run::Report;
 use super::text::{client_name, millis, truncate};
-use super::{Format, Report, Violation};
 
 /// How many of the worst violations, and of the warnings, are listed.
 const WORST: usize = 5;

@@ -4,8 +4,7 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use super::{HintKind, RetryRow, WindowRow, time};
-use crate::judge::Verdict;
+use super::time;
 
 /// A duration in milliseconds for people: `0 ms`, `250 ms`, `1.90 s`, `2 min 5 s`.
 pub(crate) fn millis(ms: f64) -> String {
@@ -156,61 +155,6 @@ pub(crate) fn client_name(client: &str) -> Cow<'_, str> {
     match process {
         Some((name, pid)) => Cow::Owned(format!("pid {pid} ({name})")),
         None => Cow::Borrowed(client),
-    }
-}
-
-/// Why a retry that broke its window (or came without backoff) is one, in one sentence
-/// without a final stop, the hint's value in backticks: `retried 4 ms after a malformed
-/// Retry-After (`soon`) on a 429, sooner than the minimum backoff of 100 ms: read as zero?`.
-pub(crate) fn why(retry: &RetryRow, window: Option<&WindowRow>) -> String {
-    let gap = millis(time::millis_between(retry.throttled_at, retry.retried_at));
-    let throttle = match window.and_then(|w| w.status) {
-        Some(status) => format!("a {status}"),
-        None => "the throttle".to_owned(),
-    };
-    let backoff = retry
-        .permitted_at
-        .map(|at| millis(time::millis_between(retry.throttled_at, at)))
-        .map(|min| format!(", sooner than the minimum backoff of {min}"))
-        .unwrap_or_default();
-    let judged = window.and_then(|w| w.judged_by.as_ref());
-    match retry.verdict {
-        Verdict::ReadAsZero => {
-            let hint = match judged.and_then(|j| Some((j.header.as_deref()?, j.value.as_deref()?)))
-            {
-                Some((header, value)) => format!("{} (`{value}`)", header_name(header)),
-                None => "hint".to_owned(),
-            };
-            format!("retried {gap} after a malformed {hint} on {throttle}{backoff}: read as zero?")
-        }
-        Verdict::NoBackoff => format!("retried {gap} after {throttle} with no hint{backoff}"),
-        Verdict::Sibling => {
-            let other = match retry.throttled_client.as_deref() {
-                Some(told) => client_name(told),
-                None => "another process".into(),
-            };
-            let early = match retry.by_ms {
-                Some(early) => format!("{} before", millis(early)),
-                None => "inside the wait, which never ends, that".to_owned(),
-            };
-            format!(
-                "came {gap} after {other} got {throttle}, {early} it was permitted to retry: \
-                 another process of the same client machine, judged apart (--judge-key \
-                 method-url judges all processes as one client)"
-            )
-        }
-        _ if retry.permitted_at.is_none()
-            || judged.is_some_and(|j| j.hint == HintKind::Unbounded) =>
-        {
-            format!("retried {gap} after {throttle} whose hint never expires")
-        }
-        _ => match retry.by_ms {
-            Some(early) => format!(
-                "retried {} before the permitted time, {gap} after {throttle}",
-                millis(early)
-            ),
-            None => format!("retried {gap} after {throttle}, before the permitted time"),
-        },
     }
 }
 

@@ -6,8 +6,11 @@ use std::fmt::{self, Write as _};
 use std::time::SystemTime;
 
 use crate::judge::Verdict;
+use crate::report::event::HintKind;
+use crate::report::parts::{BUCKET_COUNT, RetryRow, WindowRow};
+use crate::report::run::Report;
 use crate::report::text::{client_name, count, millis, truncate, xml};
-use crate::report::{HintKind, Report, RetryRow, WindowRow, time};
+use crate::report::time;
 
 /// The fill of premature retries.
 const PREMATURE: &str = "#d7191c";
@@ -339,7 +342,7 @@ fn lane_svg(
             ),
             verdict => {
                 let window = r.window.map(|i| &report.windows[i]);
-                let why = crate::report::text::why(r, window);
+                let why = r.why(window);
                 let (class, fill) = match verdict {
                     Verdict::ReadAsZero => ("retry read-as-zero", PREMATURE),
                     Verdict::NoBackoff => ("retry no-backoff", NO_BACKOFF),
@@ -374,9 +377,6 @@ pub(crate) fn bucket(ms: f64) -> usize {
         .position(|(upper, _)| ms < *upper)
         .unwrap_or(BUCKET_COUNT - 1)
 }
-
-/// How many lateness buckets the histogram has.
-pub(crate) const BUCKET_COUNT: usize = 10;
 
 /// Lateness buckets: upper bounds in milliseconds, and labels.
 const BUCKETS: [(f64, &str); BUCKET_COUNT] = [

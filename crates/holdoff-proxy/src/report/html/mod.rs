@@ -18,10 +18,10 @@ use std::fmt::{self, Write as _};
 
 #[cfg(test)]
 pub(crate) use charts::PLOT_END;
-pub(crate) use charts::{BUCKET_COUNT, bucket};
+pub(crate) use charts::bucket;
 
-use super::Report;
 use super::document::{Block, Document, Part, Row, Section, Span, Style, Table, Text};
+use super::run::Report;
 use super::text::xml;
 
 /// The most rows a table shows.

@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use super::{LATENESS_SAMPLE, LINKED_KEYS, LINKS_PER_KEY, LISTED_VIOLATIONS};
-use crate::report::{JudgedBy, Lateness, SAME_WINDOW, Violation, WindowRow, time};
+use super::{LATENESS_SAMPLE, LINKED_KEYS, LINKS_PER_KEY};
+use crate::report::parts::LISTED_VIOLATIONS;
+use crate::report::parts::{JudgedBy, Lateness, SAME_WINDOW, Violation, WindowRow};
+use crate::report::time;
 
 /// The earliest violations, up to [`LISTED_VIOLATIONS`], and how many were left out.
 #[derive(Clone, Debug, Default)]

@@ -5,7 +5,7 @@
 //!
 //! - every count exactly: throttles by hint, retries by verdict, per client, method and URL
 //!   (up to [`LISTED_ENDPOINTS`] of them; events on further ones count in the totals);
-//! - the [`LISTED_VIOLATIONS`] earliest violations (and as many warnings), with the total;
+//! - the [`LISTED_VIOLATIONS`](super::LISTED_VIOLATIONS) earliest violations (and as many warnings), with the total;
 //! - lateness exactly up to [`LATENESS_SAMPLE`] compliant retries, then as a uniform sample
 //!   of that size (the count, the histogram and the latest stay exact);
 //! - the first [`TIMELINE_ROWS`] windows and retries, for the timeline;
@@ -14,27 +14,22 @@
 //! The full detail is the event log's job: the recorder streams every event to it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
+use super::event::Event;
 use super::herd::{self, Herd, RESUME_SPREAD};
-use super::{
-    Endpoint, Event, HintCounts, JUDGED_BY, JudgedBy, Report, RetryRow, RunOutcome, Violation,
-    WindowRow, html, text, time,
-};
+use super::log::{ReportError, each_event};
+use super::parts::{Endpoint, HintCounts, JUDGED_BY, JudgedBy, RetryRow, Violation, WindowRow};
+use super::parts::{LISTED_ENDPOINTS, RunOutcome, TIMELINE_ROWS};
+use super::run::Report;
+use super::{html, time};
 use crate::judge::Verdict;
 
 mod bounded;
 
 use bounded::{Kept, Linked, Links, Sample};
 
-/// How many client, method and URL families the report lists.
-pub const LISTED_ENDPOINTS: usize = 10_000;
-/// How many violations the report lists (the earliest); as many warnings.
-pub const LISTED_VIOLATIONS: usize = 1_000;
-/// How many windows, and how many retries, the timeline draws (the first).
-pub const TIMELINE_ROWS: usize = 10_000;
 /// How many compliant retries' lateness is kept exactly; beyond, a uniform sample this big.
 pub(crate) const LATENESS_SAMPLE: usize = 100_000;
 /// How many herds the report lists (the first).
@@ -50,31 +45,27 @@ const HERD_BUFFER: usize = 20_000;
 /// How long after a retry a throttle on the same request is taken to answer that retry, when
 /// counting the requests of a log without a finish.
 const ANSWERED_WITHIN: Duration = Duration::from_secs(120);
+impl Report {
+    /// The report of a run's events (in the order recorded). Any events make a report: without
+    /// a start or a finish, the run's details are missing, and `requests` counts the requests
+    /// the events show.
+    pub fn from_events(events: &[Event]) -> Report {
+        let mut tally = Tally::default();
+        for event in events {
+            tally.add(event);
+        }
+        tally.into_report()
+    }
 
-/// What the report counted but does not list. Serialized only when something was left out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct Omitted {
-    /// Violations not listed (only the earliest are).
-    pub violations: usize,
-    /// Warnings not listed.
-    pub warnings: usize,
-    /// Throttles and retries on endpoints not listed; the totals count them.
-    pub endpoint_events: usize,
-    /// Windows the timeline does not draw.
-    pub timeline_windows: usize,
-    /// Retries the timeline does not draw.
-    pub timeline_retries: usize,
-    /// Herds not listed.
-    pub herds: usize,
-    /// Compliant retries whose lateness is estimated from a sample.
-    pub lateness_unsampled: usize,
-}
-
-impl Omitted {
-    /// Whether nothing was left out.
-    pub fn is_empty(&self) -> bool {
-        *self == Omitted::default()
+    /// The report of an event log, read a line at a time: memory does not grow with the log.
+    ///
+    /// # Errors
+    ///
+    /// As [`Report::read_log`].
+    pub fn from_log(path: &Path) -> Result<Report, ReportError> {
+        let mut tally = Tally::default();
+        each_event(path, |event| tally.add(&event))?;
+        Ok(tally.into_report())
     }
 }
 
@@ -400,7 +391,7 @@ impl Tally {
                     early_by_ms: row.by_ms,
                     status: window.status,
                     judged_by: window.judged_by.clone(),
-                    why: text::why(&row, Some(&window)),
+                    why: row.why(Some(&window)),
                 };
                 match row.verdict {
                     Verdict::NoBackoff => self.no_backoff.add(violation),
