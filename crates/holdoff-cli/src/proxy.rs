@@ -10,7 +10,8 @@
 //! reverse-proxy upstream, the CA and the credentials) and the [`session`].
 //!
 //! The files, in the order a run meets them:
-//! - `args`: the command line, and the config it makes;
+//! - `args`: `holdoff proxy`'s command line, and the config it makes;
+//! - `options`: the options `holdoff proxy` and `holdoff run` share;
 //! - `session`: the steps `holdoff proxy`, `holdoff run` and `holdoff demo` call, from
 //!   preparing to starting;
 //! - `faults`: where the faults come from, and reloading them;
@@ -29,6 +30,7 @@ mod dev_proxy_options;
 mod faults;
 pub(crate) mod logging;
 mod mock_request;
+mod options;
 mod process_tree;
 mod reproduce;
 mod serving;
@@ -46,8 +48,9 @@ use std::time::Duration;
 use holdoff_proxy::ConfigError;
 
 use crate::Failure;
+pub(crate) use args::Args;
 use args::usage;
-pub(crate) use args::{Args, Options};
+pub(crate) use options::Options;
 
 /// Runs `holdoff proxy`; `argv` is holdoff's own command line, for the reports' reproduce line.
 pub(crate) fn run(

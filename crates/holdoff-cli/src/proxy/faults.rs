@@ -13,7 +13,7 @@ use holdoff_proxy::FaultStage;
 use holdoff_proxy::fault::FaultPlan;
 use holdoff_proxy::fault::{Rate, RetryAfterForm};
 
-use super::args::Options;
+use super::options::Options;
 
 /// The preset used when no config is given or found.
 pub(crate) const DEFAULT_PRESET: &str = "throttle";

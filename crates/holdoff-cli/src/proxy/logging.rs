@@ -15,7 +15,7 @@ use std::thread;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
-use super::args::Output;
+use super::options::Output;
 
 /// Lines queued before events wait for the writer thread.
 const QUEUE: usize = 16 * 1024;

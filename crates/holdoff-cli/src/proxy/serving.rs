@@ -12,8 +12,8 @@ use holdoff_proxy::report::{Recorder, Report};
 use holdoff_proxy::{FaultCounts, FaultStage, JudgeStage, MetricsStage, ProxyServer, Summary};
 use tokio::task::JoinHandle;
 
-use super::args::Output;
 use super::logging::Guard;
+use super::options::Output;
 use super::summaries::{report_faults, report_summary, report_verdicts};
 use crate::report::ReportArgs;
 

@@ -14,8 +14,9 @@ use holdoff_proxy::ProxyConfig;
 use holdoff_proxy::fault::FaultRng;
 use holdoff_proxy::report::{LogLimit, Recorder};
 
-use super::args::{Options, usage};
+use super::args::usage;
 use super::logging::{self, Guard};
+use super::options::Options;
 use super::process_tree::ProcessTree;
 use super::serving::Serving;
 #[cfg(doc)]

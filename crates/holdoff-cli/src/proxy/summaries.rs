@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use holdoff_proxy::report::Report;
 use holdoff_proxy::{FaultCounts, Summary};
 
-use super::args::Output;
 use super::logging::Guard;
+use super::options::Output;
 
 /// What the faults did, one line (the JSON event has the seed too; the text leaves it to the
 /// summary's reproduce line).

@@ -13,8 +13,8 @@ use holdoff_proxy::fault::FaultPlan;
 use holdoff_proxy::judge::{KeyMode, Penalty};
 use holdoff_proxy::report::RunInfo;
 
-use super::args::{NoBackoffArg, Options, Output, PenaltyArg};
 use super::faults::{Loaded, Overrides, Source};
+use super::options::{NoBackoffArg, Options, Output, PenaltyArg};
 use super::process_tree::ProcessTree;
 use super::reproduce::with_seed;
 
