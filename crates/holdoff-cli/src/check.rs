@@ -463,14 +463,17 @@ pub(crate) async fn run_scenario(
     // Copies are judged against the noise while their retries were on the way, not while a
     // dozen processes were starting.
     let retried: Vec<_> = outcomes.iter().filter_map(|o| o.first_retry_at).collect();
-    let herd_noise = match (retried.iter().min(), retried.iter().max()) {
-        (Some(first), Some(last)) => shared.sampler.around(*first, *last),
-        _ => noise,
+    let (herd_noise, crowding) = match (retried.iter().min(), retried.iter().max()) {
+        (Some(first), Some(last)) => (
+            shared.sampler.around(*first, *last),
+            shared.sampler.crowding(*first, *last),
+        ),
+        _ => (noise, 0.0),
     };
     Ok(Row {
         scenario,
         sends: scenario.sends(&shared.setup),
-        outcome: load::herd(outcomes, herd_noise),
+        outcome: load::herd(outcomes, herd_noise, crowding),
         elapsed,
         noise,
     })

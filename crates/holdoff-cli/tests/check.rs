@@ -845,14 +845,17 @@ fn parallel(name: &str, options: &[&str]) -> Value {
     json["scenarios"][0].clone()
 }
 
+/// Eight copies that back off 4 s flat. At 4 s, a jitter of a tenth of the wait would spread
+/// them over 80 ms or more but once in a hundred runs, farther than the test run's own load
+/// spreads copies without it.
 #[test]
 fn copies_that_back_off_the_same_second_are_a_herd() {
-    let row = parallel("check-herd", &[]);
+    let row = parallel("check-herd", &["--at-least", "4"]);
     assert!(
         row["did"]
             .as_str()
             .unwrap_or_default()
-            .starts_with("8 copies; 8 retried after 1.0"),
+            .starts_with("8 copies; 8 retried after 4.0"),
         "{row:#}"
     );
     let why = row["why"].as_str().unwrap_or_default();
@@ -860,15 +863,32 @@ fn copies_that_back_off_the_same_second_are_a_herd() {
     // run's own parallel tests) the check says so instead, and never calls it a pass.
     match row["verdict"].as_str() {
         Some("warn") => assert!(why.contains("for want of jitter"), "{row:#}"),
-        Some("unreliable") => assert!(why.contains("scheduling noise"), "{row:#}"),
+        Some("unreliable") => assert!(
+            [
+                "cannot be told",
+                "scheduling noise allows",
+                "waited for a CPU"
+            ]
+            .iter()
+            .any(|reason| why.contains(reason)),
+            "{row:#}"
+        ),
         _ => panic!("a herd is a warning: {row:#}"),
     }
 }
 
+/// Copies with a jitter of up to 0.3 s on a 1 s backoff: their middle six spread less than
+/// the 20 ms that tells a jitter about once in a hundred thousand runs. They pass, or, when
+/// the test run's own load crowds the cores, are unreliable: never a herd.
 #[test]
-fn copies_with_a_tenth_of_the_wait_in_jitter_are_no_herd() {
-    let row = parallel("check-jitter", &["--jitter-up-to", "0.1"]);
-    assert_eq!(row["verdict"], "pass", "{row:#}");
+fn copies_with_jitter_are_no_herd() {
+    let row = parallel("check-jitter", &["--jitter-up-to", "0.3"]);
+    let why = row["why"].as_str().unwrap_or_default();
+    match row["verdict"].as_str() {
+        Some("pass") => assert!(why.starts_with("retried after 1."), "{row:#}"),
+        Some("unreliable") => assert!(why.contains("waited for a CPU"), "{row:#}"),
+        _ => panic!("copies with jitter are no herd: {row:#}"),
+    }
 }
 
 #[test]

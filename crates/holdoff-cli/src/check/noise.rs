@@ -138,6 +138,17 @@ impl Sampler {
     }
 }
 
+impl Sampler {
+    /// The share of the time some task waited for a CPU while retries that reached the proxy
+    /// from `first` to `last` were on their way ([`BEFORE`] before the first), from 0 to 1:
+    /// how crowded the machine's cores were. Zero without the kernel's pressure file.
+    pub(crate) fn crowding(&self, first: SystemTime, last: SystemTime) -> f64 {
+        let from = first.checked_sub(BEFORE).unwrap_or(first);
+        let stretch = last.duration_since(from).unwrap_or_default() + 2 * TICK;
+        (self.stalled(from, last).as_secs_f64() / stretch.as_secs_f64()).min(1.0)
+    }
+}
+
 /// The `some total` of `/proc/pressure/cpu`: how long, since boot, at least one task waited
 /// for a CPU. `None` where the kernel has no such file (not Linux, or pressure off).
 fn cpu_pressure() -> Option<Duration> {
