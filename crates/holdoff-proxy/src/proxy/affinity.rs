@@ -380,7 +380,7 @@ fn endpoint(https: bool, authority: &Authority) -> (&str, u16) {
     let scheme = if https { "https" } else { "http" };
     let port = authority
         .port_u16()
-        .unwrap_or_else(|| super::default_port(scheme));
+        .unwrap_or_else(|| super::target::default_port(scheme));
     let host = authority.host();
     let host = host
         .strip_prefix('[')

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use http::uri::Authority;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::Shared;
 use super::affinity::Affinity;
 use super::peers::{PeerSlot, Peers};
+use super::shared::Shared;
 use super::stage::ClientId;
 
 /// One client connection to the proxy's own port.

@@ -20,7 +20,8 @@ use tokio::net::TcpStream;
 use super::conn::{Conn, Tunnel};
 use super::log::{Line, Who, log};
 use super::reply::{Refusal, to_itself};
-use super::{Route, Shared, default_port};
+use super::shared::{Route, Shared};
+use super::target::default_port;
 use crate::Body;
 use crate::config::{UrlParts, proxy_user};
 

@@ -14,8 +14,9 @@ use super::conn::{Conn, Tunnel};
 use super::headers::has_several_hosts;
 use super::log::{Line, log};
 use super::reply::{self, Refusal};
+use super::shared::{Route, Shared, second_of};
 use super::stage::Mode;
-use super::{Route, Shared, unread};
+use super::unread;
 use crate::Body;
 use crate::config::proxy_user;
 
@@ -124,10 +125,7 @@ pub(crate) async fn answer_early(
     let user = named.then(|| proxy_user(&parts.headers)).flatten();
     let line = Line::early(parts, &conn.identity, user.as_deref(), plain_mode(shared));
     let logged = !locked || {
-        let take = shared
-            .quiet
-            .locked_out
-            .take(super::second_of(received.wall));
+        let take = shared.quiet.locked_out.take(second_of(received.wall));
         if take.left_out > 0 {
             tracing::info!(
                 target: "holdoff::request",

@@ -25,9 +25,11 @@ use super::early::{EarlyAnswer, answer_early, refuse};
 use super::headers::{add_via, strip_hop_by_hop, wants_upgrade};
 use super::log::{Line, log};
 use super::route::{identify, set_host, strip_userinfo, target, url_parts};
+use super::shared::{Route, Shared};
 use super::stage::{Action, Mode, Notes, RequestMeta};
+use super::target::Target;
+use super::unread;
 use super::upstream::{Failure, UPSTREAM_BUFFER, stalled};
-use super::{Route, Shared, Target, unread};
 use crate::Body;
 use crate::body::{Progress, Unread};
 

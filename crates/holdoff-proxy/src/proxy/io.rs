@@ -100,7 +100,7 @@ impl ClientIo {
         let take = shared
             .quiet
             .send_timeout
-            .take(super::second_of(shared.clock.wall_now()));
+            .take(super::shared::second_of(shared.clock.wall_now()));
         if take.left_out > 0 {
             tracing::warn!(
                 "{} more connections were closed for reading nothing (send_timeout), left \

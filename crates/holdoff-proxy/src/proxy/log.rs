@@ -8,7 +8,7 @@ use holdoff::clock::Clock;
 use http::request::Parts;
 use http::{Method, StatusCode};
 
-use super::Shared;
+use super::shared::Shared;
 use super::stage::{ClientId, RequestMeta};
 
 /// What the request log line says about a request.

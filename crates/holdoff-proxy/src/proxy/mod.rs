@@ -18,7 +18,9 @@
 //! - `pipeline` orders the stages and `stage` is their interface; `unread` settles a body the
 //!   proxy answers without reading;
 //! - `upstream` is the way out, and `affinity` a client connection's own upstream connection;
-//! - `reply` makes the proxy's own answers, `log` writes the request log line, `stats` counts.
+//! - `reply` makes the proxy's own answers, `log` writes the request log line, `stats` counts;
+//! - `shared` is what every connection and request shares: the plan `ProxyServer::bind`
+//!   compiles, the counters and the shutdown's tokens.
 //!
 //! No two files import each other, directly or round a loop (`tests/layers.rs`). A tunnel's
 //! recursion, the HTTP inside it served by the same code that answered its `CONNECT`, goes
@@ -43,6 +45,7 @@ pub(crate) mod reply;
 mod route;
 mod serve;
 mod server;
+mod shared;
 #[cfg(target_os = "linux")]
 mod sock_diag;
 mod stage;
@@ -54,12 +57,10 @@ mod upstream;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
-use holdoff::clock::Clock;
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
@@ -71,11 +72,11 @@ pub use pipeline::{Pipeline, UPKEEP_EVERY};
 pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
 pub use target::Target;
-pub(crate) use target::default_port;
 
 use crate::ProxyError;
-use crate::config::{CaSource, ClientIdMode, ConfigError, ProxyConfig, Upstream, WatchList};
+use crate::config::{CaSource, ConfigError, ProxyConfig, WatchList};
 use crate::tls::{CertificateAuthority, LeafCache, upstream_client_config};
+use shared::{QuietLines, Route, Shared};
 use stats::Stats;
 use upstream::Upstreams;
 
@@ -126,78 +127,6 @@ impl ShutdownHandle {
     pub fn shutdown(&self) {
         self.stop.cancel();
     }
-}
-
-/// What every connection and request shares: the compiled plan and the counters.
-pub(crate) struct Shared {
-    route: Route,
-    watch: WatchList,
-    /// Proxy credentials, and the failed attempts of each peer.
-    auth: Option<auth::ProxyAuth>,
-    upstreams: Upstreams,
-    /// The stages, the clock the proxy reads and the upkeep it runs.
-    pipeline: Pipeline,
-    stats: Stats,
-    /// The pipeline's clock, for the stages' times and the server's own.
-    clock: Arc<dyn Clock>,
-    next_id: AtomicU64,
-    local_addr: SocketAddr,
-    /// Its own addresses, which nothing is forwarded or tunnelled to.
-    own: upstream::Own,
-    /// Its `Via` entry, which says a request came back.
-    via: headers::Via,
-    upstream_timeout: Duration,
-    idle_timeout: Duration,
-    send_timeout: Duration,
-    max_header_bytes: usize,
-    client_id: ClientIdMode,
-    /// Which connections are handled (see `ProxyServer::filter_connections`).
-    filter: filter::Filter,
-    http1: http1::Builder,
-    http2: http2::Builder<TokioExecutor>,
-    /// Every connection and tunnel task, to wait for at shutdown.
-    tasks: TaskTracker,
-    /// Raised at shutdown: finish what is in flight, take nothing new.
-    drain: CancellationToken,
-    /// Set just before `drain` is raised, for a look that takes no lock.
-    draining: AtomicBool,
-    /// Raised when the grace period is over: drop everything.
-    cut: CancellationToken,
-    /// Connections dropped by `cut`.
-    cut_count: AtomicU64,
-    /// Client connections with an upstream connection of their own.
-    affine_count: AtomicUsize,
-    /// TLS for those connections: the pool's verification, HTTP/1.1 only.
-    affine_tls: tokio_rustls::TlsConnector,
-    ca_path: Option<Arc<Path>>,
-    /// Log lines that a flood of clients would make by the thousand: a few a second each.
-    quiet: QuietLines,
-}
-
-/// The budgets of the log lines a flood makes one of per client or request: a few a second,
-/// and a count of the rest, as the judge's verdict lines (see `lines`).
-#[derive(Debug, Default)]
-pub(crate) struct QuietLines {
-    /// Connections closed because the client read nothing for `send_timeout`.
-    pub(crate) send_timeout: crate::lines::Budget,
-    /// Requests refused because their peer is locked out after failed proxy authentication.
-    pub(crate) locked_out: crate::lines::Budget,
-    /// Connections refused for the per-peer limit once their process was known.
-    pub(crate) per_peer: crate::lines::Budget,
-}
-
-/// The second since the Unix epoch of `at`, for a [`QuietLines`] budget.
-pub(crate) fn second_of(at: std::time::SystemTime) -> u64 {
-    at.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs())
-}
-
-/// Where requests go.
-enum Route {
-    /// A forward proxy; `leaves` is set when something can be intercepted.
-    Forward { leaves: Option<LeafCache> },
-    /// A reverse proxy in front of one upstream.
-    Reverse(Upstream),
 }
 
 impl ProxyServer {

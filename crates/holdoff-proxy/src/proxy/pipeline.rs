@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use holdoff::clock::{Clock, TokioClock};
 
-use super::Stage;
+use super::stage::Stage;
 
 /// How often the server runs [`Stage::maintain`] by default.
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(30);

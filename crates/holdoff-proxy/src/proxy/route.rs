@@ -11,8 +11,9 @@ use http::{HeaderMap, StatusCode, Uri};
 use super::conn::Tunnel;
 use super::headers::CLIENT_HEADER;
 use super::reply::{Refusal, to_itself};
+use super::shared::{Route, Shared};
 use super::stage::{ClientId, Mode};
-use super::{Route, Shared, Target, default_port};
+use super::target::{Target, default_port};
 use crate::config::{UrlParts, proxy_user};
 
 /// Where the request goes: its mode and absolute URL; or why it cannot go anywhere.

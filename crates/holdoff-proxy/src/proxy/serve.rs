@@ -17,12 +17,12 @@ use hyper::server::conn::{http1, http2};
 use hyper::service::{HttpService, service_fn};
 use hyper_util::rt::TokioExecutor;
 
-use super::Shared;
 use super::affinity::Affinity;
 use super::conn::Inbound;
 use super::connect::{PlainTunnel, ServeTunnel};
 use super::handler;
 use super::idle::{Activity, Busy, Idle};
+use super::shared::Shared;
 use crate::{Body, BoxError};
 
 /// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls

@@ -21,9 +21,9 @@ use super::io::{ClientIo, PREFACE};
 use super::peers::{PeerKey, Peers, Refusals, refused_line};
 use super::process;
 use super::serve::{draining, serve_http};
+use super::shared::{Shared, second_of};
 use super::stage::ClientId;
 use super::tunnel::Tunnels;
-use super::{Shared, second_of};
 
 /// How long to pause accepting after an error such as running out of file descriptors.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -239,7 +239,7 @@ pub(crate) async fn serve(
     drop(workers);
 }
 
-/// Runs the stages' upkeep every [`Pipeline::upkeep_every`](super::Pipeline::upkeep_every)
+/// Runs the stages' upkeep every [`Pipeline::upkeep_every`](super::pipeline::Pipeline::upkeep_every)
 /// of the pipeline's clock, for as long as the server accepts.
 async fn upkeep(shared: Arc<Shared>) {
     let clock = &shared.clock;

@@ -11,7 +11,7 @@ use std::time::Instant;
 use holdoff::Receipt;
 use http::{HeaderValue, Method, Request, Response};
 
-use super::Target;
+use super::target::Target;
 use crate::Body;
 use crate::ascii::{ipv4_text, u32_text};
 

@@ -31,7 +31,8 @@ use super::conn::{Conn, Inbound, Tunnel};
 use super::connect::{Opened, PlainTunnel, ServeTunnel, connect_upstream};
 use super::io::{PREFACE, Rewind};
 use super::serve::serve_http;
-use super::{Shared, default_port};
+use super::shared::Shared;
+use super::target::default_port;
 
 /// How much encrypted output an intercepted connection may hold before writing it.
 const TLS_BUFFER: usize = 256 * 1024;
