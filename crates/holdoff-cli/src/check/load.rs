@@ -15,16 +15,14 @@ use super::verdict::{Outcome, Run, Verdict, judge};
 /// same time after their throttles — clients told to back off together that return in lockstep
 /// are a herd, for want of jitter.
 ///
-/// Copies without jitter come back as far apart as the machine's noise spreads them; copies
-/// with jitter, as far as their jitter does. So waits closer together than the noise allows
-/// for ([`lockstep`]) are a herd — unless that allowance is itself a sizeable share of the
-/// wait ([`NOISE_SHARE`]), when a jitter of a tenth of the wait could not be told from none:
-/// then the row is [`Verdict::Unreliable`]. Waits farther apart than the noise allows but
-/// closer than that share of the wait are unreliable too: a jitter of a tenth of the wait
-/// seldom spreads copies so little, and copies without it spread so far when they contend
-/// for the machine's cores with each other, which the sampled noise does not see. With five
-/// copies or more, the earliest and the latest are left out of the spread: one copy the
-/// scheduler held back is not jitter.
+/// Copies without jitter come back as far apart as the machine spreads them; copies with
+/// jitter, as far as their draws do. [`told`] weighs the spread: a herd when it is within the
+/// noise ([`lockstep`]) or one a jitter of a tenth of the wait gives less than once in a
+/// thousand runs ([`HERD_ODDS`]); no herd when it is a sizeable share of the wait
+/// ([`NOISE_SHARE`]) on cores that were not crowded (`crowding`, the share of the time some
+/// task waited for a CPU while the retries were on their way, below [`CROWDED`]); else
+/// [`Verdict::Unreliable`]. With five copies or more, the earliest and the latest are left
+/// out of the spread: one copy the scheduler held back is not jitter.
 pub(crate) fn herd(copies: Vec<Outcome>, noise: Noise, crowding: f64) -> Outcome {
     let count = copies.len();
     let rank = |verdict| match verdict {
@@ -85,8 +83,8 @@ pub(crate) fn herd(copies: Vec<Outcome>, noise: Noise, crowding: f64) -> Outcome
         Told::Herd(closer) => {
             worst.verdict = Verdict::Warn;
             worst.why = format!(
-                "{copies} copies throttled together came back {apart}, {closer}: a herd, for \
-                 want of jitter in the backoff"
+                "{copies} copies came back {apart} after their throttles, {closer}: a herd, \
+                 for want of jitter in the backoff"
             );
             worst.finding = Some("backs off in lockstep (no jitter)".to_owned());
         }
@@ -196,10 +194,10 @@ fn lockstep(noise: Noise) -> f64 {
     RESUME_SPREAD.as_secs_f64() + 2.0 * noise.p99.as_secs_f64()
 }
 
-/// The largest share of a wait the lockstep bound may be for a herd to be told: a jitter of a
-/// tenth of the wait spreads eight copies' middle six over more than a fifth of it but about
-/// once in a hundred runs at this bound (and once in a thousand at an idle machine's), so it
-/// is not taken for none; past it, the row is unreliable.
+/// The share of the wait that tells a jitter: a jitter of a tenth of the wait spreads eight
+/// copies' middle six over more than a fifth of it all but about once in a hundred runs. A
+/// spread this wide is no herd (on cores that were not crowded); a lockstep bound this wide
+/// could not tell a jitter from none, so a spread within it is unreliable, not a herd.
 const NOISE_SHARE: f64 = 0.02;
 
 /// Whether a pass came so close to its threshold that the machine's scheduling lateness just
