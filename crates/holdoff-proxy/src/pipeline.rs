@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use holdoff::clock::Clock;
 
-use crate::FaultStage;
-use crate::JudgeStage;
-use crate::{MetricsStage, WindowBook};
-use crate::{Pipeline, Stage, UPKEEP_EVERY};
+use crate::proxy::{Pipeline, Stage, UPKEEP_EVERY};
+use crate::stages::{FaultStage, JudgeStage, MetricsStage, WindowBook};
 
 impl Pipeline {
     /// A pipeline on `clock`, with nothing in its slots yet.
@@ -110,11 +108,12 @@ impl fmt::Debug for PipelineBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Stage;
+    use crate::body::Body;
     use crate::fault::FaultPlan;
     use crate::fault::FaultRng;
     use crate::judge::{Judge, KeyMode};
-    use crate::{Action, Body, RequestMeta};
+    use crate::proxy::Stage;
+    use crate::proxy::{Action, RequestMeta};
     use holdoff::clock::TokioClock;
 
     struct Mine;

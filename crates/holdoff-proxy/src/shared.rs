@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use http::{Response, StatusCode, header::RETRY_AFTER};
 
-use crate::Body;
+use crate::body::Body;
 use crate::fault::ratelimit::{Limit, Taken};
 use crate::fault::tokens::{BudgetCheck, TokenBudget, Usage};
 use crate::judge::{Penalty, WindowKey};

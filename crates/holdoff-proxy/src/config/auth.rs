@@ -36,10 +36,10 @@ impl Credentials {
     pub fn new(
         user: impl Into<String>,
         password: impl Into<String>,
-    ) -> Result<Credentials, crate::ConfigError> {
+    ) -> Result<Credentials, super::error::ConfigError> {
         let user = user.into();
         if user.is_empty() || user.contains(':') {
-            return Err(crate::ConfigError::Credentials);
+            return Err(super::error::ConfigError::Credentials);
         }
         Ok(Credentials {
             user,
@@ -79,11 +79,13 @@ pub(crate) fn proxy_user(headers: &HeaderMap) -> Option<String> {
 }
 
 impl FromStr for Credentials {
-    type Err = crate::ConfigError;
+    type Err = super::error::ConfigError;
 
     /// `user:password`; the password may contain `:` and may be empty.
-    fn from_str(s: &str) -> Result<Credentials, crate::ConfigError> {
-        let (user, password) = s.split_once(':').ok_or(crate::ConfigError::Credentials)?;
+    fn from_str(s: &str) -> Result<Credentials, super::error::ConfigError> {
+        let (user, password) = s
+            .split_once(':')
+            .ok_or(super::error::ConfigError::Credentials)?;
         Credentials::new(user, password)
     }
 }

@@ -42,10 +42,10 @@ impl Upstream {
 }
 
 impl FromStr for Upstream {
-    type Err = crate::ConfigError;
+    type Err = super::error::ConfigError;
 
-    fn from_str(s: &str) -> Result<Upstream, crate::ConfigError> {
-        let invalid = |reason: &'static str| crate::ConfigError::Upstream {
+    fn from_str(s: &str) -> Result<Upstream, super::error::ConfigError> {
+        let invalid = |reason: &'static str| super::error::ConfigError::Upstream {
             value: s.to_owned(),
             reason,
         };
@@ -131,7 +131,7 @@ mod tests {
                 ("not a url", "expected a URL such as http://127.0.0.1:3000"),
             ] {
                 match input.parse::<Upstream>() {
-                    Err(crate::ConfigError::Upstream { reason: got, .. }) => {
+                    Err(crate::config::ConfigError::Upstream { reason: got, .. }) => {
                         assert_eq!(got, reason, "{input}")
                     }
                     other => panic!("{input}: {other:?}"),

@@ -88,10 +88,10 @@ impl WatchPattern {
 }
 
 impl FromStr for WatchPattern {
-    type Err = crate::ConfigError;
+    type Err = super::error::ConfigError;
 
-    fn from_str(raw: &str) -> Result<WatchPattern, crate::ConfigError> {
-        let invalid = |reason: &'static str| crate::ConfigError::WatchPattern {
+    fn from_str(raw: &str) -> Result<WatchPattern, super::error::ConfigError> {
+        let invalid = |reason: &'static str| super::error::ConfigError::WatchPattern {
             pattern: raw.to_owned(),
             reason,
         };

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::TcpListener;
 
-use crate::{FaultStage, JudgeStage, MetricsStage, OpenWindows};
+use crate::stages::{FaultStage, JudgeStage, MetricsStage, OpenWindows};
 
 pub use verdicts::{KEPT_VERDICTS, VerdictFeed};
 

@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Control;
 use super::answer::{Answer, json, text, with_type};
-use crate::WindowInfo;
 use crate::report::time;
 use crate::shared::OnFailure;
+use crate::stages::WindowInfo;
 use crate::stages::fault_kinds;
 
 /// How long a request head may take to arrive.
@@ -439,7 +439,7 @@ mod tests {
     mod status {
         use super::*;
         use crate::judge::{Judge, KeyMode};
-        use crate::{JudgeStage, MetricsStage};
+        use crate::stages::{JudgeStage, MetricsStage};
 
         use crate::shared::{Breakered, Circuit, SharedStore, Unreachable};
 

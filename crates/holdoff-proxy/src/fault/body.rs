@@ -13,7 +13,7 @@ use http::HeaderMap;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::{Body, BoxError};
+use crate::body::{Body, BoxError};
 
 /// A request body read for a fragment search: the bytes, when the whole body fit within the
 /// limit, and a body that yields exactly what the client sent.

@@ -15,7 +15,7 @@ use super::crud::CrudApi;
 use super::error::{ErrorResponse, Rate, RetryAfterForm};
 use super::ratelimit::{HeaderStyle, Limit, ResetFormat};
 use super::tokens::TokenBudget;
-use crate::WatchPattern;
+use crate::config::WatchPattern;
 
 /// Everything the faults do. A request meets latency first (it delays, and never answers),
 /// then the steps that can answer in [`order`](FaultPlan::order) — auth, mocks, CRUD APIs,

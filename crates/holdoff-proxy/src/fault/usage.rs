@@ -16,7 +16,7 @@ use http_body::{Frame, SizeHint};
 use serde_json::Value;
 
 use super::tokens::Usage;
-use crate::{Body, BoxError};
+use crate::body::{Body, BoxError};
 
 /// The most of a JSON response body kept to read its `usage`, and of one SSE line.
 const KEEP_LIMIT: usize = 1 << 20;

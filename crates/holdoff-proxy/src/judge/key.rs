@@ -278,7 +278,7 @@ pub(crate) struct KeyText<'a> {
 /// A key's URL: a request's, or any text that displays as one.
 #[derive(Clone, Copy)]
 pub(crate) enum KeyUrl<'a> {
-    Target(&'a crate::Target),
+    Target(&'a crate::proxy::Target),
     Text(&'a dyn fmt::Display),
 }
 
@@ -442,7 +442,7 @@ mod tests {
                 "https://api.example:443/x",
                 "http://API.example:80",
             ] {
-                let target = crate::Target::new(url.parse().expect("a valid URL"));
+                let target = crate::proxy::Target::new(url.parse().expect("a valid URL"));
                 for h in &hashers {
                     let key = |url: KeyUrl<'_>| {
                         h.key_of(

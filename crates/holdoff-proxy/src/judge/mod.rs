@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::RequestMeta;
+use crate::proxy::RequestMeta;
 
 pub use crate::lines::LINES_PER_SECOND;
 pub use event::{HintKind, JudgeEvent, Record, ThrottleEvent, Verdict};

@@ -38,7 +38,7 @@ use tokio_rustls::TlsConnector;
 use tokio_util::either::Either;
 
 use super::upstream::{Failure, UPSTREAM_BUFFER};
-use crate::Body;
+use crate::body::Body;
 
 /// How much a TLS connection to an upstream reads from its socket at once. rustls asks for 4 KiB
 /// at a time until a record is complete, a system call each: reading ahead turns the four or

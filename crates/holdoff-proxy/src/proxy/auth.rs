@@ -28,7 +28,7 @@ const MAX_PEERS: usize = 4096;
 /// without credentials (the first of a challenge) is no failed attempt.
 #[derive(Debug)]
 pub(crate) struct ProxyAuth {
-    credentials: crate::Credentials,
+    credentials: crate::config::Credentials,
     /// How many peers have a record: none, the usual case, and no lock is taken.
     tracked: AtomicUsize,
     peers: Mutex<Peers>,
@@ -67,7 +67,7 @@ pub(crate) enum Admission {
 }
 
 impl ProxyAuth {
-    pub(crate) fn new(credentials: crate::Credentials) -> ProxyAuth {
+    pub(crate) fn new(credentials: crate::config::Credentials) -> ProxyAuth {
         ProxyAuth {
             credentials,
             tracked: AtomicUsize::new(0),

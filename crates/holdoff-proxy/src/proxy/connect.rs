@@ -22,7 +22,7 @@ use super::log::{Line, Who, log};
 use super::reply::{Refusal, to_itself};
 use super::shared::{Route, Shared};
 use super::target::default_port;
-use crate::Body;
+use crate::body::Body;
 use crate::config::{UrlParts, proxy_user};
 
 /// What serves a tunnel once its `CONNECT` is answered (`tunnel::Tunnels`, which spawns it).

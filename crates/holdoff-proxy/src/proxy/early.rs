@@ -17,7 +17,7 @@ use super::reply::{self, Refusal};
 use super::shared::{Route, Shared, second_of};
 use super::stage::Mode;
 use super::unread;
-use crate::Body;
+use crate::body::Body;
 use crate::config::proxy_user;
 
 /// An answer the proxy makes before routing a request, with what its log line says.

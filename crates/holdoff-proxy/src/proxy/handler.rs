@@ -30,7 +30,7 @@ use super::stage::{Action, Mode, Notes, RequestMeta};
 use super::target::Target;
 use super::unread;
 use super::upstream::{Failure, UPSTREAM_BUFFER, stalled};
-use crate::Body;
+use crate::body::Body;
 use crate::body::{Progress, Unread};
 
 /// The service's error: hyper drops the connection (HTTP/1.1) or resets the stream (HTTP/2)

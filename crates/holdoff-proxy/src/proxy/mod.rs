@@ -73,8 +73,8 @@ pub use stage::{Action, ClientId, Finish, Mode, Notes, RequestMeta, Stage};
 pub use stats::Summary;
 pub use target::Target;
 
-use crate::ProxyError;
 use crate::config::{CaSource, ConfigError, ProxyConfig, WatchList};
+use crate::error::ProxyError;
 use crate::tls::{CertificateAuthority, LeafCache, upstream_client_config};
 use shared::{QuietLines, Route, Shared};
 use stats::Stats;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, PROXY_AUTHENTICATE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
-use crate::Body;
+use crate::body::Body;
 use crate::secs::ceil_secs;
 
 /// An answer the proxy (or one of its stages) makes itself instead of the upstream's: a status

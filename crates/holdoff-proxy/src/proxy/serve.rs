@@ -23,7 +23,7 @@ use super::connect::{PlainTunnel, ServeTunnel};
 use super::handler;
 use super::idle::{Activity, Busy, Idle};
 use super::shared::Shared;
-use crate::{Body, BoxError};
+use crate::body::{Body, BoxError};
 
 /// Serves HTTP on `io`, HTTP/2 if `h2`, until the client leaves or shutdown ends it; polls
 /// the connection's own upstream connection (`affinity`) beside it. In a tunnel that carries

@@ -12,8 +12,8 @@ use holdoff::Receipt;
 use http::{HeaderValue, Method, Request, Response};
 
 use super::target::Target;
-use crate::Body;
 use crate::ascii::{ipv4_text, u32_text};
+use crate::body::Body;
 
 /// One step of the pipeline, e.g. a fault injector or the judge.
 ///

@@ -21,7 +21,7 @@ use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use crate::Body;
+use crate::body::Body;
 
 /// The most bytes of a request body read and thrown away before an answer that does not need
 /// them: 1 MiB, hyper's HTTP/2 stream window (what a client may send before anyone reads).

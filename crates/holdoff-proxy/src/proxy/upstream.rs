@@ -19,7 +19,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::ClientConfig;
 
 use super::reply::Refusal;
-use crate::Body;
+use crate::body::Body;
 use crate::body::{Phase, Progress};
 
 /// Idle upstream connections kept per host: enough for a benchmark's 64 connections and

@@ -581,7 +581,7 @@ impl JudgedBy {
 }
 
 /// The non-zero fault counts, e.g. `7 rate limited, 2 errors`, or `none`.
-fn faults_line(f: &crate::FaultCounts) -> String {
+fn faults_line(f: &crate::stages::FaultCounts) -> String {
     let kinds = [
         (f.rate_limited, "rate limited"),
         (f.errors, "errors"),

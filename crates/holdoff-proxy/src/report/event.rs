@@ -6,9 +6,9 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::time::{rfc3339, rfc3339_option};
-use crate::FaultCounts;
 pub use crate::judge::HintKind;
 use crate::judge::{JudgeEvent, ThrottleEvent, Verdict};
+use crate::stages::FaultCounts;
 
 /// One thing that happened during a run.
 ///

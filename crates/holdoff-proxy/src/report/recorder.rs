@@ -11,8 +11,8 @@ use std::time::SystemTime;
 use super::event::{Event, RunInfo};
 use super::run::Report;
 use super::tally::Tally;
-use crate::FaultCounts;
 use crate::judge::{JudgeEvent, Record, ThrottleEvent};
+use crate::stages::FaultCounts;
 
 /// Keeps the events of a run: the start, every throttle and verdict, the finish. Share it
 /// behind an `Arc` between the judge ([`JudgeStage::with_recorder`]) and whoever starts and

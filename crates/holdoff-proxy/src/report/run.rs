@@ -15,8 +15,8 @@ use super::parts::{
 };
 use super::text;
 use super::time::rfc3339_option;
-use crate::FaultCounts;
 use crate::judge::Verdict;
+use crate::stages::FaultCounts;
 
 /// What a run found, built from its events with [`Report::from_events`] and written in any
 /// [`Format`](super::Format). Serializes as the JSON report.

@@ -3,8 +3,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::FaultCounts;
 use crate::judge::Verdict;
+use crate::stages::FaultCounts;
 
 use super::*;
 

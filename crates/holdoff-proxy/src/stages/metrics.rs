@@ -16,9 +16,11 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use super::faults::{FaultCounts, FaultStage};
+use super::judge::JudgeStage;
+use crate::body::Body;
 use crate::judge::VerdictCounts;
-use crate::{Action, Body, Mode, RequestMeta, Stage};
-use crate::{FaultCounts, FaultStage, JudgeStage};
+use crate::proxy::{Action, Mode, RequestMeta, Stage};
 
 /// The upper bounds of the response-time buckets, in seconds: Prometheus' defaults, and 30 s
 /// and 60 s for injected latency and slow upstreams. The last bucket, `+Inf`, is implied.
@@ -382,7 +384,7 @@ mod tests {
         use super::*;
 
         fn meta(mode: Mode, received: Receipt) -> RequestMeta {
-            let target = crate::Target::new("http://api.test/".parse().unwrap());
+            let target = crate::proxy::Target::new("http://api.test/".parse().unwrap());
             RequestMeta {
                 mode,
                 watched: None,

@@ -12,8 +12,9 @@ use holdoff::Receipt;
 use http::{Request, Response};
 
 use super::wall_of;
+use crate::body::Body;
 use crate::judge::{Judge, KeyMode, WindowKey, WindowTimes};
-use crate::{Action, Body, Notes, RequestMeta, Stage};
+use crate::proxy::{Action, Notes, RequestMeta, Stage};
 
 /// How many windows a [`WindowBook`] labels at most, by default.
 const CAPACITY: usize = 10_000;
@@ -310,7 +311,7 @@ mod tests {
     use holdoff::clock::{SystemClock, TokioClock};
     use http::{StatusCode, header};
 
-    use crate::JudgeStage;
+    use super::super::judge::JudgeStage;
 
     /// Both clocks now.
     fn now() -> Receipt {
@@ -347,7 +348,7 @@ mod tests {
     ) {
         let url = meta.target.to_string();
         // What the handler does: the notes come off the request after each stage.
-        let mut notes = crate::Notes::default();
+        let mut notes = crate::proxy::Notes::default();
         let Action::Continue(mut request) = book.on_request(request(&url, tenant), meta) else {
             panic!("the book passes every request on");
         };

@@ -3,7 +3,8 @@
 use holdoff::clock::Clock;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 
-use crate::{Body, RequestMeta};
+use crate::body::Body;
+use crate::proxy::RequestMeta;
 
 use super::{Armed, Flow, Inner, Kind};
 

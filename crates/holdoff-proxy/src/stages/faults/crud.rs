@@ -2,8 +2,9 @@
 
 use http::{Request, StatusCode};
 
+use crate::body::Body;
+use crate::proxy::RequestMeta;
 use crate::proxy::reply::Refusal;
-use crate::{Body, RequestMeta};
 
 use super::{Armed, BODY_LIMIT, Flow, Inner, Kind, Read};
 

@@ -6,8 +6,9 @@ use holdoff::clock::Clock;
 use http::Request;
 use rand::Rng;
 
+use crate::body::Body;
 use crate::fault::{FaultOutcome, NetworkFault};
-use crate::{Action, Body, Notes, RequestMeta};
+use crate::proxy::{Action, Notes, RequestMeta};
 
 use super::batch::Batch;
 use super::{Armed, Flow, Inner, Kind, Left, Read, Step};

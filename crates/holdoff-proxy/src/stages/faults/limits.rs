@@ -9,14 +9,15 @@ use std::time::SystemTime;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 
 use super::{Armed, Flow, Inner, Kind, Left, Read, Step, answer, with_wait};
+use crate::body::Body;
 use crate::fault::ratelimit::{self, Limit, Taken};
 use crate::fault::{RateLimitRule, Scope};
 use crate::fault::{Rendered, RetryAfterForm};
 use crate::proxy::reply::Refusal;
+use crate::proxy::{Action, Notes, RequestMeta};
 use crate::secs::ceil_secs;
 use crate::shared::fail_closed_answer;
 use crate::shared::{CounterKey, OnFailure};
-use crate::{Action, Body, Notes, RequestMeta};
 
 /// The name of a rule's counters in a shared store: a digest of what [`same_counter`]
 /// compares, so replicas with the same rule share counters and an edited rule starts afresh.

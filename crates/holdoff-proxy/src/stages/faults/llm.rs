@@ -9,14 +9,15 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{HeaderValue, Request, Response, StatusCode, header};
 
 use super::{Armed, Flow, Inner, Kind, Read, Step, answer, with_wait};
+use crate::body::Body;
 use crate::fault::tokens::{BudgetCheck, Spent, TokenWindows, Usage};
 use crate::fault::usage::{Reader, Tap, prompt_estimate};
 use crate::fault::{FaultPlan, LlmRateLimitRule, Scope};
 use crate::fault::{Rendered, RetryAfterForm};
+use crate::proxy::{Action, Notes, RequestMeta};
 use crate::secs::ceil_secs;
 use crate::shared::fail_closed_answer;
 use crate::shared::{CounterKey, OnFailure, SharedStore};
-use crate::{Action, Body, Notes, RequestMeta};
 
 /// The run-time state of a plan's token budgets: one set of windows per rule, in order.
 pub(super) struct Budgets {
@@ -349,8 +350,8 @@ mod tests {
     use super::*;
     use crate::fault::FaultRng;
     use crate::fault::tokens::TokenBudget;
+    use crate::proxy::{RequestMeta, Stage};
     use crate::stages::faults::FaultStage;
-    use crate::{RequestMeta, Stage};
     use holdoff::Receipt;
     use holdoff::clock::{Clock, ManualClock};
     use http::Method;

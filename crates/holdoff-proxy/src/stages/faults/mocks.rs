@@ -4,9 +4,10 @@
 use holdoff::clock::Clock;
 use http::{Request, StatusCode};
 
+use crate::body::Body;
 use crate::fault::FaultOutcome;
+use crate::proxy::RequestMeta;
 use crate::proxy::reply::Refusal;
-use crate::{Body, RequestMeta};
 
 use super::batch::Batch;
 use super::{Armed, Flow, Inner, Kind, Read};

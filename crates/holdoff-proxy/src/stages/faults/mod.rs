@@ -45,14 +45,15 @@ use holdoff::clock::Clock;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body as _;
 
+use crate::body::Body;
 use crate::fault::FaultRng;
 use crate::fault::body::{self, Slowed, Truncated};
 use crate::fault::ratelimit::RateLimiter;
 use crate::fault::{ErrorResponse, HeaderTemplate};
 use crate::fault::{FaultOutcome, FaultPlan, FaultStep, NetworkFault, RateLimitRule};
 use crate::proxy::reply::Refusal;
+use crate::proxy::{Action, Notes, RequestMeta, Stage};
 use crate::shared::SharedStore;
-use crate::{Action, Body, Notes, RequestMeta, Stage};
 
 /// The most of a request body read to look for a fragment; a larger body matches no
 /// fragment and passes on whole.

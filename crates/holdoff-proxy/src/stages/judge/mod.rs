@@ -17,12 +17,13 @@ pub(crate) use read::wall_of;
 use read::{CENTURY, Read, asks_to_wait, followed, has_hint_header};
 use verdicts::{Kept, Verdicts, check_of, user_agent};
 
+use crate::body::Body;
 use crate::judge::{
     Check, HintKind, Judge, JudgeEvent, Record, SiblingCheck, ThrottleEvent, WindowKey, WindowKind,
 };
 use crate::proxy::reply::OwnAnswer;
+use crate::proxy::{Action, ClientId, Finish, Notes, RequestMeta, Stage};
 use crate::shared::{OnFailure, SharedStore};
-use crate::{Action, Body, ClientId, Finish, Notes, RequestMeta, Stage};
 
 /// In header mode, the value of the header a request is keyed by: left for its response,
 /// whose window opens under the same key.

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant, SystemTime};
 use holdoff::{Earliest, Receipt};
 use http::{Method, StatusCode};
 
-use crate::RequestMeta;
 use crate::judge::{HintKind, WindowKind};
+use crate::proxy::RequestMeta;
 
 /// The request a client sends on following `status`'s `Location`, as the judge keys it: the
 /// `Location` resolved against the request's URL, with the method a client follows with.

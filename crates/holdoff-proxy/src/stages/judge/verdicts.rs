@@ -9,12 +9,13 @@ use http::{Request, Response, StatusCode, header};
 
 use super::KEPT_EVENTS;
 use super::read::wall_of;
+use crate::body::Body;
 use crate::judge::{Check, JudgeEvent, Record, SiblingCheck, Verdict, WindowKind};
 use crate::lines::{Budget, LINES_PER_SECOND};
 use crate::proxy::reply::{OwnAnswer, graph_error, is_graph_host};
+use crate::proxy::{Action, RequestMeta};
 use crate::secs::ceil_secs;
 use crate::shared::SharedCheck;
-use crate::{Action, Body, RequestMeta};
 /// Where verdicts go: the stage's list (the first of them), the log (within a budget of
 /// lines), and the recorder if it records.
 #[derive(Clone, Debug, Default)]
