@@ -14,7 +14,7 @@ use holdoff::clock::SystemClock;
 
 use holdoff_proxy::report::Report;
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::instances::{Ended, Instance, Store, alive};
 
 /// The hidden option that tells a proxy it was started by `--detach`, with its log file.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use holdoff_proxy::tls::{CertificateAuthority, TlsError, TlsErrorKind};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 const AFTER_HELP: &str = "\
 The CA lives in --ca-dir: ca-cert.pem (the certificate, what clients trust) and ca-key.pem

@@ -29,7 +29,8 @@ use self::child::{Files, finish, spawn, spawn_reverse, write_config};
 use self::noise::{Noise, Sampler};
 use self::scenarios::{Rule, Scenario, Setup, Success};
 use self::verdict::{Outcome, Verdict};
-use crate::{Failure, duration};
+use crate::duration;
+use crate::failure::Failure;
 
 const AFTER_HELP: &str = "\
 Each scenario starts a proxy of its own exactly as `holdoff run` does (a throwaway CA, the proxy

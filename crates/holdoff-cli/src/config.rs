@@ -12,7 +12,8 @@ use holdoff_config::load::Format;
 use holdoff_config::{load, preset, schema};
 use holdoff_proxy::shared::OnFailure;
 
-use crate::{Failure, devproxy};
+use crate::devproxy;
+use crate::failure::Failure;
 
 mod gallery;
 

@@ -23,9 +23,10 @@ use holdoff::clock::{Clock, TokioClock};
 use holdoff_proxy::CaSource;
 use holdoff_proxy::report::Report;
 
+use crate::duration;
+use crate::failure::Failure;
 use crate::proxy::{Options, session};
 use crate::report::ReportArgs;
-use crate::{Failure, duration};
 use clients::{HOLDOFF_CLIENT, NAIVE_CLIENT, Tally};
 use progress::{Mode, Progress};
 

@@ -1,7 +1,7 @@
 //! Every exit code `holdoff` returns, in one place (as nextest's `exit_codes.rs`).
 //!
-//! The subcommands return a [`Failure`](crate::Failure) saying what went wrong;
-//! [`Failure::exit_code`](crate::Failure::exit_code) maps it to one of these, and only
+//! The subcommands return a [`Failure`](crate::failure::Failure) saying what went wrong;
+//! [`Failure::exit_code`](crate::failure::Failure::exit_code) maps it to one of these, and only
 //! [`main`](crate::main) turns the code into the process's exit status. Besides these,
 //! `holdoff run` exits with its command's own status when the command fails (128 + S when
 //! signal S ended it), which can be any number, these included: its summary, or its JSON

@@ -18,7 +18,8 @@ use holdoff::{
 };
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
-use crate::{Failure, duration};
+use crate::duration;
+use crate::failure::Failure;
 
 const AFTER_HELP: &str = "\
 The wait is max(hint, backoff) + jitter. The server's hint is a lower bound: it is never

@@ -8,7 +8,7 @@ use std::io::Write;
 use holdoff::clock::SystemClock;
 use holdoff_proxy::jwt::{self, JwtOptions};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// `holdoff jwt`.
 #[derive(Debug, clap::Args)]

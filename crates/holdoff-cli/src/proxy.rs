@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use holdoff_proxy::ConfigError;
 
-use crate::Failure;
+use crate::failure::Failure;
 pub(crate) use args::Args;
 use args::usage;
 pub(crate) use options::Options;

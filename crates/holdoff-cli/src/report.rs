@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use holdoff_proxy::report::{Format, Report, RunOutcome};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// What the judge's verdict has against the run, if anything: [`Failure::Premature`] for a
 /// retry that broke its window, [`Failure::NotTested`] when no request reached the proxy and

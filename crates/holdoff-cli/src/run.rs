@@ -19,9 +19,10 @@ use holdoff_proxy::CaSource;
 use holdoff_proxy::tls::CertificateAuthority;
 use tokio::process::{Child, Command};
 
+use crate::exit_codes;
+use crate::failure::Failure;
 use crate::proxy::{Options, session};
 use crate::report;
-use crate::{Failure, exit_codes};
 
 const AFTER_HELP: &str = "\
 It starts a proxy of its own on a free loopback port, with a throwaway CA (never your CA, never

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::shell_quote;
-use crate::Failure;
+use crate::failure::Failure;
 
 /// Overrides the directory the certificate is copied to.
 const DIR_VAR: &str = "HOLDOFF_TRUST_DIR";

@@ -14,7 +14,7 @@ use tokio::process::{Child, Command};
 
 use super::scenarios::{MIN_BACKOFF, Scenario, Setup};
 use super::verdict::{self, Outcome, Run, Tails};
-use crate::Failure;
+use crate::failure::Failure;
 
 /// Writes the scenario's config into `dir`, and says where.
 pub(super) fn write_config(

@@ -12,7 +12,7 @@ use holdoff::clock::{Clock, TokioClock};
 use super::scenarios::{Rule, Scenario, Setup};
 use super::verdict::Verdict;
 use super::{Row, Shared, load, relate, report, run_scenario};
-use crate::Failure;
+use crate::failure::Failure;
 
 /// How often the progress line is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(500);

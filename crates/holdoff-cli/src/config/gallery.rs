@@ -16,7 +16,7 @@ use holdoff_config::{devproxy, preset};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// The gallery Dev Proxy's `config get` reads, as GitHub's API names the repository.
 pub(super) const DEFAULT_GALLERY: &str = "https://api.github.com/repos/pnp/proxy-samples";

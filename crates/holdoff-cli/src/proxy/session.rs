@@ -23,7 +23,7 @@ use super::serving::Serving;
 use super::serving::Stopped;
 use super::wiring::{self, Settings};
 use super::{faults, start};
-use crate::Failure;
+use crate::failure::Failure;
 
 pub(crate) use super::reproduce::reproducible_argv;
 

@@ -21,7 +21,7 @@ use super::serving::{Serving, Stages};
 use super::shared_state::shared_store;
 use super::wiring::{FaultsLog, SideServer, StagesWiring, Wiring};
 use super::{faults, logging};
-use crate::Failure;
+use crate::failure::Failure;
 
 /// Builds `wiring`, binds, logs what the proxy does, and records the start in `recorder`.
 ///
